@@ -1,0 +1,1 @@
+//! airlock-broker (being built)

@@ -1,0 +1,1 @@
+//! airlock-executor (being built)

@@ -1,0 +1,1 @@
+//! airlock-jail (being built)

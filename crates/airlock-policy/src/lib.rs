@@ -1,0 +1,1 @@
+//! airlock-policy (being built)

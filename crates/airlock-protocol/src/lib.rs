@@ -1,0 +1,1 @@
+//! airlock-protocol (being built)

@@ -1,0 +1,1 @@
+//! airlock-router (being built)
