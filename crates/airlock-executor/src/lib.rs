@@ -1,1 +1,27 @@
-//! airlock-executor (being built)
+//! The untrusted side of one run.
+//!
+//! The broker spawns `airlock __executor` with a socket on stdin. That process (the *stage*)
+//! reads one [`ExecutorConfig`] frame, isolates itself layer by layer with `airlock-jail`, and
+//! becomes a tiny supervisor whose only child is pid 1 of a fresh pid namespace. That child
+//! either execs CPython with the guest bootstrap (`guest/bootstrap.py`, which installs the
+//! seccomp filter after start-up and before untrusted code) or, in exec mode, installs the
+//! exec seccomp profile and execs the command.
+//!
+//! **Architecture Invariant:** the stage never runs untrusted code before every layer is in
+//! place, and it refuses (a `refused` notification, exit 70) rather than continue with one
+//! missing.
+
+pub mod attest;
+pub mod channel;
+pub mod config;
+pub mod stage;
+
+pub use attest::Attestation;
+pub use config::{ExecutorConfig, FsSpec, Mode, RlimitSpec};
+pub use stage::stage_main;
+
+/// The guest bootstrap that CPython runs with `-c` before the untrusted program.
+pub const BOOTSTRAP_PY: &str = include_str!("guest/bootstrap.py");
+
+/// Exit status of a stage that refused to run (a layer could not be applied).
+pub const EXIT_REFUSED: i32 = 70;

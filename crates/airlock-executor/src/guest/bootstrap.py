@@ -1,0 +1,199 @@
+# airlock guest bootstrap: runs inside the executor, after the interpreter started and before any
+# untrusted code. fd 3 is the socket to the broker; fd 4 carries the seccomp filter (raw BPF).
+# Order: read filter -> install seccomp (TSYNC) -> attest -> wait for `execute` -> run the program
+# with `call_tool` injected -> report a result hint. Nothing here is a control the program cannot
+# undo once it runs: every guarantee lives in the kernel layers and in the broker.
+import builtins, ctypes, io, json, os, signal, sys, traceback
+
+SOCK = 3
+FILTER_FD = 4
+MAX_FRAME = 1 << 20
+MAX_HEADER = 4096
+_buf = bytearray()
+
+
+def _send(msg):
+    body = json.dumps(msg, separators=(",", ":")).encode()
+    if len(body) > MAX_FRAME:
+        raise ValueError("message exceeds the frame cap")
+    data = b"Content-Length: %d\r\n\r\n" % len(body) + body
+    view = memoryview(data)
+    while view:
+        n = os.write(SOCK, view)
+        view = view[n:]
+
+
+def _fill():
+    chunk = os.read(SOCK, 65536)
+    if not chunk:
+        raise ConnectionError("broker closed the socket")
+    _buf.extend(chunk)
+
+
+def _read_frame():
+    while True:
+        end = _buf.find(b"\r\n\r\n")
+        if end >= 0:
+            break
+        if len(_buf) > MAX_HEADER:
+            raise ValueError("header section too long")
+        _fill()
+    length = None
+    for line in bytes(_buf[:end]).split(b"\r\n"):
+        name, sep, value = line.partition(b":")
+        if sep and name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    if length is None or length < 0 or length > MAX_FRAME:
+        raise ValueError("bad Content-Length")
+    del _buf[: end + 4]
+    while len(_buf) < length:
+        _fill()
+    body = bytes(_buf[:length])
+    del _buf[:length]
+    return json.loads(body)
+
+
+def _install_seccomp():
+    raw = b""
+    while len(raw) <= 65536:
+        chunk = os.read(FILTER_FD, 65536)
+        if not chunk:
+            break
+        raw += chunk
+    os.close(FILTER_FD)
+    if not raw or len(raw) % 8 or len(raw) > 65536:
+        raise RuntimeError("seccomp filter missing or malformed")
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    prog_buf = ctypes.create_string_buffer(raw, len(raw))
+    prog = SockFprog(len(raw) // 8, ctypes.cast(prog_buf, ctypes.c_void_p))
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog): syscall 317 on x86_64
+    if libc.syscall(317, 1, 1, ctypes.byref(prog)) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")
+
+
+def _attest():
+    status = {}
+    with open("/proc/self/status", "rb") as f:
+        for line in f.read(65536).decode("ascii", "replace").splitlines():
+            key, _, value = line.partition(":")
+            status[key] = value.strip()
+    with open("/proc/net/dev", "rb") as f:
+        lines = f.read(65536).decode("ascii", "replace").splitlines()[2:]
+    interfaces = sorted(l.split(":", 1)[0].strip() for l in lines if ":" in l)
+    with open("/proc/self/uid_map", "rb") as f:
+        uid_map = f.read(4096).decode("ascii", "replace").strip()
+    namespaces = {}
+    for ns in ("user", "net", "ipc", "uts", "mnt", "pid", "cgroup"):
+        try:
+            namespaces[ns] = os.readlink("/proc/self/ns/" + ns)
+        except OSError:
+            namespaces[ns] = ""
+    return {
+        "no_new_privs": status.get("NoNewPrivs") == "1",
+        "seccomp_mode": int(status.get("Seccomp", "0")),
+        "cap_eff": int(status.get("CapEff", "f" * 16), 16),
+        "cap_prm": int(status.get("CapPrm", "f" * 16), 16),
+        "uid_map": uid_map,
+        "interfaces": interfaces,
+        "namespaces": namespaces,
+        "pid": os.getpid(),
+    }
+
+
+class ToolError(Exception):
+    """A tool call the broker answered with an error: .code, .message, .data."""
+
+    def __init__(self, code, message, data=None):
+        super().__init__(f"{message} (code {code})")
+        self.code, self.message, self.data = code, message, data
+
+
+_next_id = [100]
+
+
+def call_tool(name, args=None):
+    """Call a host tool by name with JSON-serialisable args; returns its JSON result."""
+    if not isinstance(name, str):
+        raise TypeError("tool name must be a string")
+    _next_id[0] += 1
+    rid = _next_id[0]
+    _send({"jsonrpc": "2.0", "id": rid, "method": "call_tool",
+           "params": {"tool": name, "args": {} if args is None else args}})
+    while True:
+        msg = _read_frame()
+        if msg.get("id") == rid and "method" not in msg:
+            if "error" in msg:
+                err = msg["error"] or {}
+                raise ToolError(err.get("code"), err.get("message", ""), err.get("data"))
+            return msg.get("result")
+
+
+def _run(code):
+    program = compile(code, "<program>", "exec")
+    scope = {"__name__": "__main__", "__builtins__": builtins,
+             "call_tool": call_tool, "ToolError": ToolError}
+    builtins.call_tool = call_tool
+    builtins.ToolError = ToolError
+    exec(program, scope)
+
+
+def _on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def main():
+    try:
+        _install_seccomp()
+        attestation = _attest()
+    except BaseException as exc:  # refuse: the broker never sends code to an unfiltered guest
+        _send({"jsonrpc": "2.0", "method": "refused",
+               "params": {"layer": "seccomp", "message": f"{type(exc).__name__}: {exc}"}})
+        os._exit(70)
+    _send({"jsonrpc": "2.0", "method": "ready", "params": attestation})
+    msg = _read_frame()
+    if msg.get("method") != "execute":
+        os._exit(71)
+    rid = msg.get("id")
+    code = (msg.get("params") or {}).get("code", "")
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.argv = ["<program>"]
+    sys.path.append(os.getcwd())
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    result = {"status": "completed", "exit_code": 0}
+    try:
+        _run(code)
+    except SystemExit as exc:
+        c = exc.code
+        exit_code = 0 if c is None else (c if isinstance(c, int) else 1)
+        if not isinstance(c, int) and c is not None:
+            print(c, file=sys.stderr)
+        result = {"status": "completed" if exit_code == 0 else "error", "exit_code": exit_code}
+        if exit_code:
+            result["error"] = {"type": "SystemExit", "message": f"exit status {exit_code}"}
+    except MemoryError:
+        traceback.print_exc()
+        result = {"status": "error", "exit_code": 1,
+                  "error": {"type": "MemoryError", "message": "MemoryError"}}
+    except BaseException as exc:
+        traceback.print_exc()
+        result = {"status": "error", "exit_code": 1,
+                  "error": {"type": type(exc).__name__, "message": str(exc)[:4096]}}
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    try:
+        _send({"jsonrpc": "2.0", "id": rid, "result": result})
+    except BaseException:
+        pass
+    os._exit(result.get("exit_code", 1) & 0xFF)
+
+
+main()

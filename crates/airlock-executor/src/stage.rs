@@ -1,0 +1,239 @@
+//! The executor stage: isolate, fork pid 1 of a fresh pid namespace, supervise it.
+//!
+//! Order matters and is the contract documented in docs/executor.md:
+//! user ns (single-entry maps) -> net/ipc/uts/mount/pid/cgroup ns -> fork ->
+//! [child, pid 1] private mounts, fresh /proc, hostname, loopback up, fds, rlimits, Landlock,
+//! drop caps, no_new_privs -> (python) execve the interpreter, whose bootstrap installs the run
+//! seccomp filter | (command) install the exec filter, attest, wait for `start`, execve.
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+
+use airlock_jail::{caps, landlock, net, ns, process, rlimits, seccomp, userns};
+use airlock_protocol::Message;
+
+use crate::attest::Attestation;
+use crate::channel::Channel;
+use crate::config::{ExecutorConfig, Mode};
+use crate::{BOOTSTRAP_PY, EXIT_REFUSED};
+
+/// fd of the socket inside the guest.
+pub const GUEST_SOCKET_FD: i32 = 3;
+/// fd of the seccomp filter pipe inside the Python guest.
+pub const GUEST_FILTER_FD: i32 = 4;
+/// Staging fds above anything the stage holds, so the final placement never collides.
+const STAGING_SOCKET_FD: i32 = 100;
+const STAGING_FILTER_FD: i32 = 101;
+
+/// A setup step that failed, named by the layer it belongs to.
+#[derive(Debug)]
+struct Refusal {
+    layer: &'static str,
+    message: String,
+}
+
+trait Layer<T> {
+    fn layer(self, layer: &'static str) -> Result<T, Refusal>;
+}
+
+impl<T, E: std::fmt::Display> Layer<T> for Result<T, E> {
+    fn layer(self, layer: &'static str) -> Result<T, Refusal> {
+        self.map_err(|e| Refusal { layer, message: e.to_string() })
+    }
+}
+
+fn refuse(chan: &mut Channel, r: &Refusal) -> ! {
+    chan.refuse(r.layer, &r.message);
+    std::process::exit(EXIT_REFUSED)
+}
+
+/// Entry point of `airlock __executor`. Must run before any thread exists.
+pub fn stage_main() -> ! {
+    let mut chan = match Channel::from_stdin() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "airlock executor: {e}");
+            std::process::exit(EXIT_REFUSED);
+        }
+    };
+    let cfg = match chan.read_setup().layer("setup") {
+        Ok(cfg) => cfg,
+        Err(r) => refuse(&mut chan, &r),
+    };
+    match isolate() {
+        Ok(process::Fork::Parent { child }) => supervise(chan, child),
+        Ok(process::Fork::Child) => pid1(chan, &cfg),
+        Err(r) => refuse(&mut chan, &r),
+    }
+}
+
+/// Enter the user namespace, then every other one, then fork pid 1.
+fn isolate() -> Result<process::Fork, Refusal> {
+    // Die with the broker: a sandbox never outlives the process supervising it.
+    let broker = std::os::unix::process::parent_id();
+    process::set_parent_death_signal_kill().layer("pdeathsig")?;
+    if std::os::unix::process::parent_id() != broker {
+        return Err(Refusal { layer: "pdeathsig", message: "broker exited during setup".into() });
+    }
+    userns::enter_user_namespace(INSIDE_ID, INSIDE_ID).layer("userns")?;
+    let namespaces =
+        ns::Namespaces { net: true, ipc: true, uts: true, mount: true, pid: true, cgroup: true };
+    ns::unshare(namespaces).layer("namespaces")?;
+    process::fork().layer("fork")
+}
+
+/// The uid/gid the guest has inside its user namespace: not 0, so execve drops every capability.
+pub const INSIDE_ID: u32 = 1000;
+
+/// The stage after fork: forward termination signals, reap pid 1, exit the way it did.
+fn supervise(chan: Channel, child: i32) -> ! {
+    // Only pid 1 talks to the broker from here on; the broker must see EOF when pid 1 dies.
+    drop(chan);
+    if let Err(e) = process::forward_termination_signals(child) {
+        let _ = writeln!(std::io::stderr(), "airlock executor: signals: {e}");
+    }
+    match process::wait_child(child) {
+        Ok(status) => process::exit_like(status),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "airlock executor: wait: {e}");
+            std::process::exit(EXIT_REFUSED)
+        }
+    }
+}
+
+/// pid 1 of the run's pid namespace.
+fn pid1(mut chan: Channel, cfg: &ExecutorConfig) -> ! {
+    let staged = match prepare(&chan, cfg) {
+        Ok(s) => s,
+        Err(r) => refuse(&mut chan, &r),
+    };
+    // Drop every other handle of the socket, then place it (and the filter) where the guest
+    // expects them.
+    drop(chan);
+    let (mut guest, filter) = match place(staged) {
+        Ok(placed) => placed,
+        // No channel is left to report on; the broker sees EOF and this exit status.
+        Err(_) => std::process::exit(EXIT_REFUSED),
+    };
+    let r = match lock_down(cfg, filter.is_some()).and_then(|()| start(&mut guest, cfg)) {
+        Ok(never) => match never {},
+        Err(r) => r,
+    };
+    refuse(&mut guest, &r)
+}
+
+struct Staged {
+    socket: OwnedFd,
+    filter: Option<OwnedFd>,
+}
+
+/// Mount, uts and network set-up, stdin, and the fds the guest needs, staged high.
+fn prepare(chan: &Channel, cfg: &ExecutorConfig) -> Result<Staged, Refusal> {
+    process::set_parent_death_signal_kill().layer("pdeathsig")?;
+    ns::make_mounts_private().layer("mount namespace")?;
+    ns::mount_proc().layer("proc mount")?;
+    ns::set_hostname(&cfg.hostname).layer("uts namespace")?;
+    net::loopback_up().layer("network namespace")?;
+    std::env::set_current_dir(&cfg.work_dir).layer("work dir")?;
+    let devnull = std::fs::File::open("/dev/null").layer("stdin")?;
+    process::dup2(devnull.as_raw_fd(), 0).layer("stdin")?;
+    let socket = process::dup_to(chan.fd(), STAGING_SOCKET_FD).layer("fds")?;
+    let filter = match &cfg.mode {
+        Mode::Python { .. } => {
+            let bytes = seccomp::compile(seccomp::Profile::Run).layer("seccomp")?;
+            let (reader, mut writer) = std::io::pipe().layer("seccomp")?;
+            // The filter is a few KiB, far below a pipe's capacity, so this cannot block.
+            writer.write_all(&bytes).layer("seccomp")?;
+            drop(writer);
+            Some(process::dup_to(reader.as_fd(), STAGING_FILTER_FD).layer("fds")?)
+        }
+        Mode::Command { .. } => None,
+    };
+    Ok(Staged { socket, filter })
+}
+
+fn place(staged: Staged) -> Result<(Channel, Option<OwnedFd>), Refusal> {
+    let socket = process::dup_to(staged.socket.as_fd(), GUEST_SOCKET_FD).layer("fds")?;
+    let filter = match &staged.filter {
+        Some(f) => Some(process::dup_to(f.as_fd(), GUEST_FILTER_FD).layer("fds")?),
+        None => None,
+    };
+    drop(staged);
+    Ok((Channel::from_owned(socket), filter))
+}
+
+/// rlimits, fds, Landlock, capabilities, no_new_privs.
+fn lock_down(cfg: &ExecutorConfig, with_filter: bool) -> Result<(), Refusal> {
+    let mut keep = vec![0, 1, 2, GUEST_SOCKET_FD];
+    if with_filter {
+        keep.push(GUEST_FILTER_FD);
+    }
+    process::close_fds_except(&keep).layer("fds")?;
+    rlimits::apply(&rlimits::Rlimits {
+        address_space: cfg.rlimits.address_space,
+        file_size: cfg.rlimits.file_size,
+        open_files: cfg.rlimits.open_files,
+        processes: cfg.rlimits.processes,
+        cpu_seconds: None,
+    })
+    .layer("rlimits")?;
+    landlock::restrict(&landlock::FsPolicy {
+        read_only: cfg.fs.read_only.clone(),
+        read_exec: cfg.fs.read_exec.clone(),
+        read_write: cfg.fs.read_write.clone(),
+    })
+    .layer("landlock")?;
+    caps::drop_all().layer("capabilities")?;
+    caps::set_no_new_privs().layer("no_new_privs")
+}
+
+/// Hand over to the workload. Returns only on failure.
+fn start(guest: &mut Channel, cfg: &ExecutorConfig) -> Result<Infallible, Refusal> {
+    let env = cstrings(cfg.env.iter().map(|(k, v)| format!("{k}={v}")))?;
+    match &cfg.mode {
+        Mode::Python { interpreter } => {
+            let interp = path_str(interpreter)?;
+            let argv = cstrings([interp, "-I", "-B", "-c", BOOTSTRAP_PY].map(str::to_string))?;
+            Err(exec(interpreter, &argv, &env))
+        }
+        Mode::Command { program, argv } => {
+            seccomp::install(seccomp::Profile::Exec).layer("seccomp")?;
+            let proof = Attestation::collect().layer("attestation")?;
+            guest.notify("ready", serde_json::to_value(&proof).layer("attestation")?).layer("socket")?;
+            match guest.next_message().layer("socket")? {
+                Message::Notification(n) if n.method == "start" => {}
+                other => {
+                    let message = format!("expected start, got {other:?}");
+                    return Err(Refusal { layer: "protocol", message });
+                }
+            }
+            // The command itself gets no channel to the broker; refusals still can use it.
+            process::set_cloexec(GUEST_SOCKET_FD, true).layer("fds")?;
+            let argv = cstrings(argv.iter().cloned())?;
+            Err(exec(program, &argv, &env))
+        }
+    }
+}
+
+fn exec(program: &Path, argv: &[CString], env: &[CString]) -> Refusal {
+    let path = match path_str(program).and_then(|p| cstring(p.to_string())) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let err = process::execve(&path, argv, env);
+    Refusal { layer: "execve", message: format!("{}: {err}", program.display()) }
+}
+
+fn path_str(p: &Path) -> Result<&str, Refusal> {
+    p.to_str().ok_or_else(|| Refusal { layer: "config", message: "non-UTF-8 path".into() })
+}
+
+fn cstring(s: String) -> Result<CString, Refusal> {
+    CString::new(s).layer("config")
+}
+
+fn cstrings(items: impl IntoIterator<Item = String>) -> Result<Vec<CString>, Refusal> {
+    items.into_iter().map(cstring).collect()
+}
