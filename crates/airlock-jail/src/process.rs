@@ -1,0 +1,232 @@
+//! Process plumbing for the executor stage: fork, parent-death signal, signal forwarding,
+//! waiting, exiting "like" a child, execve, and fd hygiene.
+//!
+//! These are meant for a single-threaded process. [`fork`] refuses to run when `/proc` shows
+//! more than one thread, because a forked child of a threaded process may deadlock on a lock
+//! another thread held.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::sys::{check, check_long, read_bounded};
+use crate::{JailError, Result};
+
+/// Which side of a [`fork`] we are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fork {
+    /// The new process.
+    Child,
+    /// The original process, with the child's pid.
+    Parent {
+        /// The child's pid (in the parent's pid namespace).
+        child: i32,
+    },
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitStatus {
+    /// It called `exit` with this code.
+    Exited(i32),
+    /// It was killed by this signal.
+    Signaled(i32),
+}
+
+/// The number of threads of this process, from `/proc/self/stat`, if procfs is readable.
+pub fn thread_count() -> Option<u64> {
+    let stat = read_bounded(std::path::Path::new("/proc/self/stat"), 4096).ok()?;
+    // Fields after the last ')' (the comm may contain spaces and parens); num_threads is
+    // field 20 overall, i.e. the 18th after the comm.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(17)?.parse().ok()
+}
+
+/// `fork(2)`. Refuses when this process visibly has more than one thread.
+pub fn fork() -> Result<Fork> {
+    if let Some(n) = thread_count() {
+        if n > 1 {
+            return Err(JailError::InvalidInput(format!(
+                "fork from a process with {n} threads"
+            )));
+        }
+    }
+    // SAFETY: the process is single-threaded (checked above where procfs allows), so the child
+    // inherits no lock held by another thread.
+    let pid = check(unsafe { libc::fork() }, "fork")?;
+    Ok(if pid == 0 { Fork::Child } else { Fork::Parent { child: pid } })
+}
+
+/// `PR_SET_PDEATHSIG(SIGKILL)`: die when the parent (thread) dies. The caller closes the race
+/// with a parent that died before the call (e.g. by checking [`parent_pid`] against the pid it
+/// expects, or by a pipe from the parent).
+pub fn set_parent_death_signal_kill() -> Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) },
+        "prctl(PR_SET_PDEATHSIG)",
+    )?;
+    Ok(())
+}
+
+/// `getppid(2)` (0 when the parent is outside our pid namespace).
+pub fn parent_pid() -> i32 {
+    // SAFETY: getppid cannot fail.
+    unsafe { libc::getppid() }
+}
+
+/// The pid `forward_termination_signals` sends to; 0 means none.
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward_handler(sig: libc::c_int) {
+    let child = FORWARD_TO.load(Ordering::SeqCst);
+    if child > 0 {
+        // SAFETY: kill is async-signal-safe; we save and restore errno around it.
+        unsafe {
+            let saved = *libc::__errno_location();
+            libc::kill(child, sig);
+            *libc::__errno_location() = saved;
+        }
+    }
+}
+
+/// Sends SIGTERM, SIGINT and SIGHUP received by this process on to `child`.
+pub fn forward_termination_signals(child: i32) -> Result<()> {
+    if child <= 0 {
+        return Err(JailError::InvalidInput(format!("bad child pid {child}")));
+    }
+    FORWARD_TO.store(child, Ordering::SeqCst);
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: sigaction is plain old data; all-zero is valid before we fill it.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = forward_handler as *const () as libc::sighandler_t;
+        act.sa_flags = libc::SA_RESTART;
+        // SAFETY: `act.sa_mask` is ours; sigemptyset only writes it.
+        unsafe { libc::sigemptyset(&mut act.sa_mask) };
+        // SAFETY: `act` is initialised, the handler only calls async-signal-safe functions.
+        check(
+            unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) },
+            "sigaction",
+        )?;
+    }
+    Ok(())
+}
+
+/// `waitpid(child)`, retrying `EINTR`, until it exits or is killed.
+pub fn wait_child(child: i32) -> Result<WaitStatus> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a valid out pointer.
+        let r = unsafe { libc::waitpid(child, &mut status, 0) };
+        if r == -1 {
+            if crate::sys::errno() == libc::EINTR {
+                continue;
+            }
+            return Err(JailError::last_os("waitpid"));
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(WaitStatus::Exited(libc::WEXITSTATUS(status)));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(WaitStatus::Signaled(libc::WTERMSIG(status)));
+        }
+        // Stopped/continued: keep waiting for termination.
+    }
+}
+
+/// Ends this process the way the child ended: `_exit(code)`, or die by the same signal (its
+/// disposition reset to default and unblocked first). Falls back to `_exit(128 + sig)` for a
+/// signal whose default action does not terminate.
+pub fn exit_like(status: WaitStatus) -> ! {
+    match status {
+        WaitStatus::Exited(code) => {
+            // SAFETY: _exit never returns and touches no Rust state.
+            unsafe { libc::_exit(code) }
+        }
+        WaitStatus::Signaled(sig) => {
+            // SAFETY: resetting a disposition, unblocking one signal and raising it are all
+            // plain syscalls on process state; sigset_t is plain old data.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+                libc::raise(sig);
+                libc::_exit(128 + (sig & 0x7f))
+            }
+        }
+    }
+}
+
+/// `execve(2)`; returns only on failure, with the error.
+pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> JailError {
+    let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+    envp_p.push(std::ptr::null());
+    // SAFETY: `path` is NUL-terminated; both arrays are null-terminated arrays of pointers to
+    // NUL-terminated strings that outlive the call.
+    unsafe { libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
+    JailError::last_os("execve")
+}
+
+/// Closes every fd except those in `keep` (0, 1 and 2 are closed too unless listed), with
+/// `close_range(2)` over the gaps.
+pub fn close_fds_except(keep: &[RawFd]) -> Result<()> {
+    if let Some(bad) = keep.iter().find(|fd| **fd < 0) {
+        return Err(JailError::InvalidInput(format!("negative fd {bad}")));
+    }
+    let mut keep: Vec<u32> = keep.iter().map(|fd| fd.unsigned_abs()).collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut first: u32 = 0;
+    for fd in keep {
+        if fd > first {
+            close_range(first, fd - 1)?;
+        }
+        first = fd.saturating_add(1);
+    }
+    close_range(first, u32::MAX)
+}
+
+fn close_range(first: u32, last: u32) -> Result<()> {
+    // SAFETY: close_range only takes integers; closing fds we do not use is the point.
+    check_long(
+        unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) },
+        "close_range",
+    )?;
+    Ok(())
+}
+
+/// `dup2(2)`.
+pub fn dup2(from: RawFd, to: RawFd) -> Result<()> {
+    // SAFETY: dup2 only takes integers.
+    check(unsafe { libc::dup2(from, to) }, "dup2")?;
+    Ok(())
+}
+
+/// Sets or clears `FD_CLOEXEC` on `fd`.
+pub fn set_cloexec(fd: RawFd, on: bool) -> Result<()> {
+    // SAFETY: fcntl(F_GETFD) only takes integers.
+    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFD) }, "fcntl(F_GETFD)")?;
+    let new = if on { flags | libc::FD_CLOEXEC } else { flags & !libc::FD_CLOEXEC };
+    // SAFETY: fcntl(F_SETFD) only takes integers.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, new) }, "fcntl(F_SETFD)")?;
+    Ok(())
+}
+
+/// `PR_SET_DUMPABLE`: 0 keeps other same-uid processes from ptrace/`/proc/<pid>/mem` access.
+pub fn set_dumpable(on: bool) -> Result<()> {
+    let v: libc::c_ulong = if on { 1 } else { 0 };
+    // SAFETY: prctl with integer arguments only.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, v, 0, 0, 0) }, "prctl(PR_SET_DUMPABLE)")?;
+    Ok(())
+}
+
+/// `kill(2)`.
+pub fn kill(pid: i32, signal: i32) -> Result<()> {
+    // SAFETY: kill only takes integers.
+    check(unsafe { libc::kill(pid, signal) }, "kill")?;
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! seccomp: two hand-assembled classic-BPF profiles, compiled from the reviewed table in
+//! [`policy`].
+//!
+//! Hand-rolled rather than `seccompiler` so the first instructions are exactly the checks we
+//! want, in the order we want: architecture (anything but `AUDIT_ARCH_X86_64`, i.e. i386 via
+//! `int 0x80`, kills the process), then the x32 bit (kills), then one compare per rule. The
+//! program is ~100 instructions, far below the kernel's 4096 limit.
+//!
+//! [`compile`] gives the raw `struct sock_filter` array for a guest that installs the Run
+//! profile itself (after interpreter start-up); [`install`] installs a profile here.
+
+mod bpf;
+pub mod policy;
+
+use bpf::{jeq, jset, load, off_arg_lo, ret, Insn, OFF_ARCH, OFF_NR};
+pub use policy::{rules, Action, Rule};
+
+use crate::sys::check;
+use crate::{JailError, Result};
+
+/// The two filter profiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Python guests: no process creation (threads allowed), no new sockets.
+    Run,
+    /// Commands: process creation and sockets allowed, the rest of the deny-list holds.
+    Exec,
+}
+
+const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
+const BPF_MAXINSNS: usize = 4096;
+
+/// Every `CLONE_NEW*` flag `clone(2)` can carry (not `CLONE_NEWTIME`, which overlaps the
+/// exit-signal byte and is clone3-only).
+const CLONE_NEW_MASK: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u32;
+
+const fn errno(e: i32) -> u32 {
+    RET_ERRNO | (e as u32 & 0xffff)
+}
+
+/// The instructions that run when the syscall number matched `action`'s rule. Every block
+/// ends in a `ret`, so the accumulator it clobbers is never reused.
+fn action_block(action: Action) -> Vec<Insn> {
+    let eperm = errno(libc::EPERM);
+    match action {
+        Action::Kill => vec![ret(RET_KILL_PROCESS)],
+        Action::Errno(e) => vec![ret(errno(e))],
+        Action::CloneThreadsOnly => vec![
+            load(off_arg_lo(0)),
+            jset(CLONE_NEW_MASK, 2, 0),
+            jset(libc::CLONE_THREAD as u32, 0, 1),
+            ret(RET_ALLOW),
+            ret(eperm),
+        ],
+        Action::CloneNoNamespaces => {
+            vec![load(off_arg_lo(0)), jset(CLONE_NEW_MASK, 0, 1), ret(eperm), ret(RET_ALLOW)]
+        }
+        // ioctl's request is an `unsigned int` in the kernel: the low word is all that counts.
+        Action::DenyTtyInjection => vec![
+            load(off_arg_lo(1)),
+            jeq(libc::TIOCSTI as u32, 1, 0),
+            jeq(libc::TIOCLINUX as u32, 0, 1),
+            ret(eperm),
+            ret(RET_ALLOW),
+        ],
+        // personality's argument is an `unsigned int` in the kernel.
+        Action::PersonalityQueryOnly => vec![
+            load(off_arg_lo(0)),
+            jeq(0, 1, 0),
+            jeq(0xffff_ffff, 0, 1),
+            ret(RET_ALLOW),
+            ret(RET_KILL_PROCESS),
+        ],
+    }
+}
+
+fn assemble(p: Profile) -> Result<Vec<Insn>> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(JailError::Unsupported {
+            what: "seccomp profiles for this architecture".into(),
+            fix: "run on x86_64 (only that syscall table is reviewed)".into(),
+        });
+    }
+    let mut prog = vec![
+        load(OFF_ARCH),
+        jeq(AUDIT_ARCH_X86_64, 1, 0),
+        ret(RET_KILL_PROCESS),
+        load(OFF_NR),
+        jset(X32_SYSCALL_BIT, 0, 1),
+        ret(RET_KILL_PROCESS),
+    ];
+    for rule in rules(p) {
+        let block = action_block(rule.action);
+        let skip = u8::try_from(block.len())
+            .map_err(|_| JailError::InvalidInput(format!("rule {} too long", rule.name)))?;
+        let nr = u32::try_from(rule.nr)
+            .map_err(|_| JailError::InvalidInput(format!("bad syscall number {}", rule.nr)))?;
+        prog.push(jeq(nr, 0, skip));
+        prog.extend(block);
+    }
+    prog.push(ret(RET_ALLOW));
+    if prog.len() > BPF_MAXINSNS {
+        return Err(JailError::InvalidInput("seccomp program too long".into()));
+    }
+    Ok(prog)
+}
+
+/// The profile as a raw `struct sock_filter` array (8 bytes each, native endian), for
+/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &sock_fprog)`.
+pub fn compile(p: Profile) -> Result<Vec<u8>> {
+    Ok(bpf::to_bytes(&assemble(p)?))
+}
+
+/// Installs the profile on every thread of this process (`TSYNC`). Requires `no_new_privs`.
+pub fn install(p: Profile) -> Result<()> {
+    if !crate::caps::no_new_privs()? {
+        return Err(JailError::InvalidInput("seccomp install needs no_new_privs set first".into()));
+    }
+    let mut filter: Vec<libc::sock_filter> = assemble(p)?
+        .into_iter()
+        .map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
+        .collect();
+    let len = u16::try_from(filter.len())
+        .map_err(|_| JailError::InvalidInput("seccomp program too long".into()))?;
+    let prog = libc::sock_fprog { len, filter: filter.as_mut_ptr() };
+    // SAFETY: `prog` points at `filter`, which lives until after the call; the kernel copies it.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    match r {
+        0 => Ok(()),
+        -1 => Err(JailError::last_os("seccomp(SECCOMP_SET_MODE_FILTER)")),
+        tid => Err(JailError::InvalidInput(format!("seccomp tsync failed on thread {tid}"))),
+    }
+}
+
+/// `PR_GET_SECCOMP`: 0 disabled, 1 strict, 2 filter.
+pub fn current_mode() -> Result<u32> {
+    // SAFETY: prctl with integer arguments only.
+    let r = check(unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) }, "prctl(PR_GET_SECCOMP)")?;
+    Ok(r.unsigned_abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_duplicate_rules_in_a_profile() {
+        for p in [Profile::Run, Profile::Exec] {
+            let mut nrs: Vec<_> = rules(p).iter().map(|r| r.nr).collect();
+            let n = nrs.len();
+            nrs.sort_unstable();
+            nrs.dedup();
+            assert_eq!(n, nrs.len(), "{p:?} has a redundant rule");
+        }
+    }
+
+    #[test]
+    fn every_rule_has_a_reason() {
+        for p in [Profile::Run, Profile::Exec] {
+            for r in rules(p) {
+                assert!(!r.reason.is_empty(), "{} has no reason", r.name);
+            }
+        }
+    }
+
+    #[test]
+    fn starts_with_arch_and_x32_checks() {
+        let prog = assemble(Profile::Run).unwrap();
+        assert_eq!(prog[0], load(OFF_ARCH));
+        assert_eq!(prog[1].k, AUDIT_ARCH_X86_64);
+        assert_eq!(prog[2], ret(RET_KILL_PROCESS));
+        assert_eq!(prog[4].k, X32_SYSCALL_BIT);
+        assert_eq!(prog[5], ret(RET_KILL_PROCESS));
+        assert_eq!(prog.last(), Some(&ret(RET_ALLOW)));
+    }
+
+    #[test]
+    fn jumps_stay_inside_the_program() {
+        for p in [Profile::Run, Profile::Exec] {
+            let prog = assemble(p).unwrap();
+            for (pc, i) in prog.iter().enumerate() {
+                if i.code & 0x07 == 0x05 {
+                    assert!(pc + 1 + usize::from(i.jt.max(i.jf)) < prog.len(), "{p:?} pc {pc}");
+                }
+            }
+            assert_eq!(compile(p).unwrap().len(), prog.len() * 8);
+        }
+    }
+
+    #[test]
+    fn profiles_differ_only_where_documented() {
+        let run: Vec<_> = rules(Profile::Run).iter().map(|r| r.name).collect();
+        let exec: Vec<_> = rules(Profile::Exec).iter().map(|r| r.name).collect();
+        assert!(run.contains(&"SYS_execve") && !exec.contains(&"SYS_execve"));
+        assert!(run.contains(&"SYS_socket") && !exec.contains(&"SYS_socket"));
+        assert!(exec.contains(&"SYS_ptrace") && exec.contains(&"SYS_io_uring_setup"));
+    }
+}

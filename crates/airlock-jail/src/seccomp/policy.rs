@@ -1,0 +1,152 @@
+//! The seccomp policy as reviewed data: one line per syscall, with the action and the reason.
+//!
+//! This is a deny-list layered on namespaces, Landlock, dropped capabilities and
+//! `no_new_privs`; the allowlist-grade guarantees are the hard ABI checks in
+//! [`super::compile`]: a foreign architecture (i386 via `int 0x80`) and any syscall number with
+//! the x32 bit set kill the process before any rule is looked at.
+//!
+//! Decisions worth a reviewer's eye:
+//! - `seccomp(2)` / `PR_SET_SECCOMP` stay allowed: filters only ever add restrictions, and the
+//!   Run profile is installed by the guest itself after start-up.
+//! - `clone3` is `ENOSYS` in *both* profiles (the brief allowed it in Exec): its flags live in
+//!   memory a filter cannot read, while glibc falls back to `clone`, whose flags we can check.
+//! - `clone` with any `CLONE_NEW*` flag is `EPERM` in both profiles (`unshare` is killed, and
+//!   this is the same thing by another door). `CLONE_NEWTIME` (0x80) is not checkable through
+//!   `clone` because it overlaps the exit-signal byte, and `clone` cannot request it anyway.
+//! - `personality` is allowed only as a query (`0xffffffff`) or to set `PER_LINUX` (0), so
+//!   `ADDR_NO_RANDOMIZE` / `READ_IMPLIES_EXEC` cannot weaken a later exec.
+
+use libc::c_long;
+
+use super::Profile;
+
+/// `open_tree_attr(2)` (Linux 6.15); not in the `libc` crate yet. x86_64 table number.
+const SYS_OPEN_TREE_ATTR: c_long = 467;
+
+/// What to do with a matching syscall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `SECCOMP_RET_KILL_PROCESS`: the whole process dies with SIGSYS.
+    Kill,
+    /// `SECCOMP_RET_ERRNO`: the call fails with this errno, nothing else happens.
+    Errno(i32),
+    /// `clone`: allowed only with `CLONE_THREAD` and no `CLONE_NEW*` flag, else `EPERM`.
+    CloneThreadsOnly,
+    /// `clone`: allowed unless a `CLONE_NEW*` flag is set (then `EPERM`).
+    CloneNoNamespaces,
+    /// `ioctl`: `TIOCSTI` and `TIOCLINUX` fail with `EPERM`, every other request is allowed.
+    DenyTtyInjection,
+    /// `personality`: allowed for `0` and `0xffffffff`, anything else kills.
+    PersonalityQueryOnly,
+}
+
+/// One line of the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    /// The x86_64 syscall number.
+    pub nr: c_long,
+    /// The syscall's name.
+    pub name: &'static str,
+    /// What happens.
+    pub action: Action,
+    /// Why (one line).
+    pub reason: &'static str,
+}
+
+macro_rules! rule {
+    ($sys:ident, $action:expr, $reason:literal) => {
+        Rule { nr: libc::$sys, name: stringify!($sys), action: $action, reason: $reason }
+    };
+}
+
+use Action::{CloneNoNamespaces, CloneThreadsOnly, DenyTtyInjection, Errno, Kill};
+
+/// Rules in both profiles.
+const COMMON: &[Rule] = &[
+    rule!(SYS_ptrace, Kill, "reads/writes other processes' memory and registers"),
+    rule!(SYS_process_vm_readv, Kill, "reads another process's memory"),
+    rule!(SYS_process_vm_writev, Kill, "writes another process's memory"),
+    rule!(SYS_pidfd_getfd, Kill, "steals an fd from another process (ptrace-class access)"),
+    rule!(SYS_mount, Kill, "changes the filesystem view (escape from the mount policy)"),
+    rule!(SYS_umount2, Kill, "uncovers what a mount hides"),
+    rule!(SYS_pivot_root, Kill, "changes the root (escape from the mount policy)"),
+    rule!(SYS_chroot, Kill, "changes the root; the classic chroot-escape primitive"),
+    rule!(SYS_unshare, Kill, "new namespaces re-grant capabilities inside them"),
+    rule!(SYS_setns, Kill, "joins other namespaces"),
+    rule!(SYS_bpf, Kill, "eBPF: a large kernel attack surface"),
+    rule!(SYS_keyctl, Kill, "kernel keyrings are not namespaced"),
+    rule!(SYS_add_key, Kill, "kernel keyrings are not namespaced"),
+    rule!(SYS_request_key, Kill, "kernel keyrings are not namespaced"),
+    rule!(SYS_perf_event_open, Kill, "perf: side channels and kernel attack surface"),
+    rule!(SYS_io_uring_setup, Kill, "io_uring bypasses seccomp for the ops it runs"),
+    rule!(SYS_io_uring_enter, Kill, "io_uring bypasses seccomp for the ops it runs"),
+    rule!(SYS_io_uring_register, Kill, "io_uring bypasses seccomp for the ops it runs"),
+    rule!(SYS_userfaultfd, Kill, "stalls kernel page faults: a race-exploit primitive"),
+    rule!(SYS_kexec_load, Kill, "replaces the running kernel"),
+    rule!(SYS_kexec_file_load, Kill, "replaces the running kernel"),
+    rule!(SYS_init_module, Kill, "loads kernel code"),
+    rule!(SYS_finit_module, Kill, "loads kernel code"),
+    rule!(SYS_delete_module, Kill, "unloads kernel code"),
+    rule!(SYS_reboot, Kill, "reboots the machine (or the pid namespace)"),
+    rule!(SYS_swapon, Kill, "host memory configuration"),
+    rule!(SYS_swapoff, Kill, "host memory configuration"),
+    rule!(SYS_open_by_handle_at, Kill, "opens files by handle, bypassing path checks"),
+    rule!(SYS_name_to_handle_at, Kill, "pairs with open_by_handle_at; leaks inode handles"),
+    rule!(SYS_fsopen, Kill, "new mount API: creates a filesystem context"),
+    rule!(SYS_fsmount, Kill, "new mount API: creates a mount"),
+    rule!(SYS_fsconfig, Kill, "new mount API: configures a filesystem context"),
+    rule!(SYS_fspick, Kill, "new mount API: reconfigures an existing mount"),
+    rule!(SYS_move_mount, Kill, "new mount API: attaches a mount"),
+    rule!(SYS_open_tree, Kill, "new mount API: clones a mount tree"),
+    Rule {
+        nr: SYS_OPEN_TREE_ATTR,
+        name: "SYS_open_tree_attr",
+        action: Kill,
+        reason: "new mount API: clones a mount tree with new attributes",
+    },
+    rule!(SYS_mount_setattr, Kill, "changes mount flags (e.g. drops nosuid/noexec)"),
+    rule!(SYS_acct, Kill, "process accounting is host configuration"),
+    rule!(SYS_quotactl, Kill, "filesystem quota configuration"),
+    rule!(SYS_lookup_dcookie, Kill, "kernel profiling interface"),
+    rule!(SYS_iopl, Kill, "raw I/O port access"),
+    rule!(SYS_ioperm, Kill, "raw I/O port access"),
+    rule!(SYS_modify_ldt, Kill, "16-bit segments: historical kernel bugs, never needed"),
+    rule!(
+        SYS_personality,
+        Action::PersonalityQueryOnly,
+        "execution domains can disable ASLR for a later exec"
+    ),
+    rule!(SYS_ioctl, DenyTtyInjection, "TIOCSTI/TIOCLINUX push input into the controlling tty"),
+];
+
+/// Rules only in the Run profile (Python with no process creation and no new sockets).
+const RUN: &[Rule] = &[
+    rule!(SYS_execve, Errno(libc::EPERM), "run mode executes no programs"),
+    rule!(SYS_execveat, Errno(libc::EPERM), "run mode executes no programs"),
+    rule!(SYS_fork, Errno(libc::EPERM), "run mode creates no processes"),
+    rule!(SYS_vfork, Errno(libc::EPERM), "run mode creates no processes"),
+    rule!(SYS_clone, CloneThreadsOnly, "threads are fine, new processes are not"),
+    rule!(SYS_clone3, Errno(libc::ENOSYS), "flags unreadable by BPF; glibc falls back to clone"),
+    rule!(SYS_socket, Errno(libc::EPERM), "the only channel out is the inherited socket"),
+    rule!(SYS_socketpair, Errno(libc::EPERM), "the only channel out is the inherited socket"),
+    rule!(SYS_connect, Errno(libc::EPERM), "the only channel out is the inherited socket"),
+    rule!(SYS_bind, Errno(libc::EPERM), "no servers in run mode"),
+    rule!(SYS_listen, Errno(libc::EPERM), "no servers in run mode"),
+    rule!(SYS_accept, Errno(libc::EPERM), "no servers in run mode"),
+    rule!(SYS_accept4, Errno(libc::EPERM), "no servers in run mode"),
+];
+
+/// Rules only in the Exec profile (commands may fork, exec and use loopback sockets).
+const EXEC: &[Rule] = &[
+    rule!(SYS_clone, CloneNoNamespaces, "processes and threads, but no new namespaces"),
+    rule!(SYS_clone3, Errno(libc::ENOSYS), "flags unreadable by BPF; glibc falls back to clone"),
+];
+
+/// The full rule list of a profile, in filter order.
+pub fn rules(p: Profile) -> Vec<Rule> {
+    let extra = match p {
+        Profile::Run => RUN,
+        Profile::Exec => EXEC,
+    };
+    COMMON.iter().chain(extra).copied().collect()
+}
