@@ -1,0 +1,335 @@
+//! `policy.toml`: the host policy the CLI and the server read.
+//!
+//! Parsing is strict: an unknown key, a wrong type or an out-of-range value is an error that
+//! names the key and the value. The text is bounded before it is parsed.
+
+use std::collections::BTreeSet;
+use std::str::FromStr;
+
+use thiserror::Error;
+use toml::{Table, Value};
+
+use crate::decide::HostPolicy;
+use crate::isolation::Isolation;
+use crate::limits::TransferLimits;
+use crate::reclaim::FailedReclaimPolicy;
+use crate::scope::IsolationScope;
+
+/// Largest accepted policy file. A policy is a few hundred bytes; 64 KiB is generous and keeps
+/// the parser's work bounded when the path points somewhere unexpected.
+pub const MAX_POLICY_BYTES: usize = 64 * 1024;
+
+/// Per-run resource limits the broker enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Wall-clock bound on one run, in seconds (1..=86400).
+    pub timeout_seconds: u64,
+    /// Memory ceiling, in MiB (16..=1048576).
+    pub memory_mb: u64,
+    /// Most host-tool calls one run may make, refusals included (0..=100000).
+    pub max_tool_calls: u64,
+    /// Captured stdout/stderr cap, in bytes (1..=16777216).
+    pub max_output_bytes: u64,
+}
+
+impl RunLimits {
+    /// 30 s, 512 MiB, 64 tool calls, 512 KiB of output (below the default 1 MiB message cap).
+    pub const DEFAULT: RunLimits = RunLimits {
+        timeout_seconds: 30,
+        memory_mb: 512,
+        max_tool_calls: 64,
+        max_output_bytes: 512 * 1024,
+    };
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits::DEFAULT
+    }
+}
+
+/// Everything `policy.toml` configures.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Policy {
+    /// Floors, denials and transfer ceilings for the router.
+    pub host: HostPolicy,
+    /// Per-run limits for the broker.
+    pub limits: RunLimits,
+    /// What to do with a sandbox whose per-call cleanup failed.
+    pub failed_reclaim: FailedReclaimPolicy,
+}
+
+/// A `policy.toml` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum PolicyFileError {
+    /// The text is larger than [`MAX_POLICY_BYTES`].
+    #[error("policy file is {len} bytes, above the {MAX_POLICY_BYTES}-byte cap")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+    },
+    /// The text is not TOML.
+    #[error("policy file is not valid toml: {message}")]
+    Syntax {
+        /// The parser's message.
+        message: String,
+    },
+    /// A key this format does not have.
+    #[error("policy key `{key}` is not recognised (expected one of: {})", expected.join(", "))]
+    UnknownKey {
+        /// The dotted key.
+        key: String,
+        /// The keys accepted at that level.
+        expected: &'static [&'static str],
+    },
+    /// A value of the wrong TOML type.
+    #[error("policy key `{key}` = {value} must be {expected}")]
+    WrongType {
+        /// The dotted key.
+        key: String,
+        /// The value, as TOML.
+        value: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// A value of the right type that is not acceptable.
+    #[error("policy key `{key}` = {value} is invalid: {reason}")]
+    InvalidValue {
+        /// The dotted key.
+        key: String,
+        /// The value, as TOML.
+        value: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+const TOP_KEYS: &[&str] = &[
+    "floor",
+    "min_isolation_scope",
+    "denied_capabilities",
+    "denied_identities",
+    "failed_reclaim",
+    "limits",
+];
+const LIMIT_KEYS: &[&str] = &[
+    "timeout_seconds",
+    "memory_mb",
+    "max_tool_calls",
+    "max_output_bytes",
+    "files_in",
+    "files_out",
+];
+const TRANSFER_KEYS: &[&str] = &["max_bytes_per_file", "max_total_bytes", "max_files"];
+
+impl Policy {
+    /// Parses `policy.toml` text.
+    pub fn from_toml_str(text: &str) -> Result<Policy, PolicyFileError> {
+        if text.len() > MAX_POLICY_BYTES {
+            return Err(PolicyFileError::TooLarge { len: text.len() });
+        }
+        let table: Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| PolicyFileError::Syntax {
+                message: e.message().to_owned(),
+            })?;
+        let mut policy = Policy::default();
+        known(&table, "", TOP_KEYS)?;
+        if let Some(v) = table.get("floor") {
+            policy.host.min_isolation = vocab::<Isolation>("floor", v)?;
+        }
+        if let Some(v) = table.get("min_isolation_scope") {
+            policy.host.min_isolation_scope = vocab::<IsolationScope>("min_isolation_scope", v)?;
+        }
+        if let Some(v) = table.get("denied_capabilities") {
+            policy.host.denied_capabilities = vocab_set("denied_capabilities", v)?;
+        }
+        if let Some(v) = table.get("denied_identities") {
+            policy.host.denied_identities = vocab_set("denied_identities", v)?;
+        }
+        if let Some(v) = table.get("failed_reclaim") {
+            policy.failed_reclaim = vocab::<FailedReclaimPolicy>("failed_reclaim", v)?;
+        }
+        if let Some(v) = table.get("limits") {
+            let limits = as_table("limits", v)?;
+            known(limits, "limits.", LIMIT_KEYS)?;
+            let l = &mut policy.limits;
+            set_int(
+                limits,
+                "limits",
+                "timeout_seconds",
+                1,
+                86_400,
+                &mut l.timeout_seconds,
+            )?;
+            set_int(
+                limits,
+                "limits",
+                "memory_mb",
+                16,
+                1_048_576,
+                &mut l.memory_mb,
+            )?;
+            set_int(
+                limits,
+                "limits",
+                "max_tool_calls",
+                0,
+                100_000,
+                &mut l.max_tool_calls,
+            )?;
+            set_int(
+                limits,
+                "limits",
+                "max_output_bytes",
+                1,
+                16 * 1024 * 1024,
+                &mut l.max_output_bytes,
+            )?;
+            if let Some(v) = limits.get("files_in") {
+                policy.host.files_in_ceiling = Some(transfer("limits.files_in", v)?);
+            }
+            if let Some(v) = limits.get("files_out") {
+                policy.host.files_out_ceiling = Some(transfer("limits.files_out", v)?);
+            }
+        }
+        Ok(policy)
+    }
+}
+
+impl FromStr for Policy {
+    type Err = PolicyFileError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Policy::from_toml_str(s)
+    }
+}
+
+fn known(
+    table: &Table,
+    prefix: &str,
+    expected: &'static [&'static str],
+) -> Result<(), PolicyFileError> {
+    match table.keys().find(|k| !expected.contains(&k.as_str())) {
+        Some(k) => Err(PolicyFileError::UnknownKey {
+            key: format!("{prefix}{k}"),
+            expected,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn as_table<'a>(key: &str, v: &'a Value) -> Result<&'a Table, PolicyFileError> {
+    v.as_table().ok_or_else(|| PolicyFileError::WrongType {
+        key: key.to_owned(),
+        value: v.to_string(),
+        expected: "a table",
+    })
+}
+
+fn vocab<T>(key: &str, v: &Value) -> Result<T, PolicyFileError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    let s = v.as_str().ok_or_else(|| PolicyFileError::WrongType {
+        key: key.to_owned(),
+        value: v.to_string(),
+        expected: "a string",
+    })?;
+    s.parse()
+        .map_err(|e: T::Err| PolicyFileError::InvalidValue {
+            key: key.to_owned(),
+            value: v.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+fn vocab_set<T>(key: &str, v: &Value) -> Result<BTreeSet<T>, PolicyFileError>
+where
+    T: FromStr + Ord,
+    T::Err: std::fmt::Display,
+{
+    let items = v.as_array().ok_or_else(|| PolicyFileError::WrongType {
+        key: key.to_owned(),
+        value: v.to_string(),
+        expected: "an array of strings",
+    })?;
+    let mut out = BTreeSet::new();
+    for (i, item) in items.iter().enumerate() {
+        let parsed = vocab::<T>(&format!("{key}[{i}]"), item)?;
+        if !out.insert(parsed) {
+            return Err(PolicyFileError::InvalidValue {
+                key: format!("{key}[{i}]"),
+                value: item.to_string(),
+                reason: "listed twice".to_owned(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn set_int(
+    table: &Table,
+    prefix: &str,
+    name: &str,
+    min: u64,
+    max: u64,
+    slot: &mut u64,
+) -> Result<(), PolicyFileError> {
+    let Some(v) = table.get(name) else {
+        return Ok(());
+    };
+    let key = format!("{prefix}.{name}");
+    let n = v.as_integer().ok_or_else(|| PolicyFileError::WrongType {
+        key: key.clone(),
+        value: v.to_string(),
+        expected: "an integer",
+    })?;
+    match u64::try_from(n) {
+        Ok(n) if (min..=max).contains(&n) => {
+            *slot = n;
+            Ok(())
+        }
+        _ => Err(PolicyFileError::InvalidValue {
+            key,
+            value: v.to_string(),
+            reason: format!("must be between {min} and {max}"),
+        }),
+    }
+}
+
+fn transfer(key: &str, v: &Value) -> Result<TransferLimits, PolicyFileError> {
+    let t = as_table(key, v)?;
+    let prefix = format!("{key}.");
+    known(t, &prefix, TRANSFER_KEYS)?;
+    let mut limits = TransferLimits::DEFAULT;
+    set_int(
+        t,
+        key,
+        "max_bytes_per_file",
+        1,
+        u64::MAX,
+        &mut limits.max_bytes_per_file,
+    )?;
+    set_int(
+        t,
+        key,
+        "max_total_bytes",
+        1,
+        u64::MAX,
+        &mut limits.max_total_bytes,
+    )?;
+    set_int(t, key, "max_files", 1, u64::MAX, &mut limits.max_files)?;
+    if limits.max_bytes_per_file > limits.max_total_bytes {
+        return Err(PolicyFileError::InvalidValue {
+            key: format!("{key}.max_bytes_per_file"),
+            value: limits.max_bytes_per_file.to_string(),
+            reason: format!(
+                "must not exceed {key}.max_total_bytes ({})",
+                limits.max_total_bytes
+            ),
+        });
+    }
+    Ok(limits)
+}
