@@ -1,1 +1,20 @@
-//! airlock-broker (being built)
+//! The trusted side: launches one fresh executor per run, relays its tool calls, enforces time
+//! and memory, captures output with caps, and turns every way a run can end into exactly one
+//! [`RunResult`].
+//!
+//! **Architecture Invariant:** [`run`] never returns before every process of the run is gone,
+//! and it always returns a result (no `Result`): refusals, crashes, protocol violations and
+//! internal failures are statuses, not errors.
+
+pub mod fs_policy;
+pub mod interpreter;
+pub mod limits;
+pub mod output;
+pub mod result;
+pub mod run;
+pub mod tools;
+
+pub use limits::Limits;
+pub use result::{RunResult, RunStatus};
+pub use run::{run, RunSpec, Workload};
+pub use tools::{CommandTools, NoTools, ToolFailure, ToolHandler};

@@ -1,11 +1,21 @@
 //! The `airlock` command line.
-use clap::Parser;
+//!
+//! `airlock __executor` is the hidden entry of the executor stage: it is dispatched before
+//! anything else (no runtime, no threads), because unsharing a user namespace needs a
+//! single-threaded process.
+mod cli;
+mod doctor;
+mod run_cmd;
 
-#[derive(Debug, Parser)]
-#[command(name = "airlock", version, about = "Run untrusted code in a rootless sandbox")]
-struct Cli {}
-
-fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+fn main() -> std::process::ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__executor") {
+        airlock_executor::stage_main();
+    }
+    match cli::main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("airlock: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
 }

@@ -139,7 +139,7 @@ fn prepare(chan: &Channel, cfg: &ExecutorConfig) -> Result<Staged, Refusal> {
     std::env::set_current_dir(&cfg.work_dir).layer("work dir")?;
     let devnull = std::fs::File::open("/dev/null").layer("stdin")?;
     process::dup2(devnull.as_raw_fd(), 0).layer("stdin")?;
-    let socket = process::dup_to(chan.fd(), STAGING_SOCKET_FD).layer("fds")?;
+    let socket = airlock_jail::fd::dup_to(chan.fd(), STAGING_SOCKET_FD).layer("fds")?;
     let filter = match &cfg.mode {
         Mode::Python { .. } => {
             let bytes = seccomp::compile(seccomp::Profile::Run).layer("seccomp")?;
@@ -147,7 +147,7 @@ fn prepare(chan: &Channel, cfg: &ExecutorConfig) -> Result<Staged, Refusal> {
             // The filter is a few KiB, far below a pipe's capacity, so this cannot block.
             writer.write_all(&bytes).layer("seccomp")?;
             drop(writer);
-            Some(process::dup_to(reader.as_fd(), STAGING_FILTER_FD).layer("fds")?)
+            Some(airlock_jail::fd::dup_to(reader.as_fd(), STAGING_FILTER_FD).layer("fds")?)
         }
         Mode::Command { .. } => None,
     };
@@ -155,9 +155,9 @@ fn prepare(chan: &Channel, cfg: &ExecutorConfig) -> Result<Staged, Refusal> {
 }
 
 fn place(staged: Staged) -> Result<(Channel, Option<OwnedFd>), Refusal> {
-    let socket = process::dup_to(staged.socket.as_fd(), GUEST_SOCKET_FD).layer("fds")?;
+    let socket = airlock_jail::fd::dup_to(staged.socket.as_fd(), GUEST_SOCKET_FD).layer("fds")?;
     let filter = match &staged.filter {
-        Some(f) => Some(process::dup_to(f.as_fd(), GUEST_FILTER_FD).layer("fds")?),
+        Some(f) => Some(airlock_jail::fd::dup_to(f.as_fd(), GUEST_FILTER_FD).layer("fds")?),
         None => None,
     };
     drop(staged);

@@ -1,0 +1,108 @@
+//! Finding the real CPython binary and the directories it reads, so Landlock can allow exactly
+//! those (and numpy from site-packages keeps working) and nothing else of the host.
+//!
+//! Discovery runs the interpreter once, outside the sandbox, with a fixed probe script (no
+//! untrusted code), and caches the answer per path.
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::io::AsyncReadExt;
+
+const PROBE: &str = "import sys, json; print(json.dumps({'executable': sys.executable, \
+'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}), \
+'path': [p for p in sys.path if p], 'version': list(sys.version_info[:3])}))";
+
+/// The probe prints a few hundred bytes; anything past this is not a CPython answering.
+const PROBE_OUTPUT_CAP: u64 = 64 * 1024;
+
+/// What a run needs to know about an interpreter.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Interpreter {
+    /// The canonical path of the binary to execve.
+    pub executable: PathBuf,
+    /// `sys.prefix`, `sys.base_prefix` and the exec prefixes.
+    pub prefixes: Vec<PathBuf>,
+    /// `sys.path` entries (site-packages among them).
+    pub path: Vec<PathBuf>,
+    /// `sys.version_info[:3]`.
+    pub version: Vec<u32>,
+}
+
+/// Why an interpreter could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum InterpreterError {
+    /// Not found on PATH or not executable.
+    #[error("python interpreter {0:?} not found (install python3 or pass --python PATH)")]
+    NotFound(String),
+    /// It ran but did not answer like CPython 3.
+    #[error("{path} does not look like CPython 3: {detail}")]
+    NotCpython {
+        /// The interpreter asked.
+        path: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+fn cache() -> &'static Mutex<HashMap<PathBuf, Interpreter>> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Interpreter>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Resolve a command name against PATH (a path with a slash is taken as given).
+pub fn which(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+/// Find and probe an interpreter (`python3` on PATH when `requested` is None).
+pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, InterpreterError> {
+    let name = requested.map(|p| p.to_string_lossy().into_owned()).unwrap_or("python3".into());
+    let path = which(&name).ok_or_else(|| InterpreterError::NotFound(name.clone()))?;
+    if let Ok(c) = cache().lock() {
+        if let Some(found) = c.get(&path) {
+            return Ok(found.clone());
+        }
+    }
+    let not_cpython = |detail: String| InterpreterError::NotCpython { path: name.clone(), detail };
+    let mut child = tokio::process::Command::new(&path)
+        .args(["-I", "-c", PROBE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| not_cpython(e.to_string()))?;
+    let mut out = Vec::new();
+    let stdout = child.stdout.take().ok_or_else(|| not_cpython("no stdout".into()))?;
+    let read = stdout.take(PROBE_OUTPUT_CAP).read_to_end(&mut out);
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .map_err(|_| not_cpython("probe timed out".into()))?
+        .map_err(|e| not_cpython(e.to_string()))?;
+    let _ = child.wait().await;
+    let mut found: Interpreter =
+        serde_json::from_slice(&out).map_err(|e| not_cpython(e.to_string()))?;
+    if found.version.first() != Some(&3) {
+        return Err(not_cpython(format!("version {:?}", found.version)));
+    }
+    found.executable = std::fs::canonicalize(&found.executable)
+        .map_err(|e| not_cpython(format!("{}: {e}", found.executable.display())))?;
+    if let Ok(mut c) = cache().lock() {
+        c.insert(path, found.clone());
+    }
+    Ok(found)
+}

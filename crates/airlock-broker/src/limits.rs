@@ -1,0 +1,49 @@
+//! Per-run limits and their defaults.
+use std::time::Duration;
+
+/// Everything that bounds one run. Defaults suit an agent's quick scripts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock budget from spawn to result.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when a run overruns.
+    pub grace: Duration,
+    /// Resident memory ceiling (RSS watchdog, and cgroup memory limit where available).
+    pub memory_bytes: u64,
+    /// Captured bytes kept per stream (stdout, stderr); the rest is counted and dropped.
+    pub max_output_bytes: usize,
+    /// Tool calls allowed per run (refused calls count too).
+    pub max_tool_calls: u32,
+    /// Largest tool response relayed into the sandbox, in JSON bytes.
+    pub max_tool_response_bytes: usize,
+    /// Largest file the guest may write (`RLIMIT_FSIZE`).
+    pub max_file_bytes: u64,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub max_open_files: u64,
+    /// Processes in the run (cgroup pids.max, `RLIMIT_NPROC` inside its user namespace).
+    pub max_processes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            grace: Duration::from_millis(500),
+            memory_bytes: 512 * 1024 * 1024,
+            max_output_bytes: 64 * 1024,
+            max_tool_calls: 128,
+            max_tool_response_bytes: 256 * 1024,
+            max_file_bytes: 64 * 1024 * 1024,
+            max_open_files: 256,
+            max_processes: 64,
+        }
+    }
+}
+
+impl Limits {
+    /// `RLIMIT_AS`: a kernel backstop well above the RSS ceiling, because a 64-bit interpreter
+    /// (and numpy's thread pools) reserve far more address space than they ever touch.
+    pub fn address_space_backstop(&self) -> u64 {
+        self.memory_bytes.saturating_mul(2).saturating_add(2 * 1024 * 1024 * 1024)
+    }
+}

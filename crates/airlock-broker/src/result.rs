@@ -1,0 +1,82 @@
+//! The one terminal result of a run.
+use serde::Serialize;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The program ran to the end and exited 0.
+    Completed,
+    /// The program raised, or exited non-zero.
+    Error,
+    /// The wall-clock budget ran out; the run was killed.
+    Timeout,
+    /// The memory ceiling was hit (watchdog, cgroup OOM, or the address-space backstop).
+    MemoryLimit,
+    /// The executor died by a signal it was not sent by the broker (seccomp kill, crash).
+    Killed,
+    /// The executor broke the wire protocol (bad frame, oversized, out-of-order message).
+    ProtocolError,
+    /// A sandbox layer could not be applied or proven; no code ran.
+    Refused,
+    /// The run was cancelled by its caller (orchestrator gone, server shutting down).
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The wire status string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Error => "error",
+            Self::Timeout => "timeout",
+            Self::MemoryLimit => "memory_limit",
+            Self::Killed => "killed",
+            Self::ProtocolError => "protocol_error",
+            Self::Refused => "refused",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// An error attached to a non-completed result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunError {
+    /// An application error code from the protocol table.
+    pub code: i64,
+    /// What happened, for a person or a model.
+    pub message: String,
+}
+
+/// Everything the caller learns about a finished run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// How it ended.
+    pub status: RunStatus,
+    /// Captured stdout (head, up to the cap).
+    pub stdout: String,
+    /// Captured stderr (head, up to the cap).
+    pub stderr: String,
+    /// Exit code when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal number when it was killed.
+    pub signal: Option<i32>,
+    /// Set for every status but `completed`.
+    pub error: Option<RunError>,
+    /// True when stdout was cut at the cap.
+    pub stdout_truncated: bool,
+    /// True when stderr was cut at the cap.
+    pub stderr_truncated: bool,
+    /// Total bytes the program wrote to stdout.
+    pub stdout_bytes: u64,
+    /// Total bytes the program wrote to stderr.
+    pub stderr_bytes: u64,
+    /// Wall time from spawn to teardown, in milliseconds.
+    pub wall_time_ms: f64,
+    /// Highest resident memory seen for the whole run tree, in bytes.
+    pub peak_rss_bytes: u64,
+    /// Tool calls the program made (refused ones included).
+    pub tool_calls: u32,
+    /// Which mechanisms enforced the memory and process limits on this run.
+    pub enforcement: Vec<&'static str>,
+}

@@ -1,0 +1,66 @@
+//! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
+mod prepare;
+mod relay;
+mod teardown;
+mod verdict;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Instant;
+
+pub use prepare::Prepared;
+
+use crate::limits::Limits;
+use crate::result::RunResult;
+use crate::tools::ToolHandler;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Workload {
+    /// A Python program, run by CPython with `call_tool` available.
+    Python {
+        /// The program text.
+        code: String,
+        /// The interpreter; `python3` on PATH when None.
+        interpreter: Option<PathBuf>,
+    },
+    /// A command (argv[0] resolved on the broker's PATH).
+    Command {
+        /// The command and its arguments.
+        argv: Vec<String>,
+    },
+}
+
+/// A complete run request.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The workload.
+    pub workload: Workload,
+    /// Its limits.
+    pub limits: Limits,
+    /// A host directory to use as the work dir; a fresh private one (removed after) when None.
+    pub work_dir: Option<PathBuf>,
+    /// The guest's entire environment.
+    pub env: Vec<(String, String)>,
+    /// The `airlock` binary, whose hidden `__executor` subcommand is the stage.
+    pub executor: PathBuf,
+}
+
+/// A future that, when it resolves, cancels the run.
+pub type Cancel = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Run to the end. Always returns exactly one result, after every process of the run is gone.
+pub async fn run(spec: RunSpec, tools: &dyn ToolHandler) -> RunResult {
+    run_cancellable(spec, tools, Box::pin(std::future::pending())).await
+}
+
+/// [`run`], ended early (status `cancelled`) when `cancel` resolves.
+pub async fn run_cancellable(spec: RunSpec, tools: &dyn ToolHandler, cancel: Cancel) -> RunResult {
+    let started = Instant::now();
+    let prepared = match prepare::prepare(&spec).await {
+        Ok(p) => p,
+        Err(refusal) => return verdict::before_spawn(refusal, started),
+    };
+    relay::supervise(prepared, &spec.limits, tools, cancel, started).await
+}

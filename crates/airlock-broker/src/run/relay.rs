@@ -1,0 +1,361 @@
+//! Supervising a live run: the socket to the executor, the tool relay, the clock, the RSS
+//! watchdog and the process itself, all serviced concurrently so no branch can starve another
+//! (a tool call in flight never blocks the timeout, a guest that stops reading never blocks the
+//! broker).
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use airlock_executor::attest::{own_namespaces, Attestation};
+use airlock_executor::config::SETUP_METHOD;
+use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
+use airlock_jail::procfs;
+use airlock_protocol::{
+    AsyncFrameReader, ErrorCode, ErrorObject, FrameError, Id, Message, Response,
+};
+use futures_util::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::prepare::Prepared;
+use super::teardown;
+use super::verdict::{self, End, Hint, Observed};
+use super::Cancel;
+use crate::limits::Limits;
+use crate::output::{capture, Captured};
+use crate::result::RunResult;
+use crate::tools::{ToolFailure, ToolHandler};
+
+/// How often the watchdog samples the run tree's resident memory.
+const WATCHDOG_PERIOD: Duration = Duration::from_millis(25);
+/// Messages queued towards the executor; the protocol keeps at most a couple outstanding, so a
+/// full queue means the guest floods requests without reading answers.
+const OUTBOX: usize = 16;
+/// Request id of the `execute` request.
+const EXECUTE_ID: i64 = 1;
+/// How long the readers get to drain the pipes once every process is gone.
+const DRAIN: Duration = Duration::from_secs(2);
+
+enum Phase {
+    AwaitReady,
+    Running,
+    Reported { by: Instant },
+}
+
+type ToolFuture<'a> = BoxFuture<'a, (Id, Result<Value, ToolFailure>)>;
+
+struct Spawned {
+    child: tokio::process::Child,
+    inbox: mpsc::Receiver<Result<Option<Message>, FrameError>>,
+    outbox: mpsc::Sender<Message>,
+    readers: JoinHandle<(Captured, Captured)>,
+    io_tasks: [JoinHandle<()>; 2],
+}
+
+fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    ours.set_nonblocking(true)?;
+    let theirs: OwnedFd = theirs.into();
+    let mut cmd = tokio::process::Command::new(&p.executor);
+    cmd.arg("__executor")
+        .env_clear()
+        .stdin(Stdio::from(theirs))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let missing = || std::io::Error::other("child pipes missing");
+    let stdout = child.stdout.take().ok_or_else(missing)?;
+    let stderr = child.stderr.take().ok_or_else(missing)?;
+    let cap = limits.max_output_bytes;
+    let readers = tokio::spawn(async move {
+        tokio::join!(capture(stdout, cap), capture(stderr, cap))
+    });
+    let (read_half, mut write_half) = UnixStream::from_std(ours)?.into_split();
+    let (in_tx, inbox) = mpsc::channel(4);
+    let reader = tokio::spawn(async move {
+        let mut frames = AsyncFrameReader::new(read_half);
+        loop {
+            let msg = frames.read_message().await;
+            let stop = !matches!(msg, Ok(Some(_)));
+            if in_tx.send(msg).await.is_err() || stop {
+                break;
+            }
+        }
+    });
+    let (outbox, mut out_rx) = mpsc::channel::<Message>(OUTBOX);
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = out_rx.recv().await {
+            if airlock_protocol::write_message_async(&mut write_half, &msg).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(Spawned { child, inbox, outbox, readers, io_tasks: [reader, writer] })
+}
+
+fn try_cgroup(child: &tokio::process::Child, limits: &Limits) -> Option<RunCgroup> {
+    let pid = child.id().and_then(|p| i32::try_from(p).ok())?;
+    let name = format!("airlock-{pid}-{}", std::process::id());
+    let cg = RunCgroup::create(
+        &name,
+        &CgroupLimits {
+            memory_bytes: Some(limits.memory_bytes),
+            pids: Some(limits.max_processes),
+            cpu_millicores: None,
+        },
+    )
+    .ok()?;
+    cg.add_process(pid).ok()?;
+    Some(cg)
+}
+
+fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Message {
+    Message::Response(Response::error(id, ErrorObject::new(code, message)))
+}
+
+pub(super) async fn supervise(
+    p: Prepared,
+    limits: &Limits,
+    tools: &dyn ToolHandler,
+    mut cancel: Cancel,
+    started: Instant,
+) -> RunResult {
+    let python = p.code.is_some();
+    let mut s = match spawn(&p, limits) {
+        Ok(s) => s,
+        Err(e) => {
+            let refusal = super::prepare::NotStarted {
+                code: ErrorCode::SandboxRefused,
+                message: format!("cannot start the executor {}: {e}", p.executor.display()),
+            };
+            return verdict::before_spawn(refusal, started);
+        }
+    };
+    let stage_pid = s.child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    let cgroup = try_cgroup(&s.child, limits);
+    let mut enforcement = vec!["rlimits", "rss_watchdog"];
+    if cgroup.is_some() {
+        enforcement.push("cgroup");
+    }
+    let broker_ns: BTreeMap<String, String> = own_namespaces();
+    let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
+    let _ = s.outbox.try_send(Message::notification(SETUP_METHOD, Some(setup)));
+
+    let deadline = tokio::time::Instant::from_std(started + limits.timeout);
+    let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
+    let mut phase = Phase::AwaitReady;
+    let mut hint: Option<Hint> = None;
+    let mut refusal: Option<String> = None;
+    let mut tool_calls: u32 = 0;
+    let mut in_flight: Option<ToolFuture<'_>> = None;
+    let mut peak_rss: u64 = 0;
+    let mut exit = None;
+
+    let end = loop {
+        let reported_by = match phase {
+            Phase::Reported { by } => tokio::time::Instant::from_std(by),
+            _ => deadline,
+        };
+        tokio::select! {
+            status = s.child.wait() => {
+                exit = status.ok();
+                break End::Exited;
+            }
+            _ = tokio::time::sleep_until(deadline) => break End::Timeout,
+            _ = tokio::time::sleep_until(reported_by), if matches!(phase, Phase::Reported { .. }) => {
+                break End::NoExitAfterResult;
+            }
+            _ = &mut cancel => break End::Cancelled,
+            _ = watchdog.tick() => {
+                let rss = procfs::tree_rss_bytes(stage_pid);
+                peak_rss = peak_rss.max(rss);
+                if rss > limits.memory_bytes {
+                    break End::Memory;
+                }
+            }
+            done = async {
+                match in_flight.as_mut() {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
+                }
+            }, if in_flight.is_some() => {
+                in_flight = None;
+                let (id, outcome) = done;
+                let reply = match outcome {
+                    Ok(value) => {
+                        let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
+                        if size > limits.max_tool_response_bytes {
+                            error_response(id, ErrorCode::OutputLimit, format!(
+                                "tool response of {size} bytes exceeds the {} byte cap",
+                                limits.max_tool_response_bytes))
+                        } else {
+                            Message::Response(Response::success(id, value))
+                        }
+                    }
+                    Err(f) => Message::Response(Response::error(
+                        id, ErrorObject { code: f.code.code(), message: f.message, data: f.data })),
+                };
+                if s.outbox.try_send(reply).is_err() {
+                    break End::Protocol("executor stopped reading its socket".into());
+                }
+            }
+            msg = s.inbox.recv() => {
+                let msg = match msg {
+                    Some(Ok(Some(m))) => m,
+                    // Clean EOF: the guest closed its end; wait for the process to exit.
+                    Some(Ok(None)) | None => {
+                        match wait_exit(&mut s.child, deadline).await {
+                            Some(status) => { exit = Some(status); break End::Exited; }
+                            None => break End::Timeout,
+                        }
+                    }
+                    Some(Err(e)) => break End::Protocol(e.to_string()),
+                };
+                match (&phase, msg) {
+                    (Phase::AwaitReady, Message::Notification(n)) if n.method == "ready" => {
+                        let proof: Result<Attestation, _> =
+                            serde_json::from_value(n.params.unwrap_or(Value::Null));
+                        let verdict = match proof {
+                            Ok(a) => a.verify(&broker_ns).map_err(|v| v.join("; ")),
+                            Err(e) => Err(format!("unreadable attestation: {e}")),
+                        };
+                        if let Err(why) = verdict {
+                            break End::Refused(format!("the sandbox could not prove its isolation: {why}"));
+                        }
+                        let go = match &p.code {
+                            Some(code) => Message::request(
+                                Id::Num(EXECUTE_ID), "execute", Some(json!({ "code": code }))),
+                            None => Message::notification("start", None),
+                        };
+                        if s.outbox.try_send(go).is_err() {
+                            break End::Internal("executor socket closed".into());
+                        }
+                        phase = Phase::Running;
+                    }
+                    (_, Message::Notification(n)) if n.method == "refused" => {
+                        let params = n.params.unwrap_or(Value::Null);
+                        let layer = params["layer"].as_str().unwrap_or("unknown").to_string();
+                        let message = params["message"].as_str().unwrap_or("").to_string();
+                        refusal = Some(format!("sandbox layer {layer} unavailable: {message}"));
+                    }
+                    (Phase::Running, Message::Request(req)) if req.method == "call_tool" => {
+                        tool_calls = tool_calls.saturating_add(1);
+                        let id = req.id.clone();
+                        let reject = |code, m: String| error_response(id.clone(), code, m);
+                        let reply = if tool_calls > limits.max_tool_calls {
+                            Some(reject(ErrorCode::ToolCallLimit, format!(
+                                "tool call limit of {} per run reached", limits.max_tool_calls)))
+                        } else if in_flight.is_some() {
+                            Some(reject(ErrorCode::Busy, "one tool call at a time".into()))
+                        } else {
+                            match parse_call(req.params) {
+                                Ok((name, args)) => {
+                                    in_flight = Some(Box::pin(async move {
+                                        let outcome = tools.call(&name, args).await;
+                                        (id, outcome)
+                                    }));
+                                    None
+                                }
+                                Err(m) => Some(reject(ErrorCode::InvalidParams, m)),
+                            }
+                        };
+                        if let Some(r) = reply {
+                            if s.outbox.try_send(r).is_err() {
+                                break End::Protocol("executor floods requests without reading".into());
+                            }
+                        }
+                    }
+                    (Phase::Running, Message::Response(resp)) if resp.id == Id::Num(EXECUTE_ID) && python => {
+                        hint = match resp.outcome {
+                            Ok(v) => serde_json::from_value(v).ok(),
+                            Err(_) => None,
+                        };
+                        phase = Phase::Reported { by: Instant::now() + limits.grace };
+                    }
+                    (_, other) => {
+                        break End::Protocol(format!("unexpected message: {}", describe(&other)));
+                    }
+                }
+            }
+        }
+    };
+    drop(in_flight);
+
+    let end = match (end, refusal) {
+        (End::Exited, Some(r)) => End::Refused(r),
+        (End::Protocol(_), Some(r)) => End::Refused(r),
+        (end, _) => end,
+    };
+    if exit.is_none() {
+        if matches!(end, End::Timeout | End::Cancelled) {
+            exit = teardown::terminate(&mut s.child, limits.grace).await;
+        }
+        if exit.is_none() {
+            exit = teardown::kill(&mut s.child, cgroup.as_ref()).await;
+        }
+    }
+    // The stage is reaped; make sure no descendant lingers (cgroup members included).
+    let _ = teardown::kill(&mut s.child, cgroup.as_ref()).await;
+    let oom_killed = cgroup.as_ref().is_some_and(RunCgroup::oom_killed);
+    if let Some(cg) = &cgroup {
+        peak_rss = peak_rss.max(cg.peak_memory_bytes().unwrap_or(0));
+    }
+    for t in &s.io_tasks {
+        t.abort();
+    }
+    let (stdout, stderr) = match tokio::time::timeout(DRAIN, s.readers).await {
+        Ok(Ok(pair)) => pair,
+        _ => Default::default(),
+    };
+    drop(cgroup);
+    verdict::result(Observed {
+        end,
+        exit,
+        hint,
+        python,
+        oom_killed,
+        stdout,
+        stderr,
+        started,
+        peak_rss,
+        tool_calls,
+        memory_limit: limits.memory_bytes,
+        enforcement,
+    })
+}
+
+async fn wait_exit(
+    child: &mut tokio::process::Child,
+    deadline: tokio::time::Instant,
+) -> Option<std::process::ExitStatus> {
+    tokio::time::timeout_at(deadline, child.wait()).await.ok().and_then(Result::ok)
+}
+
+fn parse_call(params: Option<Value>) -> Result<(String, Value), String> {
+    let mut params = match params {
+        Some(Value::Object(m)) => m,
+        _ => return Err("call_tool params must be an object {tool, args}".into()),
+    };
+    let name = match params.remove("tool") {
+        Some(Value::String(s)) => s,
+        _ => return Err("call_tool needs a string `tool`".into()),
+    };
+    Ok((name, params.remove("args").unwrap_or(Value::Null)))
+}
+
+fn describe(m: &Message) -> String {
+    match m {
+        Message::Request(r) => format!("request {:?}", truncate(&r.method)),
+        Message::Notification(n) => format!("notification {:?}", truncate(&n.method)),
+        Message::Response(r) => format!("response to {:?}", r.id),
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}

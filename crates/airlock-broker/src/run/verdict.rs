@@ -1,0 +1,216 @@
+//! Turning what was observed into the one result: the OS (exit status, kills the broker made,
+//! cgroup OOM events) decides; the guest's own report only adds detail.
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Instant;
+
+use airlock_protocol::ErrorCode;
+use serde::Deserialize;
+
+use super::prepare::NotStarted;
+use crate::output::Captured;
+use crate::result::{RunError, RunResult, RunStatus};
+
+const SIGSYS: i32 = 31;
+const SIGKILL: i32 = 9;
+/// Exit status of a stage that refused (mirrors `airlock_executor::EXIT_REFUSED`).
+const EXIT_REFUSED: i32 = airlock_executor::EXIT_REFUSED;
+
+/// Why supervision stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum End {
+    /// The stage exited on its own.
+    Exited,
+    /// The wall-clock budget ran out.
+    Timeout,
+    /// The RSS watchdog saw the tree over its ceiling.
+    Memory,
+    /// The guest broke the protocol.
+    Protocol(String),
+    /// A layer was refused (by the stage, or by the broker's check of the attestation).
+    Refused(String),
+    /// The caller cancelled.
+    Cancelled,
+    /// The guest reported a result but did not exit.
+    NoExitAfterResult,
+    /// The broker itself failed (spawn, socket); the run was killed.
+    Internal(String),
+}
+
+/// The guest's self-reported result (a hint).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct Hint {
+    /// "completed" or "error".
+    #[serde(default)]
+    pub status: String,
+    /// The exit code the guest intends.
+    #[serde(default)]
+    pub exit_code: Option<i64>,
+    /// The exception, if any.
+    #[serde(default)]
+    pub error: Option<HintError>,
+}
+
+/// An exception the guest reports.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct HintError {
+    /// Exception class name.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// Exception text.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// Everything observed about a finished run.
+#[derive(Debug)]
+pub struct Observed {
+    pub end: End,
+    pub exit: Option<ExitStatus>,
+    pub hint: Option<Hint>,
+    pub python: bool,
+    pub oom_killed: bool,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub started: Instant,
+    pub peak_rss: u64,
+    pub tool_calls: u32,
+    pub memory_limit: u64,
+    pub enforcement: Vec<&'static str>,
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> Option<RunError> {
+    Some(RunError { code: code.code(), message: message.into() })
+}
+
+fn bounded(s: &str) -> String {
+    s.chars().take(2048).collect()
+}
+
+/// A result for a run that never spawned.
+pub fn before_spawn(refusal: NotStarted, started: Instant) -> RunResult {
+    let status = match refusal.code {
+        ErrorCode::SandboxRefused => RunStatus::Refused,
+        _ => RunStatus::Error,
+    };
+    RunResult {
+        status,
+        stdout: String::new(),
+        stderr: String::new(),
+        exit_code: None,
+        signal: None,
+        error: err(refusal.code, refusal.message),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
+        peak_rss_bytes: 0,
+        tool_calls: 0,
+        enforcement: Vec::new(),
+    }
+}
+
+/// Decide the status and error of a run that spawned.
+pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
+    let signal = o.exit.and_then(|s| s.signal());
+    let code = o.exit.and_then(|s| s.code());
+    let mb = o.memory_limit / (1024 * 1024);
+    let memory = || {
+        (
+            RunStatus::MemoryLimit,
+            err(ErrorCode::MemoryLimit, format!("the program exceeded its {mb} MiB memory limit")),
+        )
+    };
+    match &o.end {
+        End::Timeout => {
+            return (RunStatus::Timeout, err(ErrorCode::Timeout, "the run exceeded its time limit"))
+        }
+        End::Memory => return memory(),
+        End::Protocol(m) => {
+            return (
+                RunStatus::ProtocolError,
+                err(ErrorCode::ProtocolViolation, format!("executor broke the protocol: {m}")),
+            )
+        }
+        End::Refused(m) => {
+            return (RunStatus::Refused, err(ErrorCode::SandboxRefused, bounded(m)));
+        }
+        End::Cancelled => {
+            return (RunStatus::Cancelled, err(ErrorCode::Shutdown, "the run was cancelled"))
+        }
+        End::NoExitAfterResult => {
+            return (
+                RunStatus::Killed,
+                err(ErrorCode::ExecutorCrashed, "the program reported a result but did not exit"),
+            )
+        }
+        End::Internal(m) => {
+            return (RunStatus::Error, err(ErrorCode::InternalError, bounded(m)));
+        }
+        End::Exited => {}
+    }
+    if o.oom_killed {
+        return memory();
+    }
+    if let Some(hint) = &o.hint {
+        if hint.error.as_ref().is_some_and(|e| e.kind == "MemoryError") {
+            return memory();
+        }
+    }
+    match (signal, code) {
+        (Some(SIGSYS), _) => (
+            RunStatus::Killed,
+            err(
+                ErrorCode::ExecutorCrashed,
+                "killed by the seccomp filter (SIGSYS): the program made a forbidden system call",
+            ),
+        ),
+        (Some(sig), _) => {
+            let why = if sig == SIGKILL { " (possibly the kernel's OOM killer)" } else { "" };
+            (RunStatus::Killed, err(ErrorCode::ExecutorCrashed, format!("killed by signal {sig}{why}")))
+        }
+        (None, Some(0)) if o.hint.is_some() || !o.python => (RunStatus::Completed, None),
+        (None, Some(0)) => (
+            RunStatus::Error,
+            err(ErrorCode::ProgramError, "the program exited without reporting a result"),
+        ),
+        (None, Some(c)) if c == EXIT_REFUSED && o.hint.is_none() && o.python => (
+            RunStatus::Refused,
+            err(ErrorCode::SandboxRefused, "the executor refused to start (see stderr)"),
+        ),
+        (None, Some(c)) => {
+            let detail = o
+                .hint
+                .as_ref()
+                .and_then(|h| h.error.as_ref())
+                .map(|e| bounded(&format!("{}: {}", e.kind, e.message)))
+                .unwrap_or_else(|| format!("exit status {c}"));
+            (RunStatus::Error, err(ErrorCode::ProgramError, detail))
+        }
+        (None, None) => {
+            (RunStatus::Error, err(ErrorCode::InternalError, "the executor's exit status was lost"))
+        }
+    }
+}
+
+/// Assemble the final result.
+pub fn result(o: Observed) -> RunResult {
+    let (status, error) = decide(&o);
+    RunResult {
+        status,
+        stdout: o.stdout.text(),
+        stderr: o.stderr.text(),
+        exit_code: o.exit.and_then(|s| s.code()),
+        signal: o.exit.and_then(|s| s.signal()),
+        error,
+        stdout_truncated: o.stdout.truncated(),
+        stderr_truncated: o.stderr.truncated(),
+        stdout_bytes: o.stdout.total,
+        stderr_bytes: o.stderr.total,
+        wall_time_ms: o.started.elapsed().as_secs_f64() * 1000.0,
+        peak_rss_bytes: o.peak_rss,
+        tool_calls: o.tool_calls,
+        enforcement: o.enforcement,
+    }
+}

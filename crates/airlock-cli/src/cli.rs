@@ -1,0 +1,79 @@
+//! Argument parsing and dispatch.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run untrusted code in a rootless, network-isolated, syscall-filtered sandbox.
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a Python program (FILE, or - for stdin) in a fresh sandbox.
+    Run {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// The interpreter (default: python3 on PATH).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// The program file, or - to read it from stdin.
+        file: String,
+    },
+    /// Run a command in a fresh sandbox.
+    Exec {
+        #[command(flatten)]
+        opts: RunOpts,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+    /// Show which isolation layers this machine offers, and how to fix the missing ones.
+    Doctor {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Options shared by `run` and `exec`.
+#[derive(Debug, Args)]
+pub struct RunOpts {
+    /// Wall-clock limit in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Memory limit in MiB.
+    #[arg(long, default_value_t = 512)]
+    pub memory: u64,
+    /// Use this host directory as the work dir (default: a fresh private one, removed after).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Set an environment variable in the sandbox (repeatable); nothing else is inherited.
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Offer a tool: NAME=CMD runs `sh -c CMD` on the host with JSON args on stdin (repeatable).
+    #[arg(long = "tool", value_name = "NAME=CMD")]
+    pub tools: Vec<String>,
+    /// Maximum tool calls per run.
+    #[arg(long, default_value_t = 128)]
+    pub max_tool_calls: u32,
+    /// Captured bytes kept per output stream.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub max_output: usize,
+    /// Print exactly one JSON object describing the run.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { opts, python, file } => crate::run_cmd::run_python(opts, python, &file),
+        Command::Exec { opts, argv } => crate::run_cmd::run_command(opts, argv),
+        Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
+    }
+}

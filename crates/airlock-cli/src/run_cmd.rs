@@ -1,0 +1,111 @@
+//! `airlock run` and `airlock exec`.
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use airlock_broker::{CommandTools, Limits, RunResult, RunSpec, RunStatus, Workload};
+use anyhow::{bail, Context};
+
+use crate::cli::RunOpts;
+
+/// A program file larger than this is refused before it is read in full.
+const MAX_PROGRAM_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+pub fn run_python(opts: RunOpts, python: Option<PathBuf>, file: &str) -> anyhow::Result<ExitCode> {
+    let mut code = String::new();
+    if file == "-" {
+        std::io::stdin()
+            .take(MAX_PROGRAM_FILE_BYTES)
+            .read_to_string(&mut code)
+            .context("reading the program from stdin")?;
+    } else {
+        std::fs::File::open(file)
+            .with_context(|| format!("opening {file}"))?
+            .take(MAX_PROGRAM_FILE_BYTES)
+            .read_to_string(&mut code)
+            .with_context(|| format!("reading {file}"))?;
+    }
+    execute(opts, Workload::Python { code, interpreter: python })
+}
+
+pub fn run_command(opts: RunOpts, argv: Vec<String>) -> anyhow::Result<ExitCode> {
+    execute(opts, Workload::Command { argv })
+}
+
+fn parse_pair(s: &str, what: &str) -> anyhow::Result<(String, String)> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => bail!("{what} must look like NAME=VALUE, got {s:?}"),
+    }
+}
+
+fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
+    if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 86_400.0) {
+        bail!("--timeout must be a number of seconds in (0, 86400], got {}", opts.timeout);
+    }
+    if opts.memory == 0 || opts.memory > 1024 * 1024 {
+        bail!("--memory must be between 1 and 1048576 MiB, got {}", opts.memory);
+    }
+    let env = opts.env.iter().map(|e| parse_pair(e, "--env")).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut tools = CommandTools::new();
+    for t in &opts.tools {
+        let (name, cmd) = parse_pair(t, "--tool")?;
+        tools.insert(name, cmd);
+    }
+    let limits = Limits {
+        timeout: Duration::from_secs_f64(opts.timeout),
+        memory_bytes: opts.memory * 1024 * 1024,
+        max_tool_calls: opts.max_tool_calls,
+        max_output_bytes: opts.max_output,
+        ..Limits::default()
+    };
+    let spec = RunSpec {
+        workload,
+        limits,
+        work_dir: opts.work_dir,
+        env,
+        executor: std::env::current_exe().context("locating the airlock binary")?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let result = runtime.block_on(airlock_broker::run(spec, &tools));
+    report(&result, opts.json)
+}
+
+fn report(r: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string(r)?);
+    } else {
+        std::io::stdout().write_all(r.stdout.as_bytes())?;
+        std::io::stderr().write_all(r.stderr.as_bytes())?;
+        if r.stdout_truncated || r.stderr_truncated {
+            eprintln!(
+                "airlock: output truncated (stdout {} bytes, stderr {} bytes written)",
+                r.stdout_bytes, r.stderr_bytes
+            );
+        }
+        if let Some(e) = r.error.as_ref().filter(|_| r.status != RunStatus::Error) {
+            eprintln!("airlock: {}: {}", r.status.as_str(), e.message);
+        }
+    }
+    Ok(ExitCode::from(exit_code(r)))
+}
+
+/// Completed/error runs exit with the program's code; others with timeout(1)-style codes.
+fn exit_code(r: &RunResult) -> u8 {
+    match r.status {
+        RunStatus::Completed | RunStatus::Error => {
+            r.exit_code.map(|c| u8::try_from(c & 0xff).unwrap_or(1)).unwrap_or(1)
+        }
+        RunStatus::Timeout => 124,
+        RunStatus::MemoryLimit => 137,
+        RunStatus::Killed => 137,
+        RunStatus::ProtocolError => 125,
+        RunStatus::Refused => 126,
+        RunStatus::Cancelled => 130,
+    }
+}

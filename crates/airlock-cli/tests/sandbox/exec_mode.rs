@@ -1,0 +1,62 @@
+//! `airlock exec`: commands run under the same layers, with process creation allowed.
+use super::support::*;
+
+#[test]
+fn a_command_runs_and_its_exit_code_is_reported() {
+    for who in identities() {
+        let v = exec(who, &["/bin/sh", "-c", "echo hi; ls / >/dev/null; exit 3"], &[]);
+        assert_eq!(status(&v), "error", "{v}");
+        assert_eq!(v["stdout"], "hi\n");
+        assert_eq!(v["exit_code"], 3);
+        let v = exec(who, &["echo", "resolved", "on", "PATH"], &[]);
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "resolved on PATH\n");
+    }
+}
+
+#[test]
+fn commands_cannot_read_secrets_or_escape_the_work_dir() {
+    for who in identities() {
+        let secret = private_file(who, "exec-secret");
+        let s = secret.to_str().unwrap();
+        let script = format!("cat {s} /etc/shadow 2>&1; touch /tmp/airlock-exec-escape 2>&1; echo ok > here; cat here");
+        let v = exec(who, &["/bin/sh", "-c", &script], &[]);
+        let out = v["stdout"].as_str().unwrap();
+        assert!(!out.contains("exec-secret"), "{out}");
+        assert!(out.ends_with("ok\n"), "{out}");
+        assert!(!std::path::Path::new("/tmp/airlock-exec-escape").exists());
+        std::fs::remove_file(secret).unwrap();
+    }
+}
+
+#[test]
+fn exec_mode_still_forbids_namespace_and_ptrace_syscalls() {
+    for who in identities() {
+        let v = exec(who, &["/usr/bin/unshare", "-U", "true"], &[]);
+        assert_eq!(status(&v), "killed", "{v}");
+        assert_eq!(v["signal"], 31, "{v}");
+    }
+}
+
+#[test]
+fn an_unknown_command_is_refused_before_anything_starts() {
+    let v = exec(As::Me, &["definitely-not-a-command-xyz"], &[]);
+    assert_eq!(status(&v), "refused", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("not found"), "{v}");
+}
+
+#[test]
+fn doctor_lists_every_layer() {
+    let out = airlock(As::Me, &["doctor", "--json"], "");
+    assert!(out.status.success());
+    let layers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = layers.as_array().unwrap().iter().filter_map(|l| l["layer"].as_str()).collect();
+    for want in ["userns", "netns", "seccomp", "landlock", "kvm"] {
+        assert!(names.iter().any(|n| n.contains(want)), "{want} missing from {names:?}");
+    }
+    for l in layers.as_array().unwrap() {
+        if l["available"] == false {
+            assert!(l["fix"].is_string(), "missing layer without a fix: {l}");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! A sandbox that refuses everything fails these: ordinary programs must work.
+use super::support::*;
+
+#[test]
+fn prints_computes_and_exits_zero() {
+    for who in identities() {
+        let v = run_py(who, "import json, math\nprint(json.dumps({'x': math.factorial(10)}))", &[]);
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "{\"x\": 3628800}\n");
+        assert_eq!(v["exit_code"], 0);
+        assert!(v["peak_rss_bytes"].as_u64().unwrap() > 1_000_000, "{v}");
+        assert!(v["wall_time_ms"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn threads_work() {
+    let code = "import threading\nout=[]\nts=[threading.Thread(target=out.append, args=(i,)) for i in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(sorted(out))";
+    for who in identities() {
+        let v = run_py(who, code, &[]);
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "[0, 1, 2, 3, 4, 5, 6, 7]\n");
+    }
+}
+
+#[test]
+fn files_in_the_work_dir_are_read_write() {
+    let code = "import os, tempfile\nopen('a.txt','w').write('hello')\nos.mkdir('d')\nopen('d/b','wb').write(b'x'*1000)\nwith tempfile.TemporaryFile() as f: f.write(b'ok')\nprint(open('a.txt').read(), os.path.getsize('d/b'), sorted(os.listdir('.')))";
+    for who in identities() {
+        let v = run_py(who, code, &[]);
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "hello 1000 ['a.txt', 'd']\n");
+    }
+}
+
+#[test]
+fn a_given_work_dir_keeps_its_files_for_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("input.txt"), "41").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let v = run_py(As::Me, "n=int(open('input.txt').read())\nopen('out.txt','w').write(str(n+1))", &["--work-dir", d]);
+    assert_completed(&v);
+    assert_eq!(std::fs::read_to_string(dir.path().join("out.txt")).unwrap(), "42");
+}
+
+#[test]
+fn exceptions_are_errors_with_a_traceback() {
+    for who in identities() {
+        let v = run_py(who, "def f():\n    raise ValueError('bad input')\nf()", &[]);
+        assert_eq!(status(&v), "error", "{v}");
+        assert_eq!(v["exit_code"], 1);
+        assert!(v["stderr"].as_str().unwrap().contains("ValueError: bad input"), "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("bad input"));
+        let v = run_py(who, "import sys; sys.exit(3)", &[]);
+        assert_eq!(status(&v), "error");
+        assert_eq!(v["exit_code"], 3);
+    }
+}
+
+#[test]
+fn a_tool_round_trip_returns_the_tool_json() {
+    let code = "r = call_tool('add', {'a': 2, 'b': 40})\nprint(r['sum'])\ntry:\n    call_tool('nope', {})\nexcept ToolError as e:\n    print('refused', e.code)";
+    let tool = "add=python3 -c 'import json,sys; a=json.load(sys.stdin); print(json.dumps({\"sum\": a[\"a\"]+a[\"b\"]}))'";
+    for who in identities() {
+        let v = run_py(who, code, &["--tool", tool]);
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "42\nrefused -32013\n", "{v}");
+        assert_eq!(v["tool_calls"], 2);
+    }
+}
+
+#[test]
+fn the_tool_call_cap_is_enforced() {
+    let code = "n=0\nfor i in range(10):\n    try:\n        call_tool('echo', {'i': i}); n+=1\n    except ToolError as e:\n        last=e.code\nprint(n, last)";
+    let v = run_py(As::Me, code, &["--tool", "echo=cat", "--max-tool-calls", "3"]);
+    assert_completed(&v);
+    assert_eq!(v["stdout"], "3 -32009\n", "{v}");
+    assert_eq!(v["tool_calls"], 10);
+}
+
+#[test]
+fn numpy_works_when_installed() {
+    for who in identities() {
+        let probe = run_py(who, "import importlib.util as u; print(u.find_spec('numpy') is not None)", &[]);
+        assert_completed(&probe);
+        if probe["stdout"] != "True\n" {
+            assert!(
+                std::env::var_os("AIRLOCK_REQUIRE_NUMPY").is_none(),
+                "numpy is required by this run (AIRLOCK_REQUIRE_NUMPY) but not importable"
+            );
+            eprintln!("numpy not installed for {who:?}: skipped");
+            continue;
+        }
+        let v = run_py(who, "import numpy as np\na=np.arange(12).reshape(3,4)\nprint(int((a@a.T).trace()))", &[]);
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "506\n");
+    }
+}
+
+#[test]
+fn programs_from_stdin_and_files_both_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.py");
+    std::fs::write(&file, "print('from file')").unwrap();
+    let out = airlock(As::Me, &["run", file.to_str().unwrap()], "");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from file\n");
+}
+
+#[test]
+fn each_run_gets_a_fresh_executor_and_work_dir() {
+    let code = "import os\nprint(os.getcwd())\nprint(sorted(os.listdir('.')))\nopen('left-behind','w').write('x')";
+    let a = run_py(As::Me, code, &[]);
+    let b = run_py(As::Me, code, &[]);
+    assert_completed(&a);
+    assert_completed(&b);
+    let dir_a = a["stdout"].as_str().unwrap().lines().next().unwrap().to_string();
+    assert_ne!(a["stdout"].as_str().unwrap().lines().next(), b["stdout"].as_str().unwrap().lines().next());
+    assert!(b["stdout"].as_str().unwrap().contains("[]"), "{b}");
+    assert!(!std::path::Path::new(&dir_a).exists(), "run work dir {dir_a} was not removed");
+}

@@ -1,0 +1,222 @@
+//! Driving the real binary, as root and as an unprivileged user.
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::cell::Cell;
+use std::sync::{OnceLock, RwLock, RwLockWriteGuard};
+
+use serde_json::Value;
+
+/// The unprivileged account the suite runs as when it is started as root (created by
+/// scripts/test.sh).
+pub const TEST_USER: &str = "airlock-test";
+
+/// Who runs the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum As {
+    /// The user running the tests.
+    Me,
+    /// `airlock-test`, via runuser (only when the suite runs as root).
+    User,
+}
+
+pub fn is_root() -> bool {
+    // The effective uid, read without unsafe.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("Uid:")).map(|l| {
+                l.split_whitespace().nth(2) == Some("0")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Every identity a security test must hold for.
+pub fn identities() -> Vec<As> {
+    if !is_root() {
+        return vec![As::Me];
+    }
+    let exists = Command::new("id").arg(TEST_USER).output().map(|o| o.status.success());
+    assert!(
+        exists.unwrap_or(false),
+        "running as root: the rootless path must be tested too; create the user with \
+         `useradd -m {TEST_USER}` (scripts/test.sh does)"
+    );
+    vec![As::Me, As::User]
+}
+
+/// A copy of the binary every user can execute (the build dir may sit under /root).
+pub fn binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = PathBuf::from(env!("CARGO_BIN_EXE_airlock"));
+        let dir = std::env::temp_dir().join(format!("airlock-test-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dst = dir.join("airlock");
+        std::fs::copy(&src, &dst).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dst
+    })
+}
+
+/// The interpreter each identity uses (the user cannot reach a pyenv under /root).
+pub fn python_for(who: As) -> Option<&'static str> {
+    match who {
+        As::Me => None,
+        As::User => Some("/usr/bin/python3"),
+    }
+}
+
+pub fn command(who: As) -> Command {
+    match who {
+        As::Me => {
+            let mut c = Command::new(binary());
+            c.env("AIRLOCK_TEST_BROKER_SECRET", "broker-secret-7f3a");
+            c
+        }
+        As::User => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", TEST_USER, "--", "env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"])
+                .arg(format!("HOME=/home/{TEST_USER}"))
+                .arg("AIRLOCK_TEST_BROKER_SECRET=broker-secret-7f3a")
+                .arg(binary());
+            c
+        }
+    }
+}
+
+static RUNS: RwLock<()> = RwLock::new(());
+thread_local! {
+    static EXCLUSIVE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Hold this to be the only test running sandboxes (so "no survivors" checks see only yours).
+pub struct Exclusive(#[allow(dead_code, reason = "held for its drop")] RwLockWriteGuard<'static, ()>);
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        EXCLUSIVE.with(|e| e.set(false));
+    }
+}
+
+pub fn exclusive() -> Exclusive {
+    let guard = RUNS.write().unwrap_or_else(|e| e.into_inner());
+    EXCLUSIVE.with(|e| e.set(true));
+    Exclusive(guard)
+}
+
+/// Run `airlock <args>` with `stdin`, returning the raw output.
+pub fn airlock(who: As, args: &[&str], stdin: &str) -> Output {
+    let _shared = if EXCLUSIVE.with(Cell::get) {
+        None
+    } else {
+        Some(RUNS.read().unwrap_or_else(|e| e.into_inner()))
+    };
+    let mut child = command(who)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn airlock");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `airlock run --json [extra] -` with `code`; returns the one JSON object it prints.
+pub fn run_py(who: As, code: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["run", "--json"];
+    if let Some(p) = python_for(who) {
+        args.extend(["--python", p]);
+    }
+    args.extend_from_slice(extra);
+    args.push("-");
+    let out = airlock(who, &args, code);
+    parse_one(&out)
+}
+
+/// `airlock exec --json [extra] -- argv...`.
+pub fn exec(who: As, argv: &[&str], extra: &[&str]) -> Value {
+    let mut args = vec!["exec", "--json"];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(argv);
+    let out = airlock(who, &args, "");
+    parse_one(&out)
+}
+
+fn parse_one(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected exactly one JSON line, got {stdout:?}; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(lines[0]).expect("valid JSON")
+}
+
+pub fn status(v: &Value) -> &str {
+    v["status"].as_str().unwrap_or("<none>")
+}
+
+/// Assert the run completed, printing the whole result otherwise.
+pub fn assert_completed(v: &Value) {
+    assert_eq!(status(v), "completed", "run did not complete: {v:#}");
+}
+
+/// A unique marker to tag a run's processes with, and find survivors by.
+pub fn marker(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("airlock-marker-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Pids of live (non-zombie) processes whose command line contains `marker`.
+pub fn survivors(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return found };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(format!("{name}: {}", String::from_utf8_lossy(&cmdline)));
+        }
+    }
+    found
+}
+
+/// Any process of any sandbox run: a stage, a guest interpreter, or something tagged `marker`.
+pub fn run_survivors(marker: &str) -> Vec<String> {
+    let mut all = survivors("airlock guest bootstrap");
+    all.extend(survivors("__executor"));
+    all.extend(survivors(marker));
+    all
+}
+
+/// A file only `who` may read, holding `content`; returns its path.
+pub fn private_file(who: As, content: &str) -> PathBuf {
+    let dir = match who {
+        As::Me if is_root() => PathBuf::from("/root"),
+        As::Me => PathBuf::from(std::env::var("HOME").unwrap_or("/tmp".into())),
+        As::User => PathBuf::from(format!("/home/{TEST_USER}")),
+    };
+    let path = dir.join(format!(".airlock-secret-{}", marker("secret")));
+    std::fs::write(&path, content).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    if who == As::User {
+        let st = Command::new("chown").arg(format!("{TEST_USER}:")).arg(&path).status().unwrap();
+        assert!(st.success());
+    }
+    path
+}
