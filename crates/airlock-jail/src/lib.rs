@@ -13,6 +13,7 @@
 pub mod caps;
 pub mod cgroup;
 pub mod doctor;
+pub mod fd;
 mod error;
 pub mod landlock;
 pub mod net;

@@ -5,6 +5,10 @@
 //! namespace, which the later namespace and mount steps need; the caps are lost at `execve`
 //! because the inside id is non-zero (the caller should pass e.g. 1000) and are dropped
 //! explicitly by [`crate::caps::drop_all`] before that.
+//!
+//! The process must be *dumpable* when this runs: a non-dumpable process's `/proc/self` files
+//! belong to root, so the map writes fail with `EACCES`. Call `process::set_dumpable(false)`
+//! after, not before (a process that changed uid without an `execve` is non-dumpable too).
 
 use std::path::Path;
 

@@ -1,0 +1,64 @@
+//! `landlock BASE`: builds BASE/{ro,rw,outside}, restricts to ro (read-only) + rw (read-write)
+//! and checks what is allowed and what is denied.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use airlock_jail::landlock::{self, FsPolicy};
+
+use crate::check;
+
+fn denied<T>(r: std::io::Result<T>, what: &str) -> bool {
+    let kind = r.as_ref().err().map(std::io::Error::kind);
+    check(&format!("{what} denied ({kind:?})"), kind == Some(ErrorKind::PermissionDenied))
+}
+
+fn allowed<T>(r: std::io::Result<T>, what: &str) -> bool {
+    let e = r.as_ref().err().map(ToString::to_string);
+    check(&format!("{what} allowed ({e:?})"), r.is_ok())
+}
+
+pub(crate) fn landlock(args: &[String]) -> Result<bool, String> {
+    let [base] = args else { return Err("landlock BASE".into()) };
+    let base = Path::new(base);
+    let (ro, rw, out) = (base.join("ro"), base.join("rw"), base.join("outside"));
+    for d in [&ro, &rw, &out] {
+        fs::create_dir_all(d).map_err(|e| e.to_string())?;
+    }
+    fs::write(ro.join("f"), "ro").map_err(|e| e.to_string())?;
+    fs::write(rw.join("f"), "rw").map_err(|e| e.to_string())?;
+    fs::write(out.join("f"), "out").map_err(|e| e.to_string())?;
+    let policy = FsPolicy {
+        read_only: vec![ro.clone(), base.join("does-not-exist")],
+        read_exec: vec![],
+        read_write: vec![rw.clone()],
+    };
+    let report = landlock::restrict(&policy).map_err(|e| e.to_string())?;
+    println!("report {report:?}");
+    let mut ok = check(
+        "nonexistent path reported as skipped",
+        report.skipped == [base.join("does-not-exist")],
+    );
+    ok &= check(&format!("abi {} >= 1", report.abi), report.abi >= 1);
+    ok &= allowed(fs::read_to_string(ro.join("f")), "read inside read_only");
+    ok &= denied(fs::write(ro.join("f"), "x"), "write inside read_only");
+    ok &= denied(fs::write(ro.join("new"), "x"), "create inside read_only");
+    ok &= denied(fs::read_to_string(out.join("f")), "read outside the policy");
+    ok &= denied(fs::write(out.join("f"), "x"), "write outside the policy");
+    ok &= denied(fs::read_dir(base), "list the parent of the policy paths");
+    ok &= allowed(fs::read_to_string(rw.join("f")), "read inside read_write");
+    ok &= allowed(fs::write(rw.join("new"), "x"), "create inside read_write");
+    ok &= allowed(fs::remove_file(rw.join("new")), "remove inside read_write");
+    ok &= denied(fs::rename(rw.join("f"), out.join("g")), "move out of read_write (refer)");
+    if report.abi >= 4 {
+        ok &= denied(std::net::TcpListener::bind("127.0.0.1:0"), "tcp bind");
+    }
+    if report.abi >= 6 {
+        // Signals to processes outside the sandbox are scoped away (our parent is outside).
+        // SAFETY: signal 0 only checks permission.
+        let r = unsafe { libc::kill(libc::getppid(), 0) };
+        ok &= check("kill(parent, 0) denied (signal scoping)", r == -1 && crate::errno() == libc::EPERM);
+    }
+    Ok(ok)
+}
