@@ -88,7 +88,8 @@ pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, Interpret
         .map_err(|e| not_cpython(e.to_string()))?;
     let mut out = Vec::new();
     let stdout = child.stdout.take().ok_or_else(|| not_cpython("no stdout".into()))?;
-    let read = stdout.take(PROBE_OUTPUT_CAP).read_to_end(&mut out);
+    let mut bounded = stdout.take(PROBE_OUTPUT_CAP);
+    let read = bounded.read_to_end(&mut out);
     tokio::time::timeout(Duration::from_secs(20), read)
         .await
         .map_err(|_| not_cpython("probe timed out".into()))?

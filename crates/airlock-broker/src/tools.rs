@@ -104,8 +104,10 @@ impl CommandTools {
             };
             let mut out = Vec::new();
             let mut err = Vec::new();
-            let read_out = (&mut stdout).take(cap + 1).read_to_end(&mut out);
-            let read_err = (&mut stderr).take(4096).read_to_end(&mut err);
+            let mut bounded_out = (&mut stdout).take(cap + 1);
+            let mut bounded_err = (&mut stderr).take(4096);
+            let read_out = bounded_out.read_to_end(&mut out);
+            let read_err = bounded_err.read_to_end(&mut err);
             let (_, _, _, status) = tokio::join!(write, read_out, read_err, child.wait());
             (out, err, status)
         };

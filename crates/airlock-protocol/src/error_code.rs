@@ -55,6 +55,8 @@ pub enum ErrorCode {
     UnknownTool,
     /// -32014: the tool exists but policy denies this call.
     ToolDenied,
+    /// -32015: the program itself failed (raised, or exited non-zero); the sandbox held.
+    ProgramError,
 }
 
 impl ErrorCode {
@@ -79,6 +81,7 @@ impl ErrorCode {
         ErrorCode::Shutdown,
         ErrorCode::UnknownTool,
         ErrorCode::ToolDenied,
+        ErrorCode::ProgramError,
     ];
 
     /// The wire number.
@@ -103,6 +106,7 @@ impl ErrorCode {
             ErrorCode::Shutdown => -32012,
             ErrorCode::UnknownTool => -32013,
             ErrorCode::ToolDenied => -32014,
+            ErrorCode::ProgramError => -32015,
         }
     }
 
@@ -133,6 +137,7 @@ impl ErrorCode {
             ErrorCode::Shutdown => "shutdown",
             ErrorCode::UnknownTool => "unknown_tool",
             ErrorCode::ToolDenied => "tool_denied",
+            ErrorCode::ProgramError => "program_error",
         }
     }
 

@@ -229,7 +229,7 @@ pub(super) async fn supervise(
                         }
                         let go = match &p.code {
                             Some(code) => Message::request(
-                                Id::Num(EXECUTE_ID), "execute", Some(json!({ "code": code }))),
+                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code }))),
                             None => Message::notification("start", None),
                         };
                         if s.outbox.try_send(go).is_err() {
@@ -270,7 +270,7 @@ pub(super) async fn supervise(
                             }
                         }
                     }
-                    (Phase::Running, Message::Response(resp)) if resp.id == Id::Num(EXECUTE_ID) && python => {
+                    (Phase::Running, Message::Response(resp)) if resp.id == Some(Id::Number(EXECUTE_ID)) && python => {
                         hint = match resp.outcome {
                             Ok(v) => serde_json::from_value(v).ok(),
                             Err(_) => None,

@@ -1,0 +1,57 @@
+//! seccomp: the Run profile refuses process creation and sockets but allows threads; killed
+//! syscalls, the x32 bit and the i386 ABI die by SIGSYS; the Exec profile allows fork + exec.
+
+use super::{assert_killed_by, assert_passed, probe, BOTH};
+
+#[test]
+fn run_profile_denies_with_errno_and_allows_threads() {
+    for nonroot in BOTH {
+        for case in
+            ["execve", "fork", "clone3", "clone-newns", "socket", "threads", "tiocsti", "personality-query"]
+        {
+            assert_passed(&probe(nonroot, &["seccomp", "run", case]));
+        }
+    }
+}
+
+#[test]
+fn killed_syscalls_die_by_sigsys() {
+    for nonroot in BOTH {
+        for case in ["ptrace", "io_uring", "unshare", "mount", "personality-set", "x32", "i386"] {
+            assert_killed_by(&probe(nonroot, &["seccomp", "run", case]), libc::SIGSYS);
+        }
+    }
+}
+
+#[test]
+fn exec_profile_allows_fork_exec_and_sockets_but_not_the_kill_list() {
+    for nonroot in BOTH {
+        assert_passed(&probe(nonroot, &["seccomp", "exec", "exec-works"]));
+        assert_passed(&probe(nonroot, &["seccomp", "exec", "clone-newns"]));
+        for case in ["ptrace", "x32", "i386", "unshare"] {
+            assert_killed_by(&probe(nonroot, &["seccomp", "exec", case]), libc::SIGSYS);
+        }
+    }
+}
+
+#[test]
+fn compiled_bytes_match_the_sock_filter_layout() {
+    use airlock_jail::seccomp::{compile, Profile};
+    let bytes = compile(Profile::Run).unwrap();
+    assert_eq!(bytes.len() % 8, 0);
+    // First instruction: BPF_LD|BPF_W|BPF_ABS (0x20) of seccomp_data.arch (offset 4).
+    assert_eq!(u16::from_ne_bytes([bytes[0], bytes[1]]), 0x20);
+    assert_eq!(u32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]), 4);
+    assert_ne!(compile(Profile::Run).unwrap(), compile(Profile::Exec).unwrap());
+}
+
+#[test]
+fn install_refuses_without_no_new_privs() {
+    // The test process itself never sets no_new_privs.
+    if airlock_jail::caps::no_new_privs().unwrap() {
+        return;
+    }
+    let err = airlock_jail::seccomp::install(airlock_jail::seccomp::Profile::Exec).unwrap_err();
+    assert!(err.to_string().contains("no_new_privs"), "{err}");
+    assert_eq!(airlock_jail::seccomp::current_mode().unwrap(), 0);
+}
