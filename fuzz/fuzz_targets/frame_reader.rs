@@ -38,7 +38,10 @@ fuzz_target!(|input: &[u8]| {
     let limits = if selector & 0x10 == 0 {
         FrameLimits::default()
     } else {
-        FrameLimits { max_body: 64, max_header_bytes: 64 }
+        FrameLimits {
+            max_body: 64,
+            max_header_bytes: 64,
+        }
     };
     let mut reader = FrameReader::with_limits(Chunked { data, chunk }, limits);
     loop {
@@ -64,7 +67,10 @@ fuzz_target!(|input: &[u8]| {
 /// A decoded message re-encodes and decodes back to itself. Re-encoding can be longer than the
 /// accepted body (escapes are normalized), so the check uses a cap that cannot bind.
 fn check_round_trip(message: &Message) {
-    let limits = FrameLimits { max_body: usize::MAX, max_header_bytes: 4096 };
+    let limits = FrameLimits {
+        max_body: usize::MAX,
+        max_header_bytes: 4096,
+    };
     let framed = encode_message(message, &limits).expect("a decoded message re-encodes");
     let mut reader = FrameReader::with_limits(&framed[..], limits);
     let again = reader.read_message().expect("re-encoded frame decodes");

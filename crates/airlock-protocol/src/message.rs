@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 message types and their serialization.
 //!
 //! Serialization always emits `"jsonrpc":"2.0"` first. Deserialization goes through the
-//! strict decoder in [`crate::decode`] (see [`Message::from_slice`]); there is no lenient path.
+//! strict decoder (see [`Message::from_slice`]); there is no lenient path.
 
 use std::fmt;
 
