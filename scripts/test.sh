@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs what it needs, then runs
+# formatting, lints, every crate's tests (the sandbox attack suite as root AND as the
+# unprivileged user airlock-test), the Python client's tests, and a bounded fuzz run.
+#
+# Usage: bash scripts/test.sh            (FUZZ_SECONDS=60 by default)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+
+say() { printf '\n==> %s\n' "$*"; }
+
+if [ "$(id -u)" = 0 ]; then
+    say "system packages"
+    missing=()
+    for pkg in python3 python3-numpy python3-venv bubblewrap util-linux passwd; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+    done
+    if [ "${#missing[@]}" -gt 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    fi
+    # The rootless path is tested as this user (the suite refuses to run as root without it).
+    id airlock-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash airlock-test
+fi
+
+say "python packages"
+python3 -m pip install --quiet --disable-pip-version-check numpy pytest pytest-asyncio websockets \
+    || python3 -m pip install --quiet --break-system-packages numpy pytest pytest-asyncio websockets
+export AIRLOCK_REQUIRE_NUMPY=1
+
+say "format and lints"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+say "cargo tests"
+cargo build --workspace --all-targets
+cargo test --workspace
+
+if [ -d clients/python/tests ]; then
+    say "python client tests"
+    python3 -m pip install --quiet --disable-pip-version-check -e clients/python
+    AIRLOCK_BIN="$root/target/debug/airlock" python3 -m pytest -q clients/python/tests
+fi
+
+say "fuzz smoke (${FUZZ_SECONDS}s)"
+bash scripts/fuzz-smoke.sh "$FUZZ_SECONDS"
+
+say "all green"
