@@ -7,7 +7,6 @@ use crate::vocab::vocabulary;
 /// One thing a sandbox can do. A backend declares the set it serves; a spec states the set its
 /// workload requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
 pub enum Capability {
     /// Run a command (`Sandbox::exec`).
     Exec,

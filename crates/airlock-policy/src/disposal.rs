@@ -6,7 +6,6 @@ use crate::vocab::vocabulary;
 
 /// Why a disposal did not land. A closed set a caller branches on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
 pub enum DisposalCode {
     /// The backend's service was never reached: retry.
     Unreachable,

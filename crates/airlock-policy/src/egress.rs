@@ -4,7 +4,6 @@ use crate::vocab::vocabulary;
 
 /// How a sandbox's network egress is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[non_exhaustive]
 pub enum Egress {
     /// Deny by default; allow only the named hosts.
     Allowlist,

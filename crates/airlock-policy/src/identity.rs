@@ -5,7 +5,6 @@ use crate::vocab::vocabulary;
 /// An authority a host-side tool acts with. Neither is "safe": `App` is the application's full
 /// authority, and least privilege comes from what a host registers, not what it declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
 pub enum Identity {
     /// The application's own authority.
     App,

@@ -9,7 +9,6 @@ pub(crate) const VOCABULARY: &str = "isolation rung";
 /// The only ordering is [`Isolation::rank`]; `Ord` is derived from it, never from the
 /// declaration order or a persisted integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum Isolation {
     /// No boundary at all: the workload runs in the host process with the host's authority.
     None,

@@ -6,7 +6,6 @@ use crate::vocab::vocabulary;
 
 /// Which way bytes cross the boundary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
 pub enum Direction {
     /// Host to guest.
     FilesIn,
@@ -21,7 +20,6 @@ vocabulary!(Direction, "transfer direction", {
 
 /// One field of [`TransferLimits`], for naming which cap a refusal is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
 pub enum TransferField {
     /// [`TransferLimits::max_bytes_per_file`].
     MaxBytesPerFile,

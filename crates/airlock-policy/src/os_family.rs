@@ -4,7 +4,6 @@ use crate::vocab::vocabulary;
 
 /// The guest operating-system family a backend hands out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
 pub enum OsFamily {
     /// POSIX paths and argv.
     Posix,

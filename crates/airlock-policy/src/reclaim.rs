@@ -4,7 +4,6 @@ use crate::vocab::vocabulary;
 
 /// The host's choice when a call's guest path could not be reclaimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
 pub enum FailedReclaimPolicy {
     /// Dispose the sandbox (the default): better a failed run than leaked data, because
     /// acquire is get-or-create and a warm sandbox hands the next call what this one left.

@@ -16,7 +16,6 @@ use crate::scope::IsolationScope;
 
 /// Whose ceiling a transfer ask went above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum CeilingOwner {
     /// The host's policy.
     Host,

@@ -4,7 +4,6 @@ use crate::vocab::vocabulary;
 
 /// How much of a conversation one sandbox serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
 pub enum IsolationScope {
     /// One sandbox reused across the conversation's calls (get-or-create).
     #[default]

@@ -1,5 +1,10 @@
 //! One test per refusal, per silence rule, and for the check order.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] fns; clippy.toml allows unwrap in tests"
+)]
+
 use std::collections::BTreeSet;
 
 use airlock_policy::{

@@ -1,5 +1,10 @@
 //! policy.toml: good and bad cases, each bad one naming key and value.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] fns; clippy.toml allows unwrap in tests"
+)]
+
 use std::collections::BTreeSet;
 
 use airlock_policy::{

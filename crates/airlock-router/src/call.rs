@@ -119,7 +119,9 @@ struct CallCleanup {
 
 impl Drop for CallCleanup {
     fn drop(&mut self) {
-        let Some(session) = self.session.take() else { return };
+        let Some(session) = self.session.take() else {
+            return;
+        };
         let router = self.router.clone();
         let scope = self.scope;
         let tool = std::mem::take(&mut self.tool);
@@ -131,13 +133,21 @@ impl Drop for CallCleanup {
                     router.call_ended(vec![session.key.clone()], &tool, started, Some("cancelled"));
                 });
             }
-            Err(_) => tracing::error!("tool call dropped outside a tokio runtime; its guest path was not reclaimed"),
+            Err(_) => tracing::error!(
+                "tool call dropped outside a tokio runtime; its guest path was not reclaimed"
+            ),
         }
     }
 }
 
 impl Router {
-    fn call_ended(&self, keys: Vec<SandboxKey>, tool: &str, started: Instant, failure: Option<&'static str>) {
+    fn call_ended(
+        &self,
+        keys: Vec<SandboxKey>,
+        tool: &str,
+        started: Instant,
+        failure: Option<&'static str>,
+    ) {
         self.inner.observers.emit(
             || ToolCallEnded {
                 keys,
@@ -191,8 +201,8 @@ impl Router {
             }
         };
         let scope = self.inner.host.effective_scope(spec);
-        let guest_call_path = GuestRelPath::parse(&format!("{CALLS_DIR}/{call_id}"))
-            .map_err(CallError::Path)?;
+        let guest_call_path =
+            GuestRelPath::parse(&format!("{CALLS_DIR}/{call_id}")).map_err(CallError::Path)?;
         let session = CallSession {
             key: sandbox.key().clone(),
             sandbox,
@@ -228,7 +238,9 @@ impl Router {
         let t = self.inner.reclaim_timeout;
         let reclaimed = match tokio::time::timeout(
             t,
-            session.sandbox.reclaim(&session.work_dir, &session.guest_call_path, t),
+            session
+                .sandbox
+                .reclaim(&session.work_dir, &session.guest_call_path, t),
         )
         .await
         {

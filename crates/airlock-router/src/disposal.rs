@@ -20,12 +20,19 @@ pub struct ScopeRecord {
     pub undisposed: Option<DisposalFailure>,
 }
 
-async fn bounded_dispose(b: &Arc<dyn Backend>, key: &SandboxKey, t: Duration) -> Option<DisposalFailure> {
+async fn bounded_dispose(
+    b: &Arc<dyn Backend>,
+    key: &SandboxKey,
+    t: Duration,
+) -> Option<DisposalFailure> {
     match tokio::time::timeout(t, b.dispose(key)).await {
         Ok(outcome) => outcome,
         Err(_) => Some(DisposalFailure::new(
             DisposalCode::Timeout,
-            format!("backend {:?} did not finish disposing {key} within {t:?}", b.name()),
+            format!(
+                "backend {:?} did not finish disposing {key} within {t:?}",
+                b.name()
+            ),
         )),
     }
 }
@@ -49,7 +56,13 @@ impl Router {
         let handle = self.slot(key);
         let mut slot = handle.lock().await;
         let t = self.inner.dispose_timeout;
-        let outcomes = join_all(self.inner.backends.iter().map(|b| bounded_dispose(b, key, t))).await;
+        let outcomes = join_all(
+            self.inner
+                .backends
+                .iter()
+                .map(|b| bounded_dispose(b, key, t)),
+        )
+        .await;
         let folded = DisposalFailure::fold(outcomes.into_iter().flatten());
         slot.live.clear();
         match &folded {
@@ -100,7 +113,10 @@ impl Router {
                     disposed: 0,
                     failure: Some(DisposalFailure::new(
                         DisposalCode::Timeout,
-                        format!("backend {:?} did not finish purging {scope}/{thread_id} within {t:?}", b.name()),
+                        format!(
+                            "backend {:?} did not finish purging {scope}/{thread_id} within {t:?}",
+                            b.name()
+                        ),
                     )),
                 },
             }

@@ -171,7 +171,11 @@ impl Observers {
     }
 
     /// Builds the event only when someone listens, and delivers it with any panic contained.
-    pub fn emit<E>(&self, build: impl FnOnce() -> E, deliver: impl FnOnce(&dyn SandboxObserver, &E)) {
+    pub fn emit<E>(
+        &self,
+        build: impl FnOnce() -> E,
+        deliver: impl FnOnce(&dyn SandboxObserver, &E),
+    ) {
         let Some(observer) = &self.0 else { return };
         let event = build();
         let outcome = catch_unwind(AssertUnwindSafe(|| deliver(observer.as_ref(), &event)));

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use airlock_policy::{
-    decide, BackendProfile, Capability, Decision, DisposalFailure, FailedReclaimPolicy,
-    HostPolicy, Identity, Isolation, IsolationScope, KeyError, Policy, Refusal, SandboxKey,
-    SandboxSpec, TransferLimits,
+    decide, BackendProfile, Capability, Decision, DisposalFailure, FailedReclaimPolicy, HostPolicy,
+    Identity, Isolation, IsolationScope, KeyError, Policy, Refusal, SandboxKey, SandboxSpec,
+    TransferLimits,
 };
 use thiserror::Error;
 
@@ -179,7 +179,10 @@ impl RouterBuilder {
         self
     }
     /// The host's reclaim-failure notification.
-    pub fn on_reclaim_failure(mut self, hook: impl Fn(&ReclaimFailure) + Send + Sync + 'static) -> Self {
+    pub fn on_reclaim_failure(
+        mut self,
+        hook: impl Fn(&ReclaimFailure) + Send + Sync + 'static,
+    ) -> Self {
         self.on_reclaim_failure = Some(Arc::new(hook));
         self
     }
@@ -219,13 +222,21 @@ impl RouterBuilder {
                 Resolved::Fixed(index)
             }
             (Selection::PerSpec, None) => {
-                if !self.backends.iter().any(|b| b.isolation().meets_floor(floor)) {
+                if !self
+                    .backends
+                    .iter()
+                    .any(|b| b.isolation().meets_floor(floor))
+                {
                     return Err(RouterConfigError::NotPermitted(Refusal::NoBackendServes {
                         kind: "any".to_owned(),
                         refusals: self.backends.iter().map(below).collect(),
                     }));
                 }
-                for b in self.backends.iter().filter(|b| !b.isolation().meets_floor(floor)) {
+                for b in self
+                    .backends
+                    .iter()
+                    .filter(|b| !b.isolation().meets_floor(floor))
+                {
                     let w = format!(
                         "sandbox backend {:?} declares {}, below the {floor} floor: it stays registered (disposal reaches it) and is never routed to",
                         b.name(),
@@ -382,7 +393,8 @@ impl Router {
     /// Runs every check `acquire` runs, without touching a backend, and names the backend
     /// that would serve `spec`. The whole of a wiring test.
     pub fn ensure_can_serve(&self, spec: &SandboxSpec) -> Result<&str, Refusal> {
-        self.route(spec).map(|r| self.inner.backends[r.index].name())
+        self.route(spec)
+            .map(|r| self.inner.backends[r.index].name())
     }
 
     fn unclean_refusal(&self, key: &SandboxKey) -> Option<Refusal> {
@@ -423,7 +435,9 @@ impl Router {
             .await;
         self.inner.observers.emit(
             || SandboxAcquired {
-                key: result.as_ref().map_or_else(|_| key.clone(), |s| s.key().clone()),
+                key: result
+                    .as_ref()
+                    .map_or_else(|_| key.clone(), |s| s.key().clone()),
                 kind: spec.kind().to_owned(),
                 egress: spec.egress(),
                 scope: scope_seen,
@@ -462,13 +476,14 @@ impl Router {
             *reused = true;
             return Ok(Arc::clone(sb));
         }
-        let sandbox = backend
-            .acquire(&address, spec)
-            .await
-            .map_err(|source| AcquireError::Backend {
-                backend: backend.name().to_owned(),
-                source,
-            })?;
+        let sandbox =
+            backend
+                .acquire(&address, spec)
+                .await
+                .map_err(|source| AcquireError::Backend {
+                    backend: backend.name().to_owned(),
+                    source,
+                })?;
         slot.live.push((route.index, Arc::clone(&sandbox)));
         Ok(sandbox)
     }

@@ -229,8 +229,11 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     ) -> Result<Vec<DirEntry>, SandboxError>;
 
     /// Removes the file at `path` — [`Capability::FilesDelete`].
-    async fn remove(&self, working_directory: &str, path: &GuestRelPath)
-        -> Result<(), SandboxError>;
+    async fn remove(
+        &self,
+        working_directory: &str,
+        path: &GuestRelPath,
+    ) -> Result<(), SandboxError>;
 
     /// Removes `directory` beneath `working_directory` and everything under it. The caller
     /// created it with an unguessable name, so no confinement check on a model-chosen name is

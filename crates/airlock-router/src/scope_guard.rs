@@ -33,7 +33,9 @@ impl ScopeGuard {
     /// Disposes now and disarms.
     pub async fn close(mut self) -> ScopeRecord {
         self.armed = false;
-        self.router.dispose_scope(&self.scope, &self.thread_id).await
+        self.router
+            .dispose_scope(&self.scope, &self.thread_id)
+            .await
     }
 }
 
@@ -49,7 +51,10 @@ impl Drop for ScopeGuard {
             Ok(rt) => {
                 rt.spawn(async move {
                     let record = router.dispose_scope(&scope, &thread_id).await;
-                    tracing::info!(disposed = record.disposed, "conversation disposed after its block was cancelled");
+                    tracing::info!(
+                        disposed = record.disposed,
+                        "conversation disposed after its block was cancelled"
+                    );
                 });
             }
             Err(_) => tracing::error!(

@@ -173,12 +173,16 @@ impl FakeBackend {
     /// The live sandbox for `key`, if any.
     #[must_use]
     pub fn sandbox(&self, key: &SandboxKey) -> Option<Arc<FakeSandbox>> {
-        lock(&self.state).sandboxes.get(&self.registry_key(key)).cloned()
+        lock(&self.state)
+            .sandboxes
+            .get(&self.registry_key(key))
+            .cloned()
     }
 
     fn registry_key(&self, key: &SandboxKey) -> SandboxKey {
         if self.faults.contains(&Fault::ShareCallScope) {
-            key.for_scope(IsolationScope::Conversation).unwrap_or_else(|_| key.clone())
+            key.for_scope(IsolationScope::Conversation)
+                .unwrap_or_else(|_| key.clone())
         } else {
             key.clone()
         }
@@ -209,7 +213,9 @@ impl Backend for FakeBackend {
             tokio::time::sleep(self.acquire_delay).await;
         }
         if self.faults.contains(&Fault::FailAcquire) {
-            return Err(BackendError::Unreachable("fake told to fail at 10.0.0.1".to_owned()));
+            return Err(BackendError::Unreachable(
+                "fake told to fail at 10.0.0.1".to_owned(),
+            ));
         }
         let mut st = lock(&self.state);
         let rk = self.registry_key(key);
@@ -243,10 +249,17 @@ impl Backend for FakeBackend {
         let mut st = lock(&self.state);
         st.purges.push((scope.to_owned(), thread_id.to_owned()));
         if let Some(failure) = st.purge_outcomes.pop_front().flatten() {
-            return ScopePurge { disposed: 0, failure: Some(failure) };
+            return ScopePurge {
+                disposed: 0,
+                failure: Some(failure),
+            };
         }
         let before = st.sandboxes.len();
-        st.sandboxes.retain(|k, _| !k.in_conversation(scope, thread_id));
-        ScopePurge { disposed: before - st.sandboxes.len(), failure: None }
+        st.sandboxes
+            .retain(|k, _| !k.in_conversation(scope, thread_id));
+        ScopePurge {
+            disposed: before - st.sandboxes.len(),
+            failure: None,
+        }
     }
 }
