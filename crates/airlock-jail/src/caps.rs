@@ -1,6 +1,6 @@
 //! Dropping every capability, and `no_new_privs`.
 
-use crate::sys::check;
+use crate::sys::{check, check_long};
 use crate::{JailError, Result};
 
 const CAPS_VERSION_3: u32 = 0x2008_0522;
@@ -22,10 +22,9 @@ struct CapData {
 /// The highest capability number this kernel knows (from `/proc/sys/kernel/cap_last_cap`,
 /// or by probing `PR_CAPBSET_READ` when procfs is not readable).
 fn last_cap() -> u32 {
-    if let Ok(s) = crate::sys::read_bounded(
-        std::path::Path::new("/proc/sys/kernel/cap_last_cap"),
-        32,
-    ) {
+    if let Ok(s) =
+        crate::sys::read_bounded(std::path::Path::new("/proc/sys/kernel/cap_last_cap"), 32)
+    {
         if let Ok(n) = s.trim().parse::<u32>() {
             return n;
         }
@@ -58,8 +57,8 @@ pub fn drop_all() -> Result<()> {
             }
         }
     }
-    // SAFETY: prctl with integer arguments only.
     check(
+        // SAFETY: prctl with integer arguments only.
         unsafe {
             libc::prctl(
                 libc::PR_CAP_AMBIENT,
@@ -71,23 +70,26 @@ pub fn drop_all() -> Result<()> {
         },
         "prctl(PR_CAP_AMBIENT_CLEAR_ALL)",
     )?;
-    let header = CapHeader { version: CAPS_VERSION_3, pid: 0 };
+    let header = CapHeader {
+        version: CAPS_VERSION_3,
+        pid: 0,
+    };
     let data = [CapData::default(); 2];
     // SAFETY: header and data are valid, correctly sized (version 3 takes two data elements).
-    check(
-        unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } as libc::c_int,
-        "capset",
-    )?;
+    let r = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+    check_long(r, "capset")?;
     if !effective_is_empty()? {
-        return Err(JailError::InvalidInput("capabilities survived capset".into()));
+        return Err(JailError::InvalidInput(
+            "capabilities survived capset".into(),
+        ));
     }
     Ok(())
 }
 
 /// `PR_SET_NO_NEW_PRIVS`: execve can never grant privileges again (setuid bits, file caps).
 pub fn set_no_new_privs() -> Result<()> {
-    // SAFETY: prctl with integer arguments only.
     check(
+        // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
         "prctl(PR_SET_NO_NEW_PRIVS)",
     )?;
@@ -96,8 +98,8 @@ pub fn set_no_new_privs() -> Result<()> {
 
 /// Whether `no_new_privs` is set.
 pub fn no_new_privs() -> Result<bool> {
-    // SAFETY: prctl with integer arguments only.
     let r = check(
+        // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) },
         "prctl(PR_GET_NO_NEW_PRIVS)",
     )?;
@@ -105,13 +107,14 @@ pub fn no_new_privs() -> Result<bool> {
 }
 
 fn capget() -> Result<[CapData; 2]> {
-    let header = CapHeader { version: CAPS_VERSION_3, pid: 0 };
+    let header = CapHeader {
+        version: CAPS_VERSION_3,
+        pid: 0,
+    };
     let mut data = [CapData::default(); 2];
     // SAFETY: header is valid; data has room for the two elements version 3 writes.
-    check(
-        unsafe { libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) } as libc::c_int,
-        "capget",
-    )?;
+    let r = unsafe { libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) };
+    check_long(r, "capget")?;
     Ok(data)
 }
 
@@ -122,5 +125,7 @@ pub fn effective_is_empty() -> Result<bool> {
 
 /// Whether the effective, permitted and inheritable sets are all empty.
 pub fn all_sets_empty() -> Result<bool> {
-    Ok(capget()?.iter().all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0))
+    Ok(capget()?
+        .iter()
+        .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0))
 }

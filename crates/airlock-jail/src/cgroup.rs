@@ -115,7 +115,11 @@ fn find_hierarchy(controller: Option<Controller>) -> Option<Hierarchy> {
 }
 
 fn cg_err(op: &'static str, path: &Path, source: io::Error) -> JailError {
-    JailError::Cgroup { op, path: path.to_path_buf(), source }
+    JailError::Cgroup {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn write_cg(dir: &Path, file: &str, value: &str, op: &'static str) -> Result<()> {
@@ -142,7 +146,10 @@ fn probe(controller: Option<Controller>) -> std::result::Result<PathBuf, String>
             if kill_ok {
                 Ok(parent)
             } else {
-                Err(format!("{label}: {} has no cgroup.kill (kernel < 5.14)", parent.display()))
+                Err(format!(
+                    "{label}: {} has no cgroup.kill (kernel < 5.14)",
+                    parent.display()
+                ))
             }
         }
         Err(e) => Err(format!("{label}: mkdir under {}: {e}", parent.display())),
@@ -154,7 +161,11 @@ pub fn support() -> CgroupSupport {
     let mut details = Vec::new();
     let mut ok = |c: Option<Controller>| match probe(c) {
         Ok(p) => {
-            details.push(format!("{}: ok at {}", c.map_or("cgroup2", Controller::name), p.display()));
+            details.push(format!(
+                "{}: ok at {}",
+                c.map_or("cgroup2", Controller::name),
+                p.display()
+            ));
             true
         }
         Err(e) => {
@@ -189,7 +200,9 @@ pub struct RunCgroup {
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Creates `<own cgroup>/airlock-<run_name>` in a hierarchy. `Ok(None)` when not permitted.
@@ -200,9 +213,9 @@ fn make_dir(controller: Option<Controller>, run_name: &str) -> Result<Option<Pat
     let dir = h.own_dir().join(format!("airlock-{run_name}"));
     match std::fs::create_dir(&dir) {
         Ok(()) => Ok(Some(dir)),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            Err(JailError::InvalidInput(format!("cgroup {} already exists", dir.display())))
-        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(JailError::InvalidInput(
+            format!("cgroup {} already exists", dir.display()),
+        )),
         Err(e)
             if matches!(
                 e.raw_os_error(),
@@ -216,7 +229,10 @@ fn make_dir(controller: Option<Controller>, run_name: &str) -> Result<Option<Pat
 }
 
 fn unsupported(what: &str) -> JailError {
-    JailError::Unsupported { what: format!("a writable {what} cgroup"), fix: FIX.into() }
+    JailError::Unsupported {
+        what: format!("a writable {what} cgroup"),
+        fix: FIX.into(),
+    }
 }
 
 impl RunCgroup {
@@ -229,7 +245,12 @@ impl RunCgroup {
             )));
         }
         // Construct first so that Drop removes whatever was made if a later step fails.
-        let mut cg = RunCgroup { memory: None, pids: None, cpu: None, v2: None };
+        let mut cg = RunCgroup {
+            memory: None,
+            pids: None,
+            cpu: None,
+            v2: None,
+        };
         cg.memory = make_dir(Some(Controller::Memory), run_name)?;
         cg.pids = make_dir(Some(Controller::Pids), run_name)?;
         cg.cpu = make_dir(Some(Controller::Cpu), run_name)?;
@@ -238,9 +259,19 @@ impl RunCgroup {
         if let Some(bytes) = l.memory_bytes {
             let dir = cg.memory.as_deref().ok_or_else(|| unsupported("memory"))?;
             let v = bytes.to_string();
-            write_cg(dir, "memory.limit_in_bytes", &v, "write memory.limit_in_bytes")?;
+            write_cg(
+                dir,
+                "memory.limit_in_bytes",
+                &v,
+                "write memory.limit_in_bytes",
+            )?;
             if dir.join("memory.memsw.limit_in_bytes").exists() {
-                write_cg(dir, "memory.memsw.limit_in_bytes", &v, "write memory.memsw.limit")?;
+                write_cg(
+                    dir,
+                    "memory.memsw.limit_in_bytes",
+                    &v,
+                    "write memory.memsw.limit",
+                )?;
             }
         }
         if let Some(n) = l.pids {
@@ -253,10 +284,22 @@ impl RunCgroup {
             let period: u64 = 100_000;
             let quota = m.saturating_mul(period) / 1000;
             if quota < 1000 {
-                return Err(JailError::InvalidInput(format!("cpu {m} millicores is below 10")));
+                return Err(JailError::InvalidInput(format!(
+                    "cpu {m} millicores is below 10"
+                )));
             }
-            write_cg(dir, "cpu.cfs_period_us", &period.to_string(), "write cpu.cfs_period_us")?;
-            write_cg(dir, "cpu.cfs_quota_us", &quota.to_string(), "write cpu.cfs_quota_us")?;
+            write_cg(
+                dir,
+                "cpu.cfs_period_us",
+                &period.to_string(),
+                "write cpu.cfs_period_us",
+            )?;
+            write_cg(
+                dir,
+                "cpu.cfs_quota_us",
+                &quota.to_string(),
+                "write cpu.cfs_quota_us",
+            )?;
         }
         if cg.dirs().next().is_none() {
             return Err(unsupported("memory, pids, cpu or cgroup2"));
@@ -265,7 +308,10 @@ impl RunCgroup {
     }
 
     fn dirs(&self) -> impl Iterator<Item = &Path> {
-        [&self.memory, &self.pids, &self.cpu, &self.v2].into_iter().flatten().map(PathBuf::as_path)
+        [&self.memory, &self.pids, &self.cpu, &self.v2]
+            .into_iter()
+            .flatten()
+            .map(PathBuf::as_path)
     }
 
     /// Moves `pid` into every one of the run's cgroups.
@@ -289,7 +335,11 @@ impl RunCgroup {
         let mut out: Vec<i32> = self
             .dirs()
             .filter_map(|d| read_bounded(&d.join("cgroup.procs"), FILE_LIMIT).ok())
-            .flat_map(|t| t.split_whitespace().filter_map(|s| s.parse().ok()).collect::<Vec<_>>())
+            .flat_map(|t| {
+                t.split_whitespace()
+                    .filter_map(|s| s.parse().ok())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -313,7 +363,9 @@ impl RunCgroup {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Err(JailError::InvalidInput("processes survived kill_all".into()))
+        Err(JailError::InvalidInput(
+            "processes survived kill_all".into(),
+        ))
     }
 
     /// Whether the memory cgroup's OOM killer fired (`oom_kill` in `memory.oom_control`).
@@ -324,7 +376,8 @@ impl RunCgroup {
         read_bounded(&dir.join("memory.oom_control"), FILE_LIMIT)
             .ok()
             .and_then(|t| {
-                t.lines().find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse::<u64>().ok())
+                t.lines()
+                    .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse::<u64>().ok())
             })
             .is_some_and(|n| n > 0)
     }

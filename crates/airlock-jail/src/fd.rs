@@ -13,7 +13,10 @@ pub fn dup_to(src: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
     // lifetime of the borrow, and `target` is a plain number that dup2 validates itself.
     let rc = unsafe { libc::dup2(src.as_raw_fd(), target) };
     if rc < 0 {
-        return Err(JailError::Sys { op: "dup2", source: std::io::Error::last_os_error() });
+        return Err(JailError::Sys {
+            op: "dup2",
+            source: std::io::Error::last_os_error(),
+        });
     }
     // SAFETY: dup2 succeeded, so `rc` (== target) is an open descriptor that nothing else in
     // this process owns: either it was free, or dup2 just closed what was there. The caller

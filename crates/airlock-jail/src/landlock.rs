@@ -84,17 +84,24 @@ pub fn restrict(p: &FsPolicy) -> Result<LandlockReport> {
         .map_err(not_enforced)?;
     let network_restricted = abi_num >= 4;
     if network_restricted {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(not_enforced)?;
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(not_enforced)?;
     }
     let scoped = abi_num >= 6;
     if scoped {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal).map_err(not_enforced)?;
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(not_enforced)?;
     }
     let mut created = ruleset.create().map_err(not_enforced)?;
 
     let mut skipped = Vec::new();
-    let groups: [(&[PathBuf], BitFlags<AccessFs>); 3] =
-        [(&p.read_only, read), (&p.read_exec, read_exec), (&p.read_write, all_fs)];
+    let groups: [(&[PathBuf], BitFlags<AccessFs>); 3] = [
+        (&p.read_only, read),
+        (&p.read_exec, read_exec),
+        (&p.read_write, all_fs),
+    ];
     for (paths, access) in groups {
         for path in paths {
             match rule_for(path, access, abi)? {
@@ -116,9 +123,16 @@ pub fn restrict(p: &FsPolicy) -> Result<LandlockReport> {
         }
     }
     if !status.no_new_privs {
-        return Err(JailError::LandlockNotEnforced("no_new_privs not set".into()));
+        return Err(JailError::LandlockNotEnforced(
+            "no_new_privs not set".into(),
+        ));
     }
-    Ok(LandlockReport { abi: abi_num, skipped, network_restricted, scoped })
+    Ok(LandlockReport {
+        abi: abi_num,
+        skipped,
+        network_restricted,
+        scoped,
+    })
 }
 
 /// A rule for `path`, with directory-only rights removed when it is not a directory.
@@ -133,7 +147,11 @@ fn rule_for(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(JailError::io("stat landlock path", e)),
     };
-    let access = if meta.is_dir() { access } else { access & AccessFs::from_file(abi) };
+    let access = if meta.is_dir() {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    };
     let fd = PathFd::new(path).map_err(not_enforced)?;
     Ok(Some(PathBeneath::new(fd, access)))
 }

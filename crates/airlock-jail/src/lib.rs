@@ -13,8 +13,8 @@
 pub mod caps;
 pub mod cgroup;
 pub mod doctor;
-pub mod fd;
 mod error;
+pub mod fd;
 pub mod landlock;
 pub mod net;
 pub mod ns;

@@ -4,12 +4,16 @@ use std::ffi::CStr;
 use std::os::fd::{FromRawFd, OwnedFd};
 
 use crate::sys::check;
+
+/// `IFF_UP` and `IFF_RUNNING` (linux/if.h) in the `c_short` width of `ifr_flags`.
+pub(crate) const IFF_UP: libc::c_short = 0x1;
+const IFF_RUNNING: libc::c_short = 0x40;
 use crate::{JailError, Result};
 
 /// Brings the loopback interface up (`IFF_UP`) in the current network namespace.
 pub fn loopback_up() -> Result<()> {
-    // SAFETY: socket only takes integers.
     let raw = check(
+        // SAFETY: socket only takes integers.
         unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
         "socket(AF_INET) for loopback ioctl",
     )?;
@@ -21,16 +25,16 @@ pub fn loopback_up() -> Result<()> {
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
         *dst = *src as libc::c_char;
     }
-    // SAFETY: SIOCGIFFLAGS reads ifr_name and writes ifr_flags inside `req`, which we own.
     check(
+        // SAFETY: SIOCGIFFLAGS reads ifr_name and writes ifr_flags inside `req`, which we own.
         unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) },
         "ioctl(SIOCGIFFLAGS, lo)",
     )?;
     // SAFETY: the kernel just filled the flags member of the union.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
-    req.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-    // SAFETY: SIOCSIFFLAGS reads `req`, which is fully initialised.
+    req.ifr_ifru.ifru_flags = flags | IFF_UP | IFF_RUNNING;
     check(
+        // SAFETY: SIOCSIFFLAGS reads `req`, which is fully initialised.
         unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) },
         "ioctl(SIOCSIFFLAGS, lo up)",
     )?;
@@ -66,8 +70,8 @@ pub fn interface_names() -> Result<Vec<String>> {
 
 /// Whether `lo` is up (`IFF_UP`) in the current network namespace.
 pub fn loopback_is_up() -> Result<bool> {
-    // SAFETY: socket only takes integers.
     let raw = check(
+        // SAFETY: socket only takes integers.
         unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
         "socket(AF_INET) for loopback ioctl",
     )?;
@@ -79,12 +83,21 @@ pub fn loopback_is_up() -> Result<bool> {
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
         *dst = *src as libc::c_char;
     }
-    // SAFETY: SIOCGIFFLAGS writes into `req`, which we own.
     check(
+        // SAFETY: SIOCGIFFLAGS writes into `req`, which we own.
         unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) },
         "ioctl(SIOCGIFFLAGS, lo)",
     )?;
     // SAFETY: the kernel filled the flags member.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
-    Ok(flags & libc::IFF_UP as libc::c_short != 0)
+    Ok(flags & IFF_UP != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flag_constants_match_libc() {
+        assert_eq!(i32::from(super::IFF_UP), libc::IFF_UP);
+        assert_eq!(i32::from(super::IFF_RUNNING), libc::IFF_RUNNING);
+    }
 }

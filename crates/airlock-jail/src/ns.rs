@@ -28,7 +28,14 @@ pub struct Namespaces {
 impl Namespaces {
     /// Every namespace on.
     pub fn all() -> Self {
-        Namespaces { net: true, ipc: true, uts: true, mount: true, pid: true, cgroup: true }
+        Namespaces {
+            net: true,
+            ipc: true,
+            uts: true,
+            mount: true,
+            pid: true,
+            cgroup: true,
+        }
     }
 
     /// The `CLONE_NEW*` flags for this set.
@@ -66,8 +73,8 @@ pub fn set_hostname(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 64 || name.bytes().any(|b| b == 0) {
         return Err(JailError::InvalidInput(format!("bad hostname {name:?}")));
     }
-    // SAFETY: the pointer and length describe `name`, which outlives the call.
     check(
+        // SAFETY: the pointer and length describe `name`, which outlives the call.
         unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) },
         "sethostname",
     )?;
@@ -78,9 +85,9 @@ pub fn set_hostname(name: &str) -> Result<()> {
 /// back to the host and nothing the host mounts propagates in.
 pub fn make_mounts_private() -> Result<()> {
     let root = cstr("/")?;
-    // SAFETY: all pointers are valid NUL-terminated strings or null, as mount(2) allows for
-    // a propagation change.
     check(
+        // SAFETY: all pointers are valid NUL-terminated strings or null, as mount(2) allows for
+        // a propagation change.
         unsafe {
             libc::mount(
                 std::ptr::null(),
@@ -103,8 +110,8 @@ pub fn make_mounts_private() -> Result<()> {
 pub fn mount_proc() -> Result<()> {
     let src = cstr("proc")?;
     let target = cstr("/proc")?;
-    // SAFETY: all pointers are valid NUL-terminated strings or null.
     check(
+        // SAFETY: all pointers are valid NUL-terminated strings or null.
         unsafe {
             libc::mount(
                 src.as_ptr(),
@@ -127,8 +134,8 @@ pub fn mount_tmpfs(path: &Path, size_bytes: u64) -> Result<()> {
     let src = cstr("tmpfs")?;
     let target = cpath(path)?;
     let data = cstr(&format!("size={size_bytes},mode=0700"))?;
-    // SAFETY: all pointers are valid NUL-terminated strings that outlive the call.
     check(
+        // SAFETY: all pointers are valid NUL-terminated strings that outlive the call.
         unsafe {
             libc::mount(
                 src.as_ptr(),

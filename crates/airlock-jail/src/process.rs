@@ -54,16 +54,28 @@ pub fn fork() -> Result<Fork> {
     // SAFETY: the process is single-threaded (checked above where procfs allows), so the child
     // inherits no lock held by another thread.
     let pid = check(unsafe { libc::fork() }, "fork")?;
-    Ok(if pid == 0 { Fork::Child } else { Fork::Parent { child: pid } })
+    Ok(if pid == 0 {
+        Fork::Child
+    } else {
+        Fork::Parent { child: pid }
+    })
 }
 
 /// `PR_SET_PDEATHSIG(SIGKILL)`: die when the parent (thread) dies. The caller closes the race
 /// with a parent that died before the call (e.g. by checking [`parent_pid`] against the pid it
 /// expects, or by a pipe from the parent).
 pub fn set_parent_death_signal_kill() -> Result<()> {
-    // SAFETY: prctl with integer arguments only.
     check(
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) },
+        // SAFETY: prctl with integer arguments only.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        },
         "prctl(PR_SET_PDEATHSIG)",
     )?;
     Ok(())
@@ -103,8 +115,8 @@ pub fn forward_termination_signals(child: i32) -> Result<()> {
         act.sa_flags = libc::SA_RESTART;
         // SAFETY: `act.sa_mask` is ours; sigemptyset only writes it.
         unsafe { libc::sigemptyset(&mut act.sa_mask) };
-        // SAFETY: `act` is initialised, the handler only calls async-signal-safe functions.
         check(
+            // SAFETY: `act` is initialised, the handler only calls async-signal-safe functions.
             unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) },
             "sigaction",
         )?;
@@ -191,8 +203,8 @@ pub fn close_fds_except(keep: &[RawFd]) -> Result<()> {
 }
 
 fn close_range(first: u32, last: u32) -> Result<()> {
-    // SAFETY: close_range only takes integers; closing fds we do not use is the point.
     check_long(
+        // SAFETY: close_range only takes integers; closing fds we do not use is the point.
         unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) },
         "close_range",
     )?;
@@ -210,17 +222,27 @@ pub fn dup2(from: RawFd, to: RawFd) -> Result<()> {
 pub fn set_cloexec(fd: RawFd, on: bool) -> Result<()> {
     // SAFETY: fcntl(F_GETFD) only takes integers.
     let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFD) }, "fcntl(F_GETFD)")?;
-    let new = if on { flags | libc::FD_CLOEXEC } else { flags & !libc::FD_CLOEXEC };
-    // SAFETY: fcntl(F_SETFD) only takes integers.
-    check(unsafe { libc::fcntl(fd, libc::F_SETFD, new) }, "fcntl(F_SETFD)")?;
+    let new = if on {
+        flags | libc::FD_CLOEXEC
+    } else {
+        flags & !libc::FD_CLOEXEC
+    };
+    check(
+        // SAFETY: fcntl(F_SETFD) only takes integers.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, new) },
+        "fcntl(F_SETFD)",
+    )?;
     Ok(())
 }
 
 /// `PR_SET_DUMPABLE`: 0 keeps other same-uid processes from ptrace/`/proc/<pid>/mem` access.
 pub fn set_dumpable(on: bool) -> Result<()> {
     let v: libc::c_ulong = if on { 1 } else { 0 };
-    // SAFETY: prctl with integer arguments only.
-    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, v, 0, 0, 0) }, "prctl(PR_SET_DUMPABLE)")?;
+    check(
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, v, 0, 0, 0) },
+        "prctl(PR_SET_DUMPABLE)",
+    )?;
     Ok(())
 }
 

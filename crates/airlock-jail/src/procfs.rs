@@ -26,7 +26,10 @@ fn children_of(pid: i32) -> Vec<i32> {
     for entry in entries.take(MAX_TASKS).flatten() {
         let path = entry.path().join("children");
         if let Ok(text) = read_bounded(&path, CHILDREN_LIMIT) {
-            out.extend(text.split_whitespace().filter_map(|s| s.parse::<i32>().ok()));
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|s| s.parse::<i32>().ok()),
+            );
         }
     }
     out
@@ -62,7 +65,13 @@ pub fn rss_bytes(pid: i32) -> u64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
         .map_or(0, |kb| kb.saturating_mul(1024))
 }
 

@@ -19,7 +19,10 @@ pub struct Rlimits {
 }
 
 fn set(resource: libc::__rlimit_resource_t, value: u64, op: &'static str) -> Result<()> {
-    let lim = libc::rlimit { rlim_cur: value, rlim_max: value };
+    let lim = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
     // SAFETY: `lim` is a valid rlimit for the duration of the call.
     check(unsafe { libc::setrlimit(resource, &lim) }, op)?;
     Ok(())
@@ -31,7 +34,11 @@ pub fn apply(l: &Rlimits) -> Result<()> {
     let table = [
         (l.address_space, libc::RLIMIT_AS, "setrlimit(RLIMIT_AS)"),
         (l.file_size, libc::RLIMIT_FSIZE, "setrlimit(RLIMIT_FSIZE)"),
-        (l.open_files, libc::RLIMIT_NOFILE, "setrlimit(RLIMIT_NOFILE)"),
+        (
+            l.open_files,
+            libc::RLIMIT_NOFILE,
+            "setrlimit(RLIMIT_NOFILE)",
+        ),
         (l.processes, libc::RLIMIT_NPROC, "setrlimit(RLIMIT_NPROC)"),
         (l.cpu_seconds, libc::RLIMIT_CPU, "setrlimit(RLIMIT_CPU)"),
     ];
@@ -45,7 +52,10 @@ pub fn apply(l: &Rlimits) -> Result<()> {
 
 /// The current (soft, hard) values of a resource, for verification.
 pub fn get(resource: libc::__rlimit_resource_t) -> Result<(u64, u64)> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: `lim` is a valid out pointer.
     check(unsafe { libc::getrlimit(resource, &mut lim) }, "getrlimit")?;
     Ok((lim.rlim_cur, lim.rlim_max))

@@ -27,8 +27,9 @@ pub(crate) fn check_long(ret: libc::c_long, op: &'static str) -> Result<libc::c_
 /// A path as a C string; paths with interior NUL bytes are refused.
 pub(crate) fn cpath(path: &Path) -> Result<CString> {
     use std::os::unix::ffi::OsStrExt;
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| JailError::InvalidInput(format!("path {} contains a NUL byte", path.display())))
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        JailError::InvalidInput(format!("path {} contains a NUL byte", path.display()))
+    })
 }
 
 /// A string as a C string; strings with interior NUL bytes are refused.

@@ -19,12 +19,17 @@ use crate::{JailError, Result};
 /// caller's effective uid/gid outside (one entry each, nothing else is mapped).
 pub fn enter_user_namespace(inside_uid: u32, inside_gid: u32) -> Result<()> {
     if inside_uid == u32::MAX || inside_gid == u32::MAX {
-        return Err(JailError::InvalidInput("id 4294967295 cannot be mapped".into()));
+        return Err(JailError::InvalidInput(
+            "id 4294967295 cannot be mapped".into(),
+        ));
     }
     // SAFETY: geteuid/getegid cannot fail and touch no memory.
     let (outer_uid, outer_gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    // SAFETY: unshare only takes flags; failure is reported through errno.
-    check(unsafe { libc::unshare(libc::CLONE_NEWUSER) }, "unshare(CLONE_NEWUSER)")?;
+    check(
+        // SAFETY: unshare only takes flags; failure is reported through errno.
+        unsafe { libc::unshare(libc::CLONE_NEWUSER) },
+        "unshare(CLONE_NEWUSER)",
+    )?;
     // "deny" must be written before gid_map when the writer lacks CAP_SETGID outside.
     write_file(Path::new("/proc/self/setgroups"), b"deny")
         .map_err(|e| JailError::io("write /proc/self/setgroups", e))?;

@@ -1,7 +1,7 @@
 //! The probes `doctor` runs, each in a forked child: every one actually performs the operation
 //! the jail relies on, with raw syscalls only (see [`super::child`] for why).
 
-use super::child::{errno, in_grandchild, step, write_path, Reporter, StepFailure};
+use super::child::{errno, in_grandchild, step, step_int, write_path, Reporter, StepFailure};
 
 fn fail(step: u32, errno: i32) -> StepFailure {
     StepFailure { step, errno }
@@ -62,29 +62,47 @@ fn ifreq_name(req: &mut libc::ifreq, name: &[u8]) {
 }
 
 pub(crate) fn netns(_r: Reporter) -> Result<(), StepFailure> {
-    // SAFETY: unshare only takes flags.
-    step(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) }.into(), 0)?;
-    // SAFETY: socket only takes integers.
-    let fd = step(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) }.into(), 1)?;
-    let fd = fd as libc::c_int;
+    step(
+        // SAFETY: unshare only takes flags.
+        unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) }.into(),
+        0,
+    )?;
+    let fd = step_int(
+        // SAFETY: socket only takes integers.
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) },
+        1,
+    )?;
     // SAFETY: ifreq is plain old data; zero is valid.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     ifreq_name(&mut req, b"lo\0");
-    // SAFETY: the ioctl reads the name and writes the flags inside `req`.
-    step(unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) }.into(), 2)?;
+    step(
+        // SAFETY: the ioctl reads the name and writes the flags inside `req`.
+        unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) }.into(),
+        2,
+    )?;
     // SAFETY: the kernel filled the flags member.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
-    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
-    // SAFETY: the ioctl reads the initialised `req`.
-    step(unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) }.into(), 2)?;
+    req.ifr_ifru.ifru_flags = flags | crate::net::IFF_UP;
+    step(
+        // SAFETY: the ioctl reads the initialised `req`.
+        unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) }.into(),
+        2,
+    )?;
     for index in 1..=64 {
         // SAFETY: zero is a valid ifreq.
         let mut q: libc::ifreq = unsafe { std::mem::zeroed() };
         q.ifr_ifru.ifru_ifindex = index;
         // SAFETY: SIOCGIFNAME reads the index and writes the name inside `q`.
         let r = unsafe { libc::ioctl(fd, libc::SIOCGIFNAME, &mut q) };
-        let lo = q.ifr_name[..3].iter().map(|c| *c as u8).eq(*b"lo\0");
-        let ok = if index == 1 { r == 0 && lo } else { r == -1 && errno() == libc::ENODEV };
+        let lo = q.ifr_name[..3]
+            .iter()
+            .map(|c| c.cast_unsigned())
+            .eq(*b"lo\0");
+        let ok = if index == 1 {
+            r == 0 && lo
+        } else {
+            r == -1 && errno() == libc::ENODEV
+        };
         if !ok {
             return Err(fail(3, 0));
         }
@@ -99,8 +117,11 @@ pub(crate) const PIDNS_STEPS: &[&str] = &[
 ];
 
 pub(crate) fn pidns(r: Reporter) -> Result<(), StepFailure> {
-    // SAFETY: unshare only takes flags.
-    step(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) }.into(), 0)?;
+    step(
+        // SAFETY: unshare only takes flags.
+        unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) }.into(),
+        0,
+    )?;
     in_grandchild(r, 1, || {
         // SAFETY: getpid cannot fail.
         if unsafe { libc::getpid() } != 1 {
@@ -124,8 +145,8 @@ pub(crate) fn mountns(r: Reporter) -> Result<(), StepFailure> {
     step(unsafe { libc::unshare(flags) }.into(), 0)?;
     in_grandchild(r, 1, || {
         let root = b"/\0";
-        // SAFETY: valid NUL-terminated strings or null, as mount(2) allows.
         step(
+            // SAFETY: valid NUL-terminated strings or null, as mount(2) allows.
             unsafe {
                 libc::mount(
                     std::ptr::null(),
@@ -140,8 +161,8 @@ pub(crate) fn mountns(r: Reporter) -> Result<(), StepFailure> {
         )?;
         let proc_ = b"proc\0";
         let target = b"/proc\0";
-        // SAFETY: valid NUL-terminated strings or null.
         step(
+            // SAFETY: valid NUL-terminated strings or null.
             unsafe {
                 libc::mount(
                     proc_.as_ptr().cast(),
@@ -172,14 +193,20 @@ pub(crate) const SECCOMP_STEPS: &[&str] = &[
 ];
 
 pub(crate) fn seccomp(_r: Reporter, filter: &mut [libc::sock_filter]) -> Result<(), StepFailure> {
-    // SAFETY: prctl with integer arguments only.
-    step(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(), 0)?;
+    step(
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
+        0,
+    )?;
     let Ok(len) = u16::try_from(filter.len()) else {
         return Err(fail(1, libc::E2BIG));
     };
-    let prog = libc::sock_fprog { len, filter: filter.as_mut_ptr() };
-    // SAFETY: `prog` points at `filter`, alive for the call.
+    let prog = libc::sock_fprog {
+        len,
+        filter: filter.as_mut_ptr(),
+    };
     step(
+        // SAFETY: `prog` points at `filter`, alive for the call.
         unsafe {
             libc::syscall(
                 libc::SYS_seccomp,
@@ -212,9 +239,11 @@ pub(crate) fn landlock(_r: Reporter) -> Result<(), StepFailure> {
     }
     const READ_FILE: u64 = 1 << 2;
     const READ_DIR: u64 = 1 << 3;
-    let attr = RulesetAttr { handled_access_fs: READ_FILE | READ_DIR };
-    // SAFETY: `attr` is a valid ABI-1 ruleset attribute of the size we pass.
+    let attr = RulesetAttr {
+        handled_access_fs: READ_FILE | READ_DIR,
+    };
     let fd = step(
+        // SAFETY: `attr` is a valid ABI-1 ruleset attribute of the size we pass.
         unsafe {
             libc::syscall(
                 libc::SYS_landlock_create_ruleset,
@@ -225,10 +254,16 @@ pub(crate) fn landlock(_r: Reporter) -> Result<(), StepFailure> {
         },
         0,
     )?;
-    // SAFETY: prctl with integer arguments only.
-    step(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(), 1)?;
-    // SAFETY: restrict_self takes the ruleset fd and flags.
-    step(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) }, 2)?;
+    step(
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
+        1,
+    )?;
+    step(
+        // SAFETY: restrict_self takes the ruleset fd and flags.
+        unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) },
+        2,
+    )?;
     let root = b"/\0";
     // SAFETY: open with a NUL-terminated path.
     let r = unsafe { libc::open(root.as_ptr().cast(), libc::O_RDONLY | libc::O_DIRECTORY) };

@@ -107,7 +107,22 @@ where
 /// `Err(StepFailure)` for `step` with the current errno when `ret == -1`.
 pub(crate) fn step(ret: libc::c_long, step: u32) -> Result<libc::c_long, StepFailure> {
     if ret == -1 {
-        Err(StepFailure { step, errno: errno() })
+        Err(StepFailure {
+            step,
+            errno: errno(),
+        })
+    } else {
+        Ok(ret)
+    }
+}
+
+/// [`step`] for calls that return a `c_int`.
+pub(crate) fn step_int(ret: libc::c_int, s: u32) -> Result<libc::c_int, StepFailure> {
+    if ret == -1 {
+        Err(StepFailure {
+            step: s,
+            errno: errno(),
+        })
     } else {
         Ok(ret)
     }
@@ -116,12 +131,11 @@ pub(crate) fn step(ret: libc::c_long, step: u32) -> Result<libc::c_long, StepFai
 /// Writes `data` to the NUL-terminated `path` (async-signal-safe).
 pub(crate) fn write_path(path: &[u8], data: &[u8], s: u32) -> Result<(), StepFailure> {
     debug_assert_eq!(path.last(), Some(&0));
-    // SAFETY: `path` is NUL-terminated (all callers pass literals ending in \0).
-    let fd = step(
-        unsafe { libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC) }.into(),
+    let fd = step_int(
+        // SAFETY: `path` is NUL-terminated (all callers pass literals ending in \0).
+        unsafe { libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC) },
         s,
     )?;
-    let fd = fd as libc::c_int;
     // SAFETY: writes `data` to the fd we just opened.
     let w = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
     let e = errno();
@@ -141,7 +155,7 @@ where
 {
     // SAFETY: we are the single-threaded probe child; the grandchild only runs `f`, which
     // follows the same async-signal-safe contract.
-    let pid = step(unsafe { libc::fork() }.into(), s)?;
+    let pid = step_int(unsafe { libc::fork() }, s)?;
     if pid == 0 {
         let code = match f() {
             Ok(()) => 0,
@@ -154,8 +168,11 @@ where
         unsafe { libc::_exit(code) };
     }
     let mut status = 0;
-    // SAFETY: `status` is a valid out pointer; pid is our child.
-    step(unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) }.into(), s)?;
+    step_int(
+        // SAFETY: `status` is a valid out pointer; pid is our child.
+        unsafe { libc::waitpid(pid, &mut status, 0) },
+        s,
+    )?;
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         Ok(())
     } else if libc::WIFSIGNALED(status) {

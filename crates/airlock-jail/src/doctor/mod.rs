@@ -40,7 +40,9 @@ pub const LAYERS: &[&str] = &[
 ];
 
 fn sysctl(path: &str) -> Option<String> {
-    read_bounded(Path::new(path), 64).ok().map(|s| s.trim().to_string())
+    read_bounded(Path::new(path), 64)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 fn userns_fix() -> String {
@@ -65,11 +67,19 @@ fn userns_fix() -> String {
     }
 }
 
-fn report(layer: &str, steps: &[&str], outcome: Outcome, fix: impl FnOnce() -> String) -> LayerReport {
+fn report(
+    layer: &str,
+    steps: &[&str],
+    outcome: Outcome,
+    fix: impl FnOnce() -> String,
+) -> LayerReport {
     let (available, detail) = match outcome {
         Outcome::Ok => (true, format!("ok: {}", steps.join(", "))),
         Outcome::Failed(f) => {
-            let name = usize::try_from(f.step).ok().and_then(|i| steps.get(i)).unwrap_or(&"?");
+            let name = usize::try_from(f.step)
+                .ok()
+                .and_then(|i| steps.get(i))
+                .unwrap_or(&"?");
             let why = if f.errno == 0 {
                 "unexpected result".to_string()
             } else {
@@ -80,11 +90,19 @@ fn report(layer: &str, steps: &[&str], outcome: Outcome, fix: impl FnOnce() -> S
         Outcome::Died(sig) if sig > 0 => (false, format!("probe killed by signal {sig}")),
         Outcome::Died(e) if e < 0 => (
             false,
-            format!("could not start the probe: {}", std::io::Error::from_raw_os_error(-e)),
+            format!(
+                "could not start the probe: {}",
+                std::io::Error::from_raw_os_error(-e)
+            ),
         ),
         Outcome::Died(_) => (false, "probe exited without a report".into()),
     };
-    LayerReport { layer: layer.into(), available, fix: (!available).then(fix), detail }
+    LayerReport {
+        layer: layer.into(),
+        available,
+        fix: (!available).then(fix),
+        detail,
+    }
 }
 
 fn landlock_report() -> LayerReport {
@@ -98,8 +116,16 @@ fn landlock_report() -> LayerReport {
     if let Some(abi) = abi {
         r.detail = format!(
             "abi {abi} (tcp restriction: {}, scoping: {}); {}",
-            if abi >= 4 { "yes" } else { "no, needs abi 4 / linux 6.7" },
-            if abi >= 6 { "yes" } else { "no, needs abi 6 / linux 6.12" },
+            if abi >= 4 {
+                "yes"
+            } else {
+                "no, needs abi 4 / linux 6.7"
+            },
+            if abi >= 6 {
+                "yes"
+            } else {
+                "no, needs abi 6 / linux 6.12"
+            },
             r.detail
         );
     }
@@ -192,16 +218,36 @@ fn kvm_report() -> LayerReport {
 pub fn check_all() -> Vec<LayerReport> {
     let maps = checks::Maps::new();
     let mut out = vec![
-        report("userns", checks::USERNS_STEPS, child::run(|r| checks::userns(r, &maps)), userns_fix),
-        report("netns", checks::NETNS_STEPS, child::run(checks::netns), userns_fix),
-        report("pidns", checks::PIDNS_STEPS, child::run(checks::pidns), userns_fix),
-        report("mountns", checks::MOUNTNS_STEPS, child::run(checks::mountns), || {
-            "mounting procfs in a user namespace needs a fully visible /proc in the mount \
+        report(
+            "userns",
+            checks::USERNS_STEPS,
+            child::run(|r| checks::userns(r, &maps)),
+            userns_fix,
+        ),
+        report(
+            "netns",
+            checks::NETNS_STEPS,
+            child::run(checks::netns),
+            userns_fix,
+        ),
+        report(
+            "pidns",
+            checks::PIDNS_STEPS,
+            child::run(checks::pidns),
+            userns_fix,
+        ),
+        report(
+            "mountns",
+            checks::MOUNTNS_STEPS,
+            child::run(checks::mountns),
+            || {
+                "mounting procfs in a user namespace needs a fully visible /proc in the mount \
              namespace (no masked or over-mounted /proc paths, as container runtimes add): run \
              on the host, or in a container started with e.g. --security-opt \
              systempaths=unconfined; also see the userns fix"
-                .into()
-        }),
+                    .into()
+            },
+        ),
         seccomp_report(),
         landlock_report(),
     ];

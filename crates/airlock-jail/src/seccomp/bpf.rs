@@ -29,22 +29,42 @@ pub(crate) const fn off_arg_lo(n: u32) -> u32 {
 
 /// `A = *(u32 *)(seccomp_data + off)`.
 pub(crate) const fn load(off: u32) -> Insn {
-    Insn { code: BPF_LD | BPF_W | BPF_ABS, jt: 0, jf: 0, k: off }
+    Insn {
+        code: BPF_LD | BPF_W | BPF_ABS,
+        jt: 0,
+        jf: 0,
+        k: off,
+    }
 }
 
 /// `if A == k goto +jt else goto +jf`.
 pub(crate) const fn jeq(k: u32, jt: u8, jf: u8) -> Insn {
-    Insn { code: BPF_JMP | BPF_JEQ | BPF_K, jt, jf, k }
+    Insn {
+        code: BPF_JMP | BPF_JEQ | BPF_K,
+        jt,
+        jf,
+        k,
+    }
 }
 
 /// `if A & k goto +jt else goto +jf`.
 pub(crate) const fn jset(k: u32, jt: u8, jf: u8) -> Insn {
-    Insn { code: BPF_JMP | BPF_JSET | BPF_K, jt, jf, k }
+    Insn {
+        code: BPF_JMP | BPF_JSET | BPF_K,
+        jt,
+        jf,
+        k,
+    }
 }
 
 /// `return k` (a `SECCOMP_RET_*` action).
 pub(crate) const fn ret(k: u32) -> Insn {
-    Insn { code: BPF_RET | BPF_K, jt: 0, jf: 0, k }
+    Insn {
+        code: BPF_RET | BPF_K,
+        jt: 0,
+        jf: 0,
+        k,
+    }
 }
 
 /// Serialises instructions as the kernel's `struct sock_filter` array, native endian.

@@ -33,6 +33,9 @@ const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
 const BPF_MAXINSNS: usize = 4096;
+/// `TIOCSTI` / `TIOCLINUX` (asm-generic/ioctls.h), as the 32-bit request the kernel compares.
+const TIOCSTI: u32 = 0x5412;
+const TIOCLINUX: u32 = 0x541C;
 
 /// Every `CLONE_NEW*` flag `clone(2)` can carry (not `CLONE_NEWTIME`, which overlaps the
 /// exit-signal byte and is clone3-only).
@@ -45,7 +48,7 @@ const CLONE_NEW_MASK: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWNET) as u32;
 
 const fn errno(e: i32) -> u32 {
-    RET_ERRNO | (e as u32 & 0xffff)
+    RET_ERRNO | (e.cast_unsigned() & 0xffff)
 }
 
 /// The instructions that run when the syscall number matched `action`'s rule. Every block
@@ -63,13 +66,18 @@ fn action_block(action: Action) -> Vec<Insn> {
             ret(eperm),
         ],
         Action::CloneNoNamespaces => {
-            vec![load(off_arg_lo(0)), jset(CLONE_NEW_MASK, 0, 1), ret(eperm), ret(RET_ALLOW)]
+            vec![
+                load(off_arg_lo(0)),
+                jset(CLONE_NEW_MASK, 0, 1),
+                ret(eperm),
+                ret(RET_ALLOW),
+            ]
         }
         // ioctl's request is an `unsigned int` in the kernel: the low word is all that counts.
         Action::DenyTtyInjection => vec![
             load(off_arg_lo(1)),
-            jeq(libc::TIOCSTI as u32, 1, 0),
-            jeq(libc::TIOCLINUX as u32, 0, 1),
+            jeq(TIOCSTI, 1, 0),
+            jeq(TIOCLINUX, 0, 1),
             ret(eperm),
             ret(RET_ALLOW),
         ],
@@ -124,15 +132,25 @@ pub fn compile(p: Profile) -> Result<Vec<u8>> {
 /// Installs the profile on every thread of this process (`TSYNC`). Requires `no_new_privs`.
 pub fn install(p: Profile) -> Result<()> {
     if !crate::caps::no_new_privs()? {
-        return Err(JailError::InvalidInput("seccomp install needs no_new_privs set first".into()));
+        return Err(JailError::InvalidInput(
+            "seccomp install needs no_new_privs set first".into(),
+        ));
     }
     let mut filter: Vec<libc::sock_filter> = assemble(p)?
         .into_iter()
-        .map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
         .collect();
     let len = u16::try_from(filter.len())
         .map_err(|_| JailError::InvalidInput("seccomp program too long".into()))?;
-    let prog = libc::sock_fprog { len, filter: filter.as_mut_ptr() };
+    let prog = libc::sock_fprog {
+        len,
+        filter: filter.as_mut_ptr(),
+    };
     // SAFETY: `prog` points at `filter`, which lives until after the call; the kernel copies it.
     let r = unsafe {
         libc::syscall(
@@ -145,20 +163,31 @@ pub fn install(p: Profile) -> Result<()> {
     match r {
         0 => Ok(()),
         -1 => Err(JailError::last_os("seccomp(SECCOMP_SET_MODE_FILTER)")),
-        tid => Err(JailError::InvalidInput(format!("seccomp tsync failed on thread {tid}"))),
+        tid => Err(JailError::InvalidInput(format!(
+            "seccomp tsync failed on thread {tid}"
+        ))),
     }
 }
 
 /// `PR_GET_SECCOMP`: 0 disabled, 1 strict, 2 filter.
 pub fn current_mode() -> Result<u32> {
-    // SAFETY: prctl with integer arguments only.
-    let r = check(unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) }, "prctl(PR_GET_SECCOMP)")?;
+    let r = check(
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) },
+        "prctl(PR_GET_SECCOMP)",
+    )?;
     Ok(r.unsigned_abs())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ioctl_constants_match_libc() {
+        assert_eq!(u64::from(TIOCSTI), libc::TIOCSTI);
+        assert_eq!(u64::from(TIOCLINUX), libc::TIOCLINUX);
+    }
 
     #[test]
     fn no_duplicate_rules_in_a_profile() {
@@ -197,7 +226,10 @@ mod tests {
             let prog = assemble(p).unwrap();
             for (pc, i) in prog.iter().enumerate() {
                 if i.code & 0x07 == 0x05 {
-                    assert!(pc + 1 + usize::from(i.jt.max(i.jf)) < prog.len(), "{p:?} pc {pc}");
+                    assert!(
+                        pc + 1 + usize::from(i.jt.max(i.jf)) < prog.len(),
+                        "{p:?} pc {pc}"
+                    );
                 }
             }
             assert_eq!(compile(p).unwrap().len(), prog.len() * 8);

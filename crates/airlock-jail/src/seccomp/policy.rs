@@ -55,7 +55,12 @@ pub struct Rule {
 
 macro_rules! rule {
     ($sys:ident, $action:expr, $reason:literal) => {
-        Rule { nr: libc::$sys, name: stringify!($sys), action: $action, reason: $reason }
+        Rule {
+            nr: libc::$sys,
+            name: stringify!($sys),
+            action: $action,
+            reason: $reason,
+        }
     };
 }
 
@@ -63,39 +68,111 @@ use Action::{CloneNoNamespaces, CloneThreadsOnly, DenyTtyInjection, Errno, Kill}
 
 /// Rules in both profiles.
 const COMMON: &[Rule] = &[
-    rule!(SYS_ptrace, Kill, "reads/writes other processes' memory and registers"),
+    rule!(
+        SYS_ptrace,
+        Kill,
+        "reads/writes other processes' memory and registers"
+    ),
     rule!(SYS_process_vm_readv, Kill, "reads another process's memory"),
-    rule!(SYS_process_vm_writev, Kill, "writes another process's memory"),
-    rule!(SYS_pidfd_getfd, Kill, "steals an fd from another process (ptrace-class access)"),
-    rule!(SYS_mount, Kill, "changes the filesystem view (escape from the mount policy)"),
+    rule!(
+        SYS_process_vm_writev,
+        Kill,
+        "writes another process's memory"
+    ),
+    rule!(
+        SYS_pidfd_getfd,
+        Kill,
+        "steals an fd from another process (ptrace-class access)"
+    ),
+    rule!(
+        SYS_mount,
+        Kill,
+        "changes the filesystem view (escape from the mount policy)"
+    ),
     rule!(SYS_umount2, Kill, "uncovers what a mount hides"),
-    rule!(SYS_pivot_root, Kill, "changes the root (escape from the mount policy)"),
-    rule!(SYS_chroot, Kill, "changes the root; the classic chroot-escape primitive"),
-    rule!(SYS_unshare, Kill, "new namespaces re-grant capabilities inside them"),
+    rule!(
+        SYS_pivot_root,
+        Kill,
+        "changes the root (escape from the mount policy)"
+    ),
+    rule!(
+        SYS_chroot,
+        Kill,
+        "changes the root; the classic chroot-escape primitive"
+    ),
+    rule!(
+        SYS_unshare,
+        Kill,
+        "new namespaces re-grant capabilities inside them"
+    ),
     rule!(SYS_setns, Kill, "joins other namespaces"),
     rule!(SYS_bpf, Kill, "eBPF: a large kernel attack surface"),
     rule!(SYS_keyctl, Kill, "kernel keyrings are not namespaced"),
     rule!(SYS_add_key, Kill, "kernel keyrings are not namespaced"),
     rule!(SYS_request_key, Kill, "kernel keyrings are not namespaced"),
-    rule!(SYS_perf_event_open, Kill, "perf: side channels and kernel attack surface"),
-    rule!(SYS_io_uring_setup, Kill, "io_uring bypasses seccomp for the ops it runs"),
-    rule!(SYS_io_uring_enter, Kill, "io_uring bypasses seccomp for the ops it runs"),
-    rule!(SYS_io_uring_register, Kill, "io_uring bypasses seccomp for the ops it runs"),
-    rule!(SYS_userfaultfd, Kill, "stalls kernel page faults: a race-exploit primitive"),
+    rule!(
+        SYS_perf_event_open,
+        Kill,
+        "perf: side channels and kernel attack surface"
+    ),
+    rule!(
+        SYS_io_uring_setup,
+        Kill,
+        "io_uring bypasses seccomp for the ops it runs"
+    ),
+    rule!(
+        SYS_io_uring_enter,
+        Kill,
+        "io_uring bypasses seccomp for the ops it runs"
+    ),
+    rule!(
+        SYS_io_uring_register,
+        Kill,
+        "io_uring bypasses seccomp for the ops it runs"
+    ),
+    rule!(
+        SYS_userfaultfd,
+        Kill,
+        "stalls kernel page faults: a race-exploit primitive"
+    ),
     rule!(SYS_kexec_load, Kill, "replaces the running kernel"),
     rule!(SYS_kexec_file_load, Kill, "replaces the running kernel"),
     rule!(SYS_init_module, Kill, "loads kernel code"),
     rule!(SYS_finit_module, Kill, "loads kernel code"),
     rule!(SYS_delete_module, Kill, "unloads kernel code"),
-    rule!(SYS_reboot, Kill, "reboots the machine (or the pid namespace)"),
+    rule!(
+        SYS_reboot,
+        Kill,
+        "reboots the machine (or the pid namespace)"
+    ),
     rule!(SYS_swapon, Kill, "host memory configuration"),
     rule!(SYS_swapoff, Kill, "host memory configuration"),
-    rule!(SYS_open_by_handle_at, Kill, "opens files by handle, bypassing path checks"),
-    rule!(SYS_name_to_handle_at, Kill, "pairs with open_by_handle_at; leaks inode handles"),
-    rule!(SYS_fsopen, Kill, "new mount API: creates a filesystem context"),
+    rule!(
+        SYS_open_by_handle_at,
+        Kill,
+        "opens files by handle, bypassing path checks"
+    ),
+    rule!(
+        SYS_name_to_handle_at,
+        Kill,
+        "pairs with open_by_handle_at; leaks inode handles"
+    ),
+    rule!(
+        SYS_fsopen,
+        Kill,
+        "new mount API: creates a filesystem context"
+    ),
     rule!(SYS_fsmount, Kill, "new mount API: creates a mount"),
-    rule!(SYS_fsconfig, Kill, "new mount API: configures a filesystem context"),
-    rule!(SYS_fspick, Kill, "new mount API: reconfigures an existing mount"),
+    rule!(
+        SYS_fsconfig,
+        Kill,
+        "new mount API: configures a filesystem context"
+    ),
+    rule!(
+        SYS_fspick,
+        Kill,
+        "new mount API: reconfigures an existing mount"
+    ),
     rule!(SYS_move_mount, Kill, "new mount API: attaches a mount"),
     rule!(SYS_open_tree, Kill, "new mount API: clones a mount tree"),
     Rule {
@@ -104,32 +181,80 @@ const COMMON: &[Rule] = &[
         action: Kill,
         reason: "new mount API: clones a mount tree with new attributes",
     },
-    rule!(SYS_mount_setattr, Kill, "changes mount flags (e.g. drops nosuid/noexec)"),
+    rule!(
+        SYS_mount_setattr,
+        Kill,
+        "changes mount flags (e.g. drops nosuid/noexec)"
+    ),
     rule!(SYS_acct, Kill, "process accounting is host configuration"),
     rule!(SYS_quotactl, Kill, "filesystem quota configuration"),
     rule!(SYS_lookup_dcookie, Kill, "kernel profiling interface"),
     rule!(SYS_iopl, Kill, "raw I/O port access"),
     rule!(SYS_ioperm, Kill, "raw I/O port access"),
-    rule!(SYS_modify_ldt, Kill, "16-bit segments: historical kernel bugs, never needed"),
+    rule!(
+        SYS_modify_ldt,
+        Kill,
+        "16-bit segments: historical kernel bugs, never needed"
+    ),
     rule!(
         SYS_personality,
         Action::PersonalityQueryOnly,
         "execution domains can disable ASLR for a later exec"
     ),
-    rule!(SYS_ioctl, DenyTtyInjection, "TIOCSTI/TIOCLINUX push input into the controlling tty"),
+    rule!(
+        SYS_ioctl,
+        DenyTtyInjection,
+        "TIOCSTI/TIOCLINUX push input into the controlling tty"
+    ),
 ];
 
 /// Rules only in the Run profile (Python with no process creation and no new sockets).
 const RUN: &[Rule] = &[
-    rule!(SYS_execve, Errno(libc::EPERM), "run mode executes no programs"),
-    rule!(SYS_execveat, Errno(libc::EPERM), "run mode executes no programs"),
-    rule!(SYS_fork, Errno(libc::EPERM), "run mode creates no processes"),
-    rule!(SYS_vfork, Errno(libc::EPERM), "run mode creates no processes"),
-    rule!(SYS_clone, CloneThreadsOnly, "threads are fine, new processes are not"),
-    rule!(SYS_clone3, Errno(libc::ENOSYS), "flags unreadable by BPF; glibc falls back to clone"),
-    rule!(SYS_socket, Errno(libc::EPERM), "the only channel out is the inherited socket"),
-    rule!(SYS_socketpair, Errno(libc::EPERM), "the only channel out is the inherited socket"),
-    rule!(SYS_connect, Errno(libc::EPERM), "the only channel out is the inherited socket"),
+    rule!(
+        SYS_execve,
+        Errno(libc::EPERM),
+        "run mode executes no programs"
+    ),
+    rule!(
+        SYS_execveat,
+        Errno(libc::EPERM),
+        "run mode executes no programs"
+    ),
+    rule!(
+        SYS_fork,
+        Errno(libc::EPERM),
+        "run mode creates no processes"
+    ),
+    rule!(
+        SYS_vfork,
+        Errno(libc::EPERM),
+        "run mode creates no processes"
+    ),
+    rule!(
+        SYS_clone,
+        CloneThreadsOnly,
+        "threads are fine, new processes are not"
+    ),
+    rule!(
+        SYS_clone3,
+        Errno(libc::ENOSYS),
+        "flags unreadable by BPF; glibc falls back to clone"
+    ),
+    rule!(
+        SYS_socket,
+        Errno(libc::EPERM),
+        "the only channel out is the inherited socket"
+    ),
+    rule!(
+        SYS_socketpair,
+        Errno(libc::EPERM),
+        "the only channel out is the inherited socket"
+    ),
+    rule!(
+        SYS_connect,
+        Errno(libc::EPERM),
+        "the only channel out is the inherited socket"
+    ),
     rule!(SYS_bind, Errno(libc::EPERM), "no servers in run mode"),
     rule!(SYS_listen, Errno(libc::EPERM), "no servers in run mode"),
     rule!(SYS_accept, Errno(libc::EPERM), "no servers in run mode"),
@@ -138,8 +263,16 @@ const RUN: &[Rule] = &[
 
 /// Rules only in the Exec profile (commands may fork, exec and use loopback sockets).
 const EXEC: &[Rule] = &[
-    rule!(SYS_clone, CloneNoNamespaces, "processes and threads, but no new namespaces"),
-    rule!(SYS_clone3, Errno(libc::ENOSYS), "flags unreadable by BPF; glibc falls back to clone"),
+    rule!(
+        SYS_clone,
+        CloneNoNamespaces,
+        "processes and threads, but no new namespaces"
+    ),
+    rule!(
+        SYS_clone3,
+        Errno(libc::ENOSYS),
+        "flags unreadable by BPF; glibc falls back to clone"
+    ),
 ];
 
 /// The full rule list of a profile, in filter order.

@@ -41,11 +41,21 @@ pub fn probe(nonroot: bool, args: &[&str]) -> Output {
 pub const BOTH: [bool; 2] = [false, true];
 
 pub fn assert_passed(out: &Output) {
-    assert_eq!(out.status.code(), Some(0), "probe failed: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "probe failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 pub fn assert_killed_by(out: &Output, sig: i32) {
-    assert_eq!(out.status.signal(), Some(sig), "expected death by signal {sig}: {:?}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        Some(sig),
+        "expected death by signal {sig}: {:?}",
+        out.status
+    );
 }
 
 pub fn stdout(out: &Output) -> String {

@@ -6,9 +6,16 @@ use super::{assert_killed_by, assert_passed, probe, BOTH};
 #[test]
 fn run_profile_denies_with_errno_and_allows_threads() {
     for nonroot in BOTH {
-        for case in
-            ["execve", "fork", "clone3", "clone-newns", "socket", "threads", "tiocsti", "personality-query"]
-        {
+        for case in [
+            "execve",
+            "fork",
+            "clone3",
+            "clone-newns",
+            "socket",
+            "threads",
+            "tiocsti",
+            "personality-query",
+        ] {
             assert_passed(&probe(nonroot, &["seccomp", "run", case]));
         }
     }
@@ -17,7 +24,15 @@ fn run_profile_denies_with_errno_and_allows_threads() {
 #[test]
 fn killed_syscalls_die_by_sigsys() {
     for nonroot in BOTH {
-        for case in ["ptrace", "io_uring", "unshare", "mount", "personality-set", "x32", "i386"] {
+        for case in [
+            "ptrace",
+            "io_uring",
+            "unshare",
+            "mount",
+            "personality-set",
+            "x32",
+            "i386",
+        ] {
             assert_killed_by(&probe(nonroot, &["seccomp", "run", case]), libc::SIGSYS);
         }
     }
@@ -41,8 +56,14 @@ fn compiled_bytes_match_the_sock_filter_layout() {
     assert_eq!(bytes.len() % 8, 0);
     // First instruction: BPF_LD|BPF_W|BPF_ABS (0x20) of seccomp_data.arch (offset 4).
     assert_eq!(u16::from_ne_bytes([bytes[0], bytes[1]]), 0x20);
-    assert_eq!(u32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]), 4);
-    assert_ne!(compile(Profile::Run).unwrap(), compile(Profile::Exec).unwrap());
+    assert_eq!(
+        u32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+        4
+    );
+    assert_ne!(
+        compile(Profile::Run).unwrap(),
+        compile(Profile::Exec).unwrap()
+    );
 }
 
 #[test]

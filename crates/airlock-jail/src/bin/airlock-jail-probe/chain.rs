@@ -15,7 +15,9 @@ fn s<E: std::fmt::Display>(e: E) -> String {
 }
 
 pub(crate) fn userns(args: &[String]) -> Result<bool, String> {
-    let [uid, gid] = args else { return Err("userns UID GID".into()) };
+    let [uid, gid] = args else {
+        return Err("userns UID GID".into());
+    };
     let uid: u32 = uid.parse().map_err(s)?;
     let gid: u32 = gid.parse().map_err(s)?;
     // SAFETY: geteuid cannot fail.
@@ -29,20 +31,36 @@ pub(crate) fn userns(args: &[String]) -> Result<bool, String> {
     let a = check(&format!("getuid() = {u} (want {uid})"), u == uid);
     let b = check(&format!("getgid() = {g} (want {gid})"), g == gid);
     let want = [uid.to_string(), outer.to_string(), "1".to_string()];
-    let c = check(&format!("uid_map {fields:?} is exactly one entry"), fields == want);
-    let d = check(&format!("setgroups = {setgroups:?}"), setgroups.trim() == "deny");
+    let c = check(
+        &format!("uid_map {fields:?} is exactly one entry"),
+        fields == want,
+    );
+    let d = check(
+        &format!("setgroups = {setgroups:?}"),
+        setgroups.trim() == "deny",
+    );
     Ok(a && b && c && d)
 }
 
 pub(crate) fn netns() -> Result<bool, String> {
     userns::enter_user_namespace(1000, 1000).map_err(s)?;
-    ns::unshare(Namespaces { net: true, ..Namespaces::default() }).map_err(s)?;
+    ns::unshare(Namespaces {
+        net: true,
+        ..Namespaces::default()
+    })
+    .map_err(s)?;
     let before = net::loopback_is_up().map_err(s)?;
     net::loopback_up().map_err(s)?;
     let names = net::interface_names().map_err(s)?;
     let up = net::loopback_is_up().map_err(s)?;
-    let a = check(&format!("interfaces {names:?} are exactly [lo]"), names == ["lo"]);
-    let b = check(&format!("lo down before ({before}), up after ({up})"), !before && up);
+    let a = check(
+        &format!("interfaces {names:?} are exactly [lo]"),
+        names == ["lo"],
+    );
+    let b = check(
+        &format!("lo down before ({before}), up after ({up})"),
+        !before && up,
+    );
     Ok(a && b)
 }
 
@@ -50,8 +68,13 @@ pub(crate) fn netns() -> Result<bool, String> {
 fn policy(work: Option<PathBuf>) -> landlock::FsPolicy {
     landlock::FsPolicy {
         read_only: vec!["/proc".into(), "/etc".into()],
-        read_exec: ["/bin", "/usr", "/lib", "/lib64", "/sbin"].iter().map(PathBuf::from).collect(),
-        read_write: std::iter::once(PathBuf::from("/dev/null")).chain(work).collect(),
+        read_exec: ["/bin", "/usr", "/lib", "/lib64", "/sbin"]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+        read_write: std::iter::once(PathBuf::from("/dev/null"))
+            .chain(work)
+            .collect(),
     }
 }
 
@@ -101,7 +124,11 @@ fn jailed_child(script: &str, work: Option<PathBuf>) -> String {
         caps::set_no_new_privs().map_err(s)?;
         seccomp::install(seccomp::Profile::Exec).map_err(s)?;
         let sh = CString::new("/bin/sh").map_err(s)?;
-        let argv = vec![sh.clone(), CString::new("-c").map_err(s)?, CString::new(script).map_err(s)?];
+        let argv = vec![
+            sh.clone(),
+            CString::new("-c").map_err(s)?,
+            CString::new(script).map_err(s)?,
+        ];
         Ok((sh, argv))
     };
     match steps() {

@@ -11,7 +11,10 @@ use crate::check;
 
 fn denied<T>(r: std::io::Result<T>, what: &str) -> bool {
     let kind = r.as_ref().err().map(std::io::Error::kind);
-    check(&format!("{what} denied ({kind:?})"), kind == Some(ErrorKind::PermissionDenied))
+    check(
+        &format!("{what} denied ({kind:?})"),
+        kind == Some(ErrorKind::PermissionDenied),
+    )
 }
 
 fn allowed<T>(r: std::io::Result<T>, what: &str) -> bool {
@@ -20,7 +23,9 @@ fn allowed<T>(r: std::io::Result<T>, what: &str) -> bool {
 }
 
 pub(crate) fn landlock(args: &[String]) -> Result<bool, String> {
-    let [base] = args else { return Err("landlock BASE".into()) };
+    let [base] = args else {
+        return Err("landlock BASE".into());
+    };
     let base = Path::new(base);
     let (ro, rw, out) = (base.join("ro"), base.join("rw"), base.join("outside"));
     for d in [&ro, &rw, &out] {
@@ -50,7 +55,10 @@ pub(crate) fn landlock(args: &[String]) -> Result<bool, String> {
     ok &= allowed(fs::read_to_string(rw.join("f")), "read inside read_write");
     ok &= allowed(fs::write(rw.join("new"), "x"), "create inside read_write");
     ok &= allowed(fs::remove_file(rw.join("new")), "remove inside read_write");
-    ok &= denied(fs::rename(rw.join("f"), out.join("g")), "move out of read_write (refer)");
+    ok &= denied(
+        fs::rename(rw.join("f"), out.join("g")),
+        "move out of read_write (refer)",
+    );
     if report.abi >= 4 {
         ok &= denied(std::net::TcpListener::bind("127.0.0.1:0"), "tcp bind");
     }
@@ -58,7 +66,10 @@ pub(crate) fn landlock(args: &[String]) -> Result<bool, String> {
         // Signals to processes outside the sandbox are scoped away (our parent is outside).
         // SAFETY: signal 0 only checks permission.
         let r = unsafe { libc::kill(libc::getppid(), 0) };
-        ok &= check("kill(parent, 0) denied (signal scoping)", r == -1 && crate::errno() == libc::EPERM);
+        ok &= check(
+            "kill(parent, 0) denied (signal scoping)",
+            r == -1 && crate::errno() == libc::EPERM,
+        );
     }
     Ok(ok)
 }

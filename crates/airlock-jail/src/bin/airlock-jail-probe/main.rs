@@ -20,7 +20,10 @@ fn drop_to(uid: u32) -> Result<(), String> {
             || libc::setresgid(uid, uid, uid) != 0
             || libc::setresuid(uid, uid, uid) != 0
         {
-            return Err(format!("drop to uid {uid}: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "drop to uid {uid}: {}",
+                std::io::Error::last_os_error()
+            ));
         }
     }
     // Changing uid without an execve makes the process non-dumpable, which makes its
@@ -31,7 +34,10 @@ fn drop_to(uid: u32) -> Result<(), String> {
 fn run(args: &[String]) -> Result<bool, String> {
     let mut args = args;
     if args.first().map(String::as_str) == Some("--as-uid") {
-        let uid: u32 = args.get(1).and_then(|s| s.parse().ok()).ok_or("--as-uid N")?;
+        let uid: u32 = args
+            .get(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or("--as-uid N")?;
         drop_to(uid)?;
         args = &args[2..];
     }
@@ -46,7 +52,13 @@ fn run(args: &[String]) -> Result<bool, String> {
         "doctor" => {
             let reports = airlock_jail::doctor::check_all();
             for r in &reports {
-                println!("{}\t{}\t{}\t{}", r.layer, r.available, r.detail, r.fix.as_deref().unwrap_or("-"));
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    r.layer,
+                    r.available,
+                    r.detail,
+                    r.fix.as_deref().unwrap_or("-")
+                );
             }
             Ok(true)
         }

@@ -32,7 +32,9 @@ fn kill_all(pids: &[i32]) {
 }
 
 pub(crate) fn run(args: &[String]) -> Result<bool, String> {
-    let [limit, host, use_ns] = args else { return Err("nproc LIMIT HOST_PROCS USERNS".into()) };
+    let [limit, host, use_ns] = args else {
+        return Err("nproc LIMIT HOST_PROCS USERNS".into());
+    };
     let limit: u64 = limit.parse().map_err(|_| "bad LIMIT")?;
     let host: usize = host.parse().map_err(|_| "bad HOST_PROCS")?;
     let use_ns = use_ns == "1";
@@ -66,8 +68,11 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
     if use_ns {
         userns::enter_user_namespace(1000, 1000).map_err(|e| e.to_string())?;
     }
-    rlimits::apply(&rlimits::Rlimits { processes: Some(limit), ..Default::default() })
-        .map_err(|e| e.to_string())?;
+    rlimits::apply(&rlimits::Rlimits {
+        processes: Some(limit),
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
     let mut bomb = Vec::new();
     let mut last_err = 0;
     while bomb.len() < CAP {

@@ -8,11 +8,16 @@ use crate::{check, errno};
 
 fn denied(ret: libc::c_long, want: i32, what: &str) -> bool {
     let e = errno();
-    check(&format!("{what} -> ret {ret} errno {e} (want errno {want})"), ret == -1 && e == want)
+    check(
+        &format!("{what} -> ret {ret} errno {e} (want errno {want})"),
+        ret == -1 && e == want,
+    )
 }
 
 pub(crate) fn run(args: &[String]) -> Result<bool, String> {
-    let [profile, case] = args else { return Err("seccomp run|exec CASE".into()) };
+    let [profile, case] = args else {
+        return Err("seccomp run|exec CASE".into());
+    };
     let profile = match profile.as_str() {
         "run" => Profile::Run,
         "exec" => Profile::Exec,
@@ -50,7 +55,10 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
             let a = denied(r.into(), libc::EPERM, "fork()");
             let b = denied(raw, libc::EPERM, "syscall(SYS_fork)");
             let spawn = std::process::Command::new("/bin/true").status();
-            let c = check(&format!("std Command spawn fails: {spawn:?}"), spawn.is_err());
+            let c = check(
+                &format!("std Command spawn fails: {spawn:?}"),
+                spawn.is_err(),
+            );
             a && b && c
         }
         "clone3" => {
@@ -74,8 +82,9 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
             // SAFETY: socket only takes integers.
             let b = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
             let mut sv = [0; 2];
-            // SAFETY: sv has room for two fds.
-            let c = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
+            let c =
+                // SAFETY: sv has room for two fds.
+                unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
             denied(a.into(), libc::EPERM, "socket(AF_INET)")
                 & denied(b.into(), libc::EPERM, "socket(AF_UNIX)")
                 & denied(c.into(), libc::EPERM, "socketpair")
@@ -94,7 +103,11 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
             let mut n: libc::c_int = 0;
             // SAFETY: FIONREAD writes an int.
             let r2 = unsafe { libc::ioctl(-1, libc::FIONREAD, &mut n) };
-            ok & denied(r2.into(), libc::EBADF, "ioctl(-1, FIONREAD) passes the filter")
+            ok & denied(
+                r2.into(),
+                libc::EBADF,
+                "ioctl(-1, FIONREAD) passes the filter",
+            )
         }
         "personality-query" => {
             // SAFETY: a query does not change the persona.
@@ -125,7 +138,13 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
         "mount" => {
             // SAFETY: null pointers are allowed by mount(2) for this (failing) call.
             unsafe {
-                libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), 0, std::ptr::null())
+                libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    0,
+                    std::ptr::null(),
+                )
             };
             check("survived mount", false)
         }
@@ -146,8 +165,8 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
 #[cfg(target_arch = "x86_64")]
 fn i386_getpid() {
     let mut eax: u32 = 20; // __NR_getpid in the i386 table
-    // SAFETY: int 0x80 with eax = getpid takes no memory arguments; it clobbers only eax
-    // (and the filter should kill us before it returns).
+                           // SAFETY: int 0x80 with eax = getpid takes no memory arguments; it clobbers only eax
+                           // (and the filter should kill us before it returns).
     unsafe { std::arch::asm!("int 0x80", inout("eax") eax, options(nostack)) };
     println!("int 0x80 returned {eax}");
 }
@@ -157,17 +176,28 @@ fn i386_getpid() {}
 
 /// Exec profile: fork, exec, and loopback sockets work.
 fn exec_works() -> bool {
-    let status = std::process::Command::new("/bin/sh").args(["-c", "exit 7"]).status();
-    let a = check(&format!("sh -c 'exit 7' ran: {status:?}"), matches!(status.map(|s| s.code()), Ok(Some(7))));
+    let status = std::process::Command::new("/bin/sh")
+        .args(["-c", "exit 7"])
+        .status();
+    let a = check(
+        &format!("sh -c 'exit 7' ran: {status:?}"),
+        matches!(status.map(|s| s.code()), Ok(Some(7))),
+    );
     let b = match process::fork() {
         Ok(process::Fork::Child) => process::exit_like(process::WaitStatus::Exited(3)),
         Ok(process::Fork::Parent { child }) => {
             let st = process::wait_child(child);
-            check(&format!("fork + wait -> {st:?}"), matches!(st, Ok(process::WaitStatus::Exited(3))))
+            check(
+                &format!("fork + wait -> {st:?}"),
+                matches!(st, Ok(process::WaitStatus::Exited(3))),
+            )
         }
         Err(e) => check(&format!("fork: {e}"), false),
     };
     let s = std::net::UdpSocket::bind("127.0.0.1:0");
-    let c = check(&format!("socket allowed: {:?}", s.as_ref().map(|_| ())), s.is_ok());
+    let c = check(
+        &format!("socket allowed: {:?}", s.as_ref().map(|_| ())),
+        s.is_ok(),
+    );
     a && b && c
 }
