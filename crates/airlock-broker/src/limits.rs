@@ -22,6 +22,9 @@ pub struct Limits {
     pub max_open_files: u64,
     /// Processes in the run (cgroup pids.max, `RLIMIT_NPROC` inside its user namespace).
     pub max_processes: u64,
+    /// CPU quota in thousandths of a core (cgroup cpu controller); None = no quota. A run that
+    /// asks for a quota on a machine without a usable cpu cgroup is refused, not run unbounded.
+    pub cpu_millicores: Option<u64>,
 }
 
 impl Default for Limits {
@@ -36,6 +39,7 @@ impl Default for Limits {
             max_file_bytes: 64 * 1024 * 1024,
             max_open_files: 256,
             max_processes: 64,
+            cpu_millicores: None,
         }
     }
 }
@@ -44,6 +48,8 @@ impl Limits {
     /// `RLIMIT_AS`: a kernel backstop well above the RSS ceiling, because a 64-bit interpreter
     /// (and numpy's thread pools) reserve far more address space than they ever touch.
     pub fn address_space_backstop(&self) -> u64 {
-        self.memory_bytes.saturating_mul(2).saturating_add(2 * 1024 * 1024 * 1024)
+        self.memory_bytes
+            .saturating_mul(2)
+            .saturating_add(2 * 1024 * 1024 * 1024)
     }
 }

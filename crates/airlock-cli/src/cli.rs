@@ -64,6 +64,9 @@ pub struct RunOpts {
     /// Captured bytes kept per output stream.
     #[arg(long, default_value_t = 64 * 1024)]
     pub max_output: usize,
+    /// CPU quota in cores (e.g. 0.5); needs a usable cpu cgroup, else the run is refused.
+    #[arg(long)]
+    pub cpus: Option<f64>,
     /// Print exactly one JSON object describing the run.
     #[arg(long)]
     pub json: bool,

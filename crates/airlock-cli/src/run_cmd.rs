@@ -26,7 +26,13 @@ pub fn run_python(opts: RunOpts, python: Option<PathBuf>, file: &str) -> anyhow:
             .read_to_string(&mut code)
             .with_context(|| format!("reading {file}"))?;
     }
-    execute(opts, Workload::Python { code, interpreter: python })
+    execute(
+        opts,
+        Workload::Python {
+            code,
+            interpreter: python,
+        },
+    )
 }
 
 pub fn run_command(opts: RunOpts, argv: Vec<String>) -> anyhow::Result<ExitCode> {
@@ -42,12 +48,27 @@ fn parse_pair(s: &str, what: &str) -> anyhow::Result<(String, String)> {
 
 fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
     if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 86_400.0) {
-        bail!("--timeout must be a number of seconds in (0, 86400], got {}", opts.timeout);
+        bail!(
+            "--timeout must be a number of seconds in (0, 86400], got {}",
+            opts.timeout
+        );
     }
     if opts.memory == 0 || opts.memory > 1024 * 1024 {
-        bail!("--memory must be between 1 and 1048576 MiB, got {}", opts.memory);
+        bail!(
+            "--memory must be between 1 and 1048576 MiB, got {}",
+            opts.memory
+        );
     }
-    let env = opts.env.iter().map(|e| parse_pair(e, "--env")).collect::<anyhow::Result<Vec<_>>>()?;
+    let cpu_millicores = match opts.cpus {
+        None => None,
+        Some(c) if c.is_finite() && c > 0.0 && c <= 1024.0 => Some((c * 1000.0).round() as u64),
+        Some(c) => bail!("--cpus must be a number of cores in (0, 1024], got {c}"),
+    };
+    let env = opts
+        .env
+        .iter()
+        .map(|e| parse_pair(e, "--env"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut tools = CommandTools::new();
     for t in &opts.tools {
         let (name, cmd) = parse_pair(t, "--tool")?;
@@ -58,6 +79,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         memory_bytes: opts.memory * 1024 * 1024,
         max_tool_calls: opts.max_tool_calls,
         max_output_bytes: opts.max_output,
+        cpu_millicores,
         ..Limits::default()
     };
     let spec = RunSpec {
@@ -98,9 +120,10 @@ fn report(r: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
 /// Completed/error runs exit with the program's code; others with timeout(1)-style codes.
 fn exit_code(r: &RunResult) -> u8 {
     match r.status {
-        RunStatus::Completed | RunStatus::Error => {
-            r.exit_code.map(|c| u8::try_from(c & 0xff).unwrap_or(1)).unwrap_or(1)
-        }
+        RunStatus::Completed | RunStatus::Error => r
+            .exit_code
+            .map(|c| u8::try_from(c & 0xff).unwrap_or(1))
+            .unwrap_or(1),
         RunStatus::Timeout => 124,
         RunStatus::MemoryLimit => 137,
         RunStatus::Killed => 137,

@@ -72,9 +72,8 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
     let stdout = child.stdout.take().ok_or_else(missing)?;
     let stderr = child.stderr.take().ok_or_else(missing)?;
     let cap = limits.max_output_bytes;
-    let readers = tokio::spawn(async move {
-        tokio::join!(capture(stdout, cap), capture(stderr, cap))
-    });
+    let readers =
+        tokio::spawn(async move { tokio::join!(capture(stdout, cap), capture(stderr, cap)) });
     let (read_half, mut write_half) = UnixStream::from_std(ours)?.into_split();
     let (in_tx, inbox) = mpsc::channel(4);
     let reader = tokio::spawn(async move {
@@ -90,28 +89,40 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
     let (outbox, mut out_rx) = mpsc::channel::<Message>(OUTBOX);
     let writer = tokio::spawn(async move {
         while let Some(msg) = out_rx.recv().await {
-            if airlock_protocol::write_message_async(&mut write_half, &msg).await.is_err() {
+            if airlock_protocol::write_message_async(&mut write_half, &msg)
+                .await
+                .is_err()
+            {
                 break;
             }
         }
     });
-    Ok(Spawned { child, inbox, outbox, readers, io_tasks: [reader, writer] })
+    Ok(Spawned {
+        child,
+        inbox,
+        outbox,
+        readers,
+        io_tasks: [reader, writer],
+    })
 }
 
-fn try_cgroup(child: &tokio::process::Child, limits: &Limits) -> Option<RunCgroup> {
-    let pid = child.id().and_then(|p| i32::try_from(p).ok())?;
+fn try_cgroup(child: &tokio::process::Child, limits: &Limits) -> Result<RunCgroup, String> {
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or("executor has no pid")?;
     let name = format!("airlock-{pid}-{}", std::process::id());
     let cg = RunCgroup::create(
         &name,
         &CgroupLimits {
             memory_bytes: Some(limits.memory_bytes),
             pids: Some(limits.max_processes),
-            cpu_millicores: None,
+            cpu_millicores: limits.cpu_millicores,
         },
     )
-    .ok()?;
-    cg.add_process(pid).ok()?;
-    Some(cg)
+    .map_err(|e| e.to_string())?;
+    cg.add_process(pid).map_err(|e| e.to_string())?;
+    Ok(cg)
 }
 
 fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Message {
@@ -136,15 +147,34 @@ pub(super) async fn supervise(
             return verdict::before_spawn(refusal, started);
         }
     };
-    let stage_pid = s.child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-    let cgroup = try_cgroup(&s.child, limits);
+    let stage_pid = s
+        .child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .unwrap_or(0);
+    let (cgroup, cgroup_refusal) = match try_cgroup(&s.child, limits) {
+        Ok(cg) => (Some(cg), None),
+        // Memory and pids have rootless stand-ins (watchdog, rlimits); a cpu quota does not.
+        Err(e) if limits.cpu_millicores.is_some() => (
+            None,
+            Some(End::Refused(format!(
+                "a cpu quota was requested but no cpu cgroup is usable here ({e}); run the \
+                 broker as root or delegate a cgroup subtree to its user (see airlock doctor)"
+            ))),
+        ),
+        Err(_) => (None, None),
+    };
     let mut enforcement = vec!["rlimits", "rss_watchdog"];
     if cgroup.is_some() {
         enforcement.push("cgroup");
     }
     let broker_ns: BTreeMap<String, String> = own_namespaces();
     let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
-    let _ = s.outbox.try_send(Message::notification(SETUP_METHOD, Some(setup)));
+    if cgroup_refusal.is_none() {
+        let _ = s
+            .outbox
+            .try_send(Message::notification(SETUP_METHOD, Some(setup)));
+    }
 
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
@@ -156,129 +186,133 @@ pub(super) async fn supervise(
     let mut peak_rss: u64 = 0;
     let mut exit = None;
 
-    let end = loop {
-        let reported_by = match phase {
-            Phase::Reported { by } => tokio::time::Instant::from_std(by),
-            _ => deadline,
-        };
-        tokio::select! {
-            status = s.child.wait() => {
-                exit = status.ok();
-                break End::Exited;
-            }
-            _ = tokio::time::sleep_until(deadline) => break End::Timeout,
-            _ = tokio::time::sleep_until(reported_by), if matches!(phase, Phase::Reported { .. }) => {
-                break End::NoExitAfterResult;
-            }
-            _ = &mut cancel => break End::Cancelled,
-            _ = watchdog.tick() => {
-                let rss = procfs::tree_rss_bytes(stage_pid);
-                peak_rss = peak_rss.max(rss);
-                if rss > limits.memory_bytes {
-                    break End::Memory;
+    let end = if let Some(refused) = cgroup_refusal {
+        refused
+    } else {
+        loop {
+            let reported_by = match phase {
+                Phase::Reported { by } => tokio::time::Instant::from_std(by),
+                _ => deadline,
+            };
+            tokio::select! {
+                status = s.child.wait() => {
+                    exit = status.ok();
+                    break End::Exited;
                 }
-            }
-            done = async {
-                match in_flight.as_mut() {
-                    Some(f) => f.await,
-                    None => std::future::pending().await,
+                _ = tokio::time::sleep_until(deadline) => break End::Timeout,
+                _ = tokio::time::sleep_until(reported_by), if matches!(phase, Phase::Reported { .. }) => {
+                    break End::NoExitAfterResult;
                 }
-            }, if in_flight.is_some() => {
-                in_flight = None;
-                let (id, outcome) = done;
-                let reply = match outcome {
-                    Ok(value) => {
-                        let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
-                        if size > limits.max_tool_response_bytes {
-                            error_response(id, ErrorCode::OutputLimit, format!(
-                                "tool response of {size} bytes exceeds the {} byte cap",
-                                limits.max_tool_response_bytes))
-                        } else {
-                            Message::Response(Response::success(id, value))
-                        }
+                _ = &mut cancel => break End::Cancelled,
+                _ = watchdog.tick() => {
+                    let rss = procfs::tree_rss_bytes(stage_pid);
+                    peak_rss = peak_rss.max(rss);
+                    if rss > limits.memory_bytes {
+                        break End::Memory;
                     }
-                    Err(f) => Message::Response(Response::error(
-                        id, ErrorObject { code: f.code.code(), message: f.message, data: f.data })),
-                };
-                if s.outbox.try_send(reply).is_err() {
-                    break End::Protocol("executor stopped reading its socket".into());
                 }
-            }
-            msg = s.inbox.recv() => {
-                let msg = match msg {
-                    Some(Ok(Some(m))) => m,
-                    // Clean EOF: the guest closed its end; wait for the process to exit.
-                    Some(Ok(None)) | None => {
-                        match wait_exit(&mut s.child, deadline).await {
-                            Some(status) => { exit = Some(status); break End::Exited; }
-                            None => break End::Timeout,
-                        }
+                done = async {
+                    match in_flight.as_mut() {
+                        Some(f) => f.await,
+                        None => std::future::pending().await,
                     }
-                    Some(Err(e)) => break End::Protocol(e.to_string()),
-                };
-                match (&phase, msg) {
-                    (Phase::AwaitReady, Message::Notification(n)) if n.method == "ready" => {
-                        let proof: Result<Attestation, _> =
-                            serde_json::from_value(n.params.unwrap_or(Value::Null));
-                        let verdict = match proof {
-                            Ok(a) => a.verify(&broker_ns).map_err(|v| v.join("; ")),
-                            Err(e) => Err(format!("unreadable attestation: {e}")),
-                        };
-                        if let Err(why) = verdict {
-                            break End::Refused(format!("the sandbox could not prove its isolation: {why}"));
+                }, if in_flight.is_some() => {
+                    in_flight = None;
+                    let (id, outcome) = done;
+                    let reply = match outcome {
+                        Ok(value) => {
+                            let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
+                            if size > limits.max_tool_response_bytes {
+                                error_response(id, ErrorCode::OutputLimit, format!(
+                                    "tool response of {size} bytes exceeds the {} byte cap",
+                                    limits.max_tool_response_bytes))
+                            } else {
+                                Message::Response(Response::success(id, value))
+                            }
                         }
-                        let go = match &p.code {
-                            Some(code) => Message::request(
-                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code }))),
-                            None => Message::notification("start", None),
-                        };
-                        if s.outbox.try_send(go).is_err() {
-                            break End::Internal("executor socket closed".into());
+                        Err(f) => Message::Response(Response::error(
+                            id, ErrorObject { code: f.code.code(), message: f.message, data: f.data })),
+                    };
+                    if s.outbox.try_send(reply).is_err() {
+                        break End::Protocol("executor stopped reading its socket".into());
+                    }
+                }
+                msg = s.inbox.recv() => {
+                    let msg = match msg {
+                        Some(Ok(Some(m))) => m,
+                        // Clean EOF: the guest closed its end; wait for the process to exit.
+                        Some(Ok(None)) | None => {
+                            match wait_exit(&mut s.child, deadline).await {
+                                Some(status) => { exit = Some(status); break End::Exited; }
+                                None => break End::Timeout,
+                            }
                         }
-                        phase = Phase::Running;
-                    }
-                    (_, Message::Notification(n)) if n.method == "refused" => {
-                        let params = n.params.unwrap_or(Value::Null);
-                        let layer = params["layer"].as_str().unwrap_or("unknown").to_string();
-                        let message = params["message"].as_str().unwrap_or("").to_string();
-                        refusal = Some(format!("sandbox layer {layer} unavailable: {message}"));
-                    }
-                    (Phase::Running, Message::Request(req)) if req.method == "call_tool" => {
-                        tool_calls = tool_calls.saturating_add(1);
-                        let id = req.id.clone();
-                        let reject = |code, m: String| error_response(id.clone(), code, m);
-                        let reply = if tool_calls > limits.max_tool_calls {
-                            Some(reject(ErrorCode::ToolCallLimit, format!(
-                                "tool call limit of {} per run reached", limits.max_tool_calls)))
-                        } else if in_flight.is_some() {
-                            Some(reject(ErrorCode::Busy, "one tool call at a time".into()))
-                        } else {
-                            match parse_call(req.params) {
-                                Ok((name, args)) => {
-                                    in_flight = Some(Box::pin(async move {
-                                        let outcome = tools.call(&name, args).await;
-                                        (id, outcome)
-                                    }));
-                                    None
+                        Some(Err(e)) => break End::Protocol(e.to_string()),
+                    };
+                    match (&phase, msg) {
+                        (Phase::AwaitReady, Message::Notification(n)) if n.method == "ready" => {
+                            let proof: Result<Attestation, _> =
+                                serde_json::from_value(n.params.unwrap_or(Value::Null));
+                            let verdict = match proof {
+                                Ok(a) => a.verify(&broker_ns).map_err(|v| v.join("; ")),
+                                Err(e) => Err(format!("unreadable attestation: {e}")),
+                            };
+                            if let Err(why) = verdict {
+                                break End::Refused(format!("the sandbox could not prove its isolation: {why}"));
+                            }
+                            let go = match &p.code {
+                                Some(code) => Message::request(
+                                    Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code }))),
+                                None => Message::notification("start", None),
+                            };
+                            if s.outbox.try_send(go).is_err() {
+                                break End::Internal("executor socket closed".into());
+                            }
+                            phase = Phase::Running;
+                        }
+                        (_, Message::Notification(n)) if n.method == "refused" => {
+                            let params = n.params.unwrap_or(Value::Null);
+                            let layer = params["layer"].as_str().unwrap_or("unknown").to_string();
+                            let message = params["message"].as_str().unwrap_or("").to_string();
+                            refusal = Some(format!("sandbox layer {layer} unavailable: {message}"));
+                        }
+                        (Phase::Running, Message::Request(req)) if req.method == "call_tool" => {
+                            tool_calls = tool_calls.saturating_add(1);
+                            let id = req.id.clone();
+                            let reject = |code, m: String| error_response(id.clone(), code, m);
+                            let reply = if tool_calls > limits.max_tool_calls {
+                                Some(reject(ErrorCode::ToolCallLimit, format!(
+                                    "tool call limit of {} per run reached", limits.max_tool_calls)))
+                            } else if in_flight.is_some() {
+                                Some(reject(ErrorCode::Busy, "one tool call at a time".into()))
+                            } else {
+                                match parse_call(req.params) {
+                                    Ok((name, args)) => {
+                                        in_flight = Some(Box::pin(async move {
+                                            let outcome = tools.call(&name, args).await;
+                                            (id, outcome)
+                                        }));
+                                        None
+                                    }
+                                    Err(m) => Some(reject(ErrorCode::InvalidParams, m)),
                                 }
-                                Err(m) => Some(reject(ErrorCode::InvalidParams, m)),
-                            }
-                        };
-                        if let Some(r) = reply {
-                            if s.outbox.try_send(r).is_err() {
-                                break End::Protocol("executor floods requests without reading".into());
+                            };
+                            if let Some(r) = reply {
+                                if s.outbox.try_send(r).is_err() {
+                                    break End::Protocol("executor floods requests without reading".into());
+                                }
                             }
                         }
-                    }
-                    (Phase::Running, Message::Response(resp)) if resp.id == Some(Id::Number(EXECUTE_ID)) && python => {
-                        hint = match resp.outcome {
-                            Ok(v) => serde_json::from_value(v).ok(),
-                            Err(_) => None,
-                        };
-                        phase = Phase::Reported { by: Instant::now() + limits.grace };
-                    }
-                    (_, other) => {
-                        break End::Protocol(format!("unexpected message: {}", describe(&other)));
+                        (Phase::Running, Message::Response(resp)) if resp.id == Some(Id::Number(EXECUTE_ID)) && python => {
+                            hint = match resp.outcome {
+                                Ok(v) => serde_json::from_value(v).ok(),
+                                Err(_) => None,
+                            };
+                            phase = Phase::Reported { by: Instant::now() + limits.grace };
+                        }
+                        (_, other) => {
+                            break End::Protocol(format!("unexpected message: {}", describe(&other)));
+                        }
                     }
                 }
             }
@@ -333,7 +367,10 @@ async fn wait_exit(
     child: &mut tokio::process::Child,
     deadline: tokio::time::Instant,
 ) -> Option<std::process::ExitStatus> {
-    tokio::time::timeout_at(deadline, child.wait()).await.ok().and_then(Result::ok)
+    tokio::time::timeout_at(deadline, child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok)
 }
 
 fn parse_call(params: Option<Value>) -> Result<(String, Value), String> {

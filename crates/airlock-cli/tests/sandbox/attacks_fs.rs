@@ -13,7 +13,13 @@ fn sandbox_cannot_read_private_host_files() {
     for who in identities() {
         let secret = private_file(who, "the-host-secret");
         let secret = secret.to_str().unwrap();
-        for path in [secret, "/etc/shadow", "/etc/passwd", "/root/.bashrc", "/home"] {
+        for path in [
+            secret,
+            "/etc/shadow",
+            "/etc/passwd",
+            "/root/.bashrc",
+            "/home",
+        ] {
             let v = run_py(who, &try_read(path), &[]);
             assert_completed(&v);
             let out = v["stdout"].as_str().unwrap();
@@ -38,9 +44,20 @@ fn sandbox_cannot_write_outside_the_work_dir() {
         let v = run_py(who, &code, &[]);
         assert_completed(&v);
         let out = v["stdout"].as_str().unwrap();
-        assert!(!out.contains("WROTE") && !out.contains("TRUNCATED") && !out.contains("LINKED"), "{who:?}: {out}");
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original", "host file changed");
-        for p in ["/tmp/airlock-escape", "/var/tmp/airlock-escape", "/dev/shm/airlock-escape"] {
+        assert!(
+            !out.contains("WROTE") && !out.contains("TRUNCATED") && !out.contains("LINKED"),
+            "{who:?}: {out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "original",
+            "host file changed"
+        );
+        for p in [
+            "/tmp/airlock-escape",
+            "/var/tmp/airlock-escape",
+            "/dev/shm/airlock-escape",
+        ] {
             assert!(!std::path::Path::new(p).exists(), "{p} was created");
         }
         std::fs::remove_file(victim).unwrap();

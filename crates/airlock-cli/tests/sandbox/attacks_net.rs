@@ -54,6 +54,9 @@ fn sandbox_cannot_reach_the_outside_by_udp_or_dns() {
     for who in identities() {
         let v = run_py(who, code, &[]);
         assert_completed(&v);
-        assert_eq!(v["stdout"], "denied 1\ndenied 1\ndenied 1\ndenied 1\n", "{v}");
+        assert_eq!(
+            v["stdout"], "denied 1\ndenied 1\ndenied 1\ndenied 1\n",
+            "{v}"
+        );
     }
 }

@@ -60,6 +60,17 @@ fn the_guest_is_unprivileged_in_fresh_namespaces() {
 }
 
 #[test]
+fn only_the_socket_and_stdio_are_inherited() {
+    let code = "import os, socket\nfds = sorted(int(f) for f in os.listdir('/proc/self/fd'))\nprint(fds[:4], socket.gethostname())";
+    for who in identities() {
+        let v = run_py(who, code, &[]);
+        assert_completed(&v);
+        // 0-2 stdio, 3 the socket; one more is the directory listdir itself has open.
+        assert_eq!(v["stdout"], "[0, 1, 2, 3] airlock\n", "{v}");
+    }
+}
+
+#[test]
 fn no_process_survives_a_run_that_ends_while_threads_spin() {
     for who in identities() {
         let _only = exclusive();

@@ -7,7 +7,10 @@ fn assert_protocol_error(who: As, code: &str) {
     let v = run_py(who, code, &["--timeout", "20"]);
     assert_eq!(status(&v), "protocol_error", "{v}");
     assert_eq!(v["error"]["code"], -32005);
-    assert!(v["wall_time_ms"].as_f64().unwrap() < 10_000.0, "not prompt: {v}");
+    assert!(
+        v["wall_time_ms"].as_f64().unwrap() < 10_000.0,
+        "not prompt: {v}"
+    );
     let left = run_survivors(&marker("none"));
     assert!(left.is_empty(), "{left:?}");
 }
@@ -15,7 +18,10 @@ fn assert_protocol_error(who: As, code: &str) {
 #[test]
 fn a_garbage_frame_is_a_protocol_error() {
     for who in identities() {
-        assert_protocol_error(who, "import os, time\nos.write(3, b'hello there\\r\\n\\r\\n')\ntime.sleep(30)");
+        assert_protocol_error(
+            who,
+            "import os, time\nos.write(3, b'hello there\\r\\n\\r\\n')\ntime.sleep(30)",
+        );
     }
 }
 
@@ -28,12 +34,18 @@ fn an_oversized_frame_is_a_protocol_error() {
 
 #[test]
 fn an_endless_header_is_a_protocol_error() {
-    assert_protocol_error(As::Me, "import os, time\nos.write(3, b'X-Pad: ' + b'a' * 100000)\ntime.sleep(30)");
+    assert_protocol_error(
+        As::Me,
+        "import os, time\nos.write(3, b'X-Pad: ' + b'a' * 100000)\ntime.sleep(30)",
+    );
 }
 
 #[test]
 fn invalid_json_in_a_valid_frame_is_a_protocol_error() {
-    assert_protocol_error(As::Me, "import os, time\nos.write(3, b'Content-Length: 5\\r\\n\\r\\n{nope')\ntime.sleep(30)");
+    assert_protocol_error(
+        As::Me,
+        "import os, time\nos.write(3, b'Content-Length: 5\\r\\n\\r\\n{nope')\ntime.sleep(30)",
+    );
 }
 
 #[test]
@@ -44,7 +56,13 @@ fn a_forged_completed_does_not_end_supervision_early() {
         let code = "import os, json\nbody=json.dumps({'jsonrpc':'2.0','id':1,'result':{'status':'completed','exit_code':0}}).encode()\nos.write(3, b'Content-Length: %d\\r\\n\\r\\n' % len(body) + body)\nwhile True:\n    pass";
         let v = run_py(who, code, &["--timeout", "20"]);
         assert_eq!(status(&v), "killed", "{v}");
-        assert!(v["error"]["message"].as_str().unwrap().contains("did not exit"), "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("did not exit"),
+            "{v}"
+        );
         assert!(v["wall_time_ms"].as_f64().unwrap() < 10_000.0, "{v}");
         let left = run_survivors(&marker("none"));
         assert!(left.is_empty(), "{left:?}");

@@ -15,7 +15,11 @@ fn a_gradual_memory_bomb_is_a_memory_limit() {
 #[test]
 fn one_huge_allocation_is_a_memory_limit() {
     for who in identities() {
-        let v = run_py(who, "x = bytearray(50 * (1 << 30))\nprint('ALLOCATED')", &["--memory", "128"]);
+        let v = run_py(
+            who,
+            "x = bytearray(50 * (1 << 30))\nprint('ALLOCATED')",
+            &["--memory", "128"],
+        );
         assert_eq!(status(&v), "memory_limit", "{v}");
         assert!(!v["stdout"].as_str().unwrap().contains("ALLOCATED"));
     }
@@ -56,7 +60,10 @@ fn a_disk_fill_is_capped_by_the_file_size_limit() {
     let code = "try:\n    with open('big', 'wb') as f:\n        for _ in range(1000):\n            f.write(b'x' * (1 << 20))\n    print('WROTE 1000 MiB')\nexcept OSError as e:\n    print('capped', e.errno)";
     let v = run_py(As::Me, code, &["--timeout", "30"]);
     assert_completed(&v);
-    assert!(v["stdout"].as_str().unwrap().starts_with("capped 27"), "{v}");
+    assert!(
+        v["stdout"].as_str().unwrap().starts_with("capped 27"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -66,8 +73,33 @@ fn a_fork_bomb_is_contained_and_nothing_survives() {
         let m = marker("forkbomb");
         let script = format!(": {m}; b() {{ b | b & }}; b");
         let v = exec(who, &["/bin/sh", "-c", &script], &["--timeout", "3"]);
-        assert!(["timeout", "completed", "error", "killed"].contains(&status(&v)), "{v}");
+        assert!(
+            ["timeout", "completed", "error", "killed"].contains(&status(&v)),
+            "{v}"
+        );
         let left = run_survivors(&m);
-        assert!(left.is_empty(), "fork bomb survivors: {:?}", &left[..left.len().min(5)]);
+        assert!(
+            left.is_empty(),
+            "fork bomb survivors: {:?}",
+            &left[..left.len().min(5)]
+        );
+    }
+}
+
+#[test]
+fn a_cpu_quota_is_enforced_or_the_run_is_refused() {
+    // Spin for 1.5 s of wall time and measure the CPU time actually granted.
+    let code = "import time\nend=time.monotonic()+1.5\nwhile time.monotonic()<end: pass\nprint(round(time.process_time()/1.5, 2))";
+    for who in identities() {
+        let v = run_py(who, code, &["--cpus", "0.2", "--timeout", "20"]);
+        if v["enforcement"].as_array().unwrap().iter().any(|e| e == "cgroup") {
+            assert_completed(&v);
+            let share: f64 = v["stdout"].as_str().unwrap().trim().parse().unwrap();
+            assert!(share < 0.45, "a 0.2-core quota granted {share} of a core");
+        } else {
+            // No usable cpu cgroup (the unprivileged user here): refused, never run unbounded.
+            assert_eq!(status(&v), "refused", "{who:?}: {v}");
+            assert!(v["error"]["message"].as_str().unwrap().contains("cpu"), "{v}");
+        }
     }
 }

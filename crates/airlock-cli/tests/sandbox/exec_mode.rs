@@ -4,7 +4,11 @@ use super::support::*;
 #[test]
 fn a_command_runs_and_its_exit_code_is_reported() {
     for who in identities() {
-        let v = exec(who, &["/bin/sh", "-c", "echo hi; ls / >/dev/null; exit 3"], &[]);
+        let v = exec(
+            who,
+            &["/bin/sh", "-c", "echo hi; ls / >/dev/null; exit 3"],
+            &[],
+        );
         assert_eq!(status(&v), "error", "{v}");
         assert_eq!(v["stdout"], "hi\n");
         assert_eq!(v["exit_code"], 3);
@@ -42,7 +46,13 @@ fn exec_mode_still_forbids_namespace_and_ptrace_syscalls() {
 fn an_unknown_command_is_refused_before_anything_starts() {
     let v = exec(As::Me, &["definitely-not-a-command-xyz"], &[]);
     assert_eq!(status(&v), "refused", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("not found"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not found"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -50,9 +60,17 @@ fn doctor_lists_every_layer() {
     let out = airlock(As::Me, &["doctor", "--json"], "");
     assert!(out.status.success());
     let layers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = layers.as_array().unwrap().iter().filter_map(|l| l["layer"].as_str()).collect();
+    let names: Vec<&str> = layers
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["layer"].as_str())
+        .collect();
     for want in ["userns", "netns", "seccomp", "landlock", "kvm"] {
-        assert!(names.iter().any(|n| n.contains(want)), "{want} missing from {names:?}");
+        assert!(
+            names.iter().any(|n| n.contains(want)),
+            "{want} missing from {names:?}"
+        );
     }
     for l in layers.as_array().unwrap() {
         if l["available"] == false {

@@ -4,7 +4,11 @@ use super::support::*;
 #[test]
 fn prints_computes_and_exits_zero() {
     for who in identities() {
-        let v = run_py(who, "import json, math\nprint(json.dumps({'x': math.factorial(10)}))", &[]);
+        let v = run_py(
+            who,
+            "import json, math\nprint(json.dumps({'x': math.factorial(10)}))",
+            &[],
+        );
         assert_completed(&v);
         assert_eq!(v["stdout"], "{\"x\": 3628800}\n");
         assert_eq!(v["exit_code"], 0);
@@ -38,9 +42,16 @@ fn a_given_work_dir_keeps_its_files_for_the_host() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("input.txt"), "41").unwrap();
     let d = dir.path().to_str().unwrap();
-    let v = run_py(As::Me, "n=int(open('input.txt').read())\nopen('out.txt','w').write(str(n+1))", &["--work-dir", d]);
+    let v = run_py(
+        As::Me,
+        "n=int(open('input.txt').read())\nopen('out.txt','w').write(str(n+1))",
+        &["--work-dir", d],
+    );
     assert_completed(&v);
-    assert_eq!(std::fs::read_to_string(dir.path().join("out.txt")).unwrap(), "42");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+        "42"
+    );
 }
 
 #[test]
@@ -49,8 +60,17 @@ fn exceptions_are_errors_with_a_traceback() {
         let v = run_py(who, "def f():\n    raise ValueError('bad input')\nf()", &[]);
         assert_eq!(status(&v), "error", "{v}");
         assert_eq!(v["exit_code"], 1);
-        assert!(v["stderr"].as_str().unwrap().contains("ValueError: bad input"), "{v}");
-        assert!(v["error"]["message"].as_str().unwrap().contains("bad input"));
+        assert!(
+            v["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("ValueError: bad input"),
+            "{v}"
+        );
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad input"));
         let v = run_py(who, "import sys; sys.exit(3)", &[]);
         assert_eq!(status(&v), "error");
         assert_eq!(v["exit_code"], 3);
@@ -72,7 +92,11 @@ fn a_tool_round_trip_returns_the_tool_json() {
 #[test]
 fn the_tool_call_cap_is_enforced() {
     let code = "n=0\nfor i in range(10):\n    try:\n        call_tool('echo', {'i': i}); n+=1\n    except ToolError as e:\n        last=e.code\nprint(n, last)";
-    let v = run_py(As::Me, code, &["--tool", "echo=cat", "--max-tool-calls", "3"]);
+    let v = run_py(
+        As::Me,
+        code,
+        &["--tool", "echo=cat", "--max-tool-calls", "3"],
+    );
     assert_completed(&v);
     assert_eq!(v["stdout"], "3 -32009\n", "{v}");
     assert_eq!(v["tool_calls"], 10);
@@ -81,7 +105,11 @@ fn the_tool_call_cap_is_enforced() {
 #[test]
 fn numpy_works_when_installed() {
     for who in identities() {
-        let probe = run_py(who, "import importlib.util as u; print(u.find_spec('numpy') is not None)", &[]);
+        let probe = run_py(
+            who,
+            "import importlib.util as u; print(u.find_spec('numpy') is not None)",
+            &[],
+        );
         assert_completed(&probe);
         if probe["stdout"] != "True\n" {
             assert!(
@@ -91,7 +119,11 @@ fn numpy_works_when_installed() {
             eprintln!("numpy not installed for {who:?}: skipped");
             continue;
         }
-        let v = run_py(who, "import numpy as np\na=np.arange(12).reshape(3,4)\nprint(int((a@a.T).trace()))", &[]);
+        let v = run_py(
+            who,
+            "import numpy as np\na=np.arange(12).reshape(3,4)\nprint(int((a@a.T).trace()))",
+            &[],
+        );
         assert_completed(&v);
         assert_eq!(v["stdout"], "506\n");
     }
@@ -114,8 +146,20 @@ fn each_run_gets_a_fresh_executor_and_work_dir() {
     let b = run_py(As::Me, code, &[]);
     assert_completed(&a);
     assert_completed(&b);
-    let dir_a = a["stdout"].as_str().unwrap().lines().next().unwrap().to_string();
-    assert_ne!(a["stdout"].as_str().unwrap().lines().next(), b["stdout"].as_str().unwrap().lines().next());
+    let dir_a = a["stdout"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_ne!(
+        a["stdout"].as_str().unwrap().lines().next(),
+        b["stdout"].as_str().unwrap().lines().next()
+    );
     assert!(b["stdout"].as_str().unwrap().contains("[]"), "{b}");
-    assert!(!std::path::Path::new(&dir_a).exists(), "run work dir {dir_a} was not removed");
+    assert!(
+        !std::path::Path::new(&dir_a).exists(),
+        "run work dir {dir_a} was not removed"
+    );
 }

@@ -1,8 +1,8 @@
 //! Driving the real binary, as root and as an unprivileged user.
+use std::cell::Cell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::cell::Cell;
 use std::sync::{OnceLock, RwLock, RwLockWriteGuard};
 
 use serde_json::Value;
@@ -25,9 +25,9 @@ pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("Uid:")).map(|l| {
-                l.split_whitespace().nth(2) == Some("0")
-            })
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
         })
         .unwrap_or(false)
 }
@@ -37,7 +37,10 @@ pub fn identities() -> Vec<As> {
     if !is_root() {
         return vec![As::Me];
     }
-    let exists = Command::new("id").arg(TEST_USER).output().map(|o| o.status.success());
+    let exists = Command::new("id")
+        .arg(TEST_USER)
+        .output()
+        .map(|o| o.status.success());
     assert!(
         exists.unwrap_or(false),
         "running as root: the rootless path must be tested too; create the user with \
@@ -79,10 +82,17 @@ pub fn command(who: As) -> Command {
         }
         As::User => {
             let mut c = Command::new("runuser");
-            c.args(["-u", TEST_USER, "--", "env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"])
-                .arg(format!("HOME=/home/{TEST_USER}"))
-                .arg("AIRLOCK_TEST_BROKER_SECRET=broker-secret-7f3a")
-                .arg(binary());
+            c.args([
+                "-u",
+                TEST_USER,
+                "--",
+                "env",
+                "-i",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+            ])
+            .arg(format!("HOME=/home/{TEST_USER}"))
+            .arg("AIRLOCK_TEST_BROKER_SECRET=broker-secret-7f3a")
+            .arg(binary());
             c
         }
     }
@@ -94,7 +104,9 @@ thread_local! {
 }
 
 /// Hold this to be the only test running sandboxes (so "no survivors" checks see only yours).
-pub struct Exclusive(#[allow(dead_code, reason = "held for its drop")] RwLockWriteGuard<'static, ()>);
+pub struct Exclusive(
+    #[allow(dead_code, reason = "held for its drop")] RwLockWriteGuard<'static, ()>,
+);
 
 impl Drop for Exclusive {
     fn drop(&mut self) {
@@ -122,7 +134,12 @@ pub fn airlock(who: As, args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn airlock");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -173,13 +190,19 @@ pub fn assert_completed(v: &Value) {
 pub fn marker(tag: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("airlock-marker-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "airlock-marker-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Pids of live (non-zombie) processes whose command line contains `marker`.
 pub fn survivors(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return found };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
     for entry in dir.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !name.chars().all(|c| c.is_ascii_digit()) {
@@ -187,7 +210,10 @@ pub fn survivors(marker: &str) -> Vec<String> {
         }
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'));
         if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
             found.push(format!("{name}: {}", String::from_utf8_lossy(&cmdline)));
         }
@@ -215,7 +241,11 @@ pub fn private_file(who: As, content: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     if who == As::User {
-        let st = Command::new("chown").arg(format!("{TEST_USER}:")).arg(&path).status().unwrap();
+        let st = Command::new("chown")
+            .arg(format!("{TEST_USER}:"))
+            .arg(&path)
+            .status()
+            .unwrap();
         assert!(st.success());
     }
     path
