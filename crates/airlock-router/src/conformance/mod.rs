@@ -1,1 +1,160 @@
-//! Conformance suites (being built).
+//! Conformance suites: reusable probes that hold a backend to what it declares.
+//!
+//! Each suite is an async function taking a sandbox (or, for call scope, a backend) and
+//! returning a [`ConformanceReport`]: every probe with its name, the reason it exists, and
+//! whether it passed. Run them in a backend's own test suite against a real instance; nothing
+//! runs them for you. Probe files live under a fresh `conformance-<id>` directory beneath the
+//! work dir and are removed at the end of each suite.
+
+mod call_scope;
+mod egress;
+mod exec;
+mod files;
+mod run_code;
+
+use std::fmt;
+
+pub use call_scope::call_scope_suite;
+pub use egress::{egress_suite, EgressProbe, Fetch};
+pub use exec::exec_suite;
+pub use files::{files_delete_suite, files_in_suite, files_out_suite};
+pub use run_code::run_code_suite;
+
+use airlock_policy::GuestRelPath;
+
+use crate::sandbox::Sandbox;
+
+/// How one probe ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The backend did what it declares.
+    Pass,
+    /// It did not; the string says what was seen.
+    Fail(String),
+}
+
+/// One probe's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Short identifier.
+    pub name: &'static str,
+    /// Why the probe exists: the claim it holds the backend to.
+    pub reason: &'static str,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// One suite's results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConformanceReport {
+    /// The suite's name.
+    pub suite: &'static str,
+    /// Every probe, in the order run.
+    pub probes: Vec<Probe>,
+}
+
+impl ConformanceReport {
+    pub(crate) fn new(suite: &'static str) -> ConformanceReport {
+        ConformanceReport {
+            suite,
+            probes: Vec::new(),
+        }
+    }
+
+    pub(crate) fn record(
+        &mut self,
+        name: &'static str,
+        reason: &'static str,
+        result: Result<(), String>,
+    ) {
+        self.probes.push(Probe {
+            name,
+            reason,
+            outcome: match result {
+                Ok(()) => Outcome::Pass,
+                Err(seen) => Outcome::Fail(seen),
+            },
+        });
+    }
+
+    /// Whether every probe passed (and there was at least one).
+    #[must_use]
+    pub fn passed(&self) -> bool {
+        !self.probes.is_empty() && self.probes.iter().all(|p| p.outcome == Outcome::Pass)
+    }
+
+    /// The probes that failed.
+    #[must_use]
+    pub fn failures(&self) -> Vec<&Probe> {
+        self.probes
+            .iter()
+            .filter(|p| p.outcome != Outcome::Pass)
+            .collect()
+    }
+
+    /// The named probe's outcome.
+    #[must_use]
+    pub fn outcome(&self, name: &str) -> Option<&Outcome> {
+        self.probes
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| &p.outcome)
+    }
+
+    /// Panics with every failure listed, for use in a test.
+    ///
+    /// # Panics
+    /// When any probe failed.
+    #[track_caller]
+    pub fn assert_passed(&self) {
+        assert!(self.passed(), "{self}");
+    }
+}
+
+impl fmt::Display for ConformanceReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "conformance suite {}:", self.suite)?;
+        for p in &self.probes {
+            match &p.outcome {
+                Outcome::Pass => writeln!(f, "  pass {}", p.name)?,
+                Outcome::Fail(seen) => {
+                    writeln!(f, "  FAIL {} — {} — saw: {seen}", p.name, p.reason)?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A fresh probe directory (relative to the work dir) and a path inside it.
+pub(crate) struct Scratch {
+    pub(crate) dir: GuestRelPath,
+}
+
+impl Scratch {
+    pub(crate) fn new() -> Result<Scratch, String> {
+        let id = crate::ids::fresh_id().map_err(|e| format!("no entropy: {e}"))?;
+        let dir = GuestRelPath::parse(&format!("conformance-{id}")).map_err(|e| e.to_string())?;
+        Ok(Scratch { dir })
+    }
+
+    pub(crate) fn path(&self, rel: &str) -> Result<GuestRelPath, String> {
+        let child = GuestRelPath::parse(rel).map_err(|e| e.to_string())?;
+        Ok(self.dir.join(&child))
+    }
+
+    pub(crate) async fn cleanup(&self, sandbox: &dyn Sandbox, work_dir: &str) {
+        let _ = sandbox
+            .reclaim(work_dir, &self.dir, std::time::Duration::from_secs(10))
+            .await;
+    }
+}
+
+/// `Err` with a description unless `cond`.
+pub(crate) fn check(cond: bool, seen: impl FnOnce() -> String) -> Result<(), String> {
+    if cond {
+        Ok(())
+    } else {
+        Err(seen())
+    }
+}
