@@ -466,8 +466,8 @@ impl Router {
         if let Some(r) = self.unclean_refusal(&address) {
             return Err(r.into());
         }
-        let slot = self.slot(&address);
-        let mut slot = slot.lock().await;
+        let handle = self.slot(&address);
+        let mut slot = handle.lock().await;
         // A disposal may have failed while this acquire waited for the key.
         if let Some(r) = self.unclean_refusal(&address) {
             return Err(r.into());
@@ -476,14 +476,18 @@ impl Router {
             *reused = true;
             return Ok(Arc::clone(sb));
         }
-        let sandbox =
-            backend
-                .acquire(&address, spec)
-                .await
-                .map_err(|source| AcquireError::Backend {
+        let sandbox = match backend.acquire(&address, spec).await {
+            Ok(sb) => sb,
+            Err(source) => {
+                drop(slot);
+                drop(handle);
+                self.forget_idle_slot(&address);
+                return Err(AcquireError::Backend {
                     backend: backend.name().to_owned(),
                     source,
-                })?;
+                });
+            }
+        };
         slot.live.push((route.index, Arc::clone(&sandbox)));
         Ok(sandbox)
     }
