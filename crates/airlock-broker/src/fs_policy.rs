@@ -34,7 +34,11 @@ pub fn for_python(interp: &Interpreter, work_dir: &Path) -> FsSpec {
     read_exec.extend(interp.prefixes.iter().cloned());
     let mut read_only = paths(&SYSTEM_READ);
     read_only.extend(interp.path.iter().filter(|p| p.is_absolute()).cloned());
-    FsSpec { read_only, read_exec, read_write: vec![work_dir.to_path_buf(), "/dev/null".into()] }
+    FsSpec {
+        read_only,
+        read_exec,
+        read_write: vec![work_dir.to_path_buf(), "/dev/null".into()],
+    }
 }
 
 /// Policy for a command run.

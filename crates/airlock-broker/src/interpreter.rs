@@ -60,24 +60,33 @@ pub fn which(name: &str) -> Option<PathBuf> {
         return p.is_file().then_some(p);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
 }
 
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// Find and probe an interpreter (`python3` on PATH when `requested` is None).
 pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, InterpreterError> {
-    let name = requested.map(|p| p.to_string_lossy().into_owned()).unwrap_or("python3".into());
+    let name = requested
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or("python3".into());
     let path = which(&name).ok_or_else(|| InterpreterError::NotFound(name.clone()))?;
     if let Ok(c) = cache().lock() {
         if let Some(found) = c.get(&path) {
             return Ok(found.clone());
         }
     }
-    let not_cpython = |detail: String| InterpreterError::NotCpython { path: name.clone(), detail };
+    let not_cpython = |detail: String| InterpreterError::NotCpython {
+        path: name.clone(),
+        detail,
+    };
     let mut child = tokio::process::Command::new(&path)
         .args(["-I", "-c", PROBE])
         .stdin(Stdio::null())
@@ -87,7 +96,10 @@ pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, Interpret
         .spawn()
         .map_err(|e| not_cpython(e.to_string()))?;
     let mut out = Vec::new();
-    let stdout = child.stdout.take().ok_or_else(|| not_cpython("no stdout".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| not_cpython("no stdout".into()))?;
     let mut bounded = stdout.take(PROBE_OUTPUT_CAP);
     let read = bounded.read_to_end(&mut out);
     tokio::time::timeout(Duration::from_secs(20), read)

@@ -26,7 +26,11 @@ pub struct ToolFailure {
 impl ToolFailure {
     /// A failure with no structured detail.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), data: None }
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 }
 
@@ -49,7 +53,10 @@ impl ToolHandler for NoTools {
 fn unknown(name: &str) -> ToolFailure {
     // The name is guest-chosen: echo a bounded, printable rendering only.
     let shown: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
-    ToolFailure::new(ErrorCode::UnknownTool, format!("no tool named {shown:?} is available"))
+    ToolFailure::new(
+        ErrorCode::UnknownTool,
+        format!("no tool named {shown:?} is available"),
+    )
 }
 
 /// Tools backed by host commands: `sh -c CMD`, JSON arguments on stdin, JSON result on stdout.
@@ -94,8 +101,14 @@ impl CommandTools {
             .map_err(|e| fail(format!("tool could not start: {e}")))?;
         let input = serde_json::to_vec(&args).map_err(|e| fail(e.to_string()))?;
         let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
-        let mut stdout = child.stdout.take().ok_or_else(|| fail("no stdout".into()))?;
-        let mut stderr = child.stderr.take().ok_or_else(|| fail("no stderr".into()))?;
+        let mut stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| fail("no stdout".into()))?;
+        let mut stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| fail("no stderr".into()))?;
         let cap = self.max_output_bytes as u64;
         let work = async {
             let write = async {
@@ -115,7 +128,10 @@ impl CommandTools {
             .await
             .map_err(|_| fail(format!("tool timed out after {:?}", self.timeout)))?;
         if out.len() as u64 > cap {
-            return Err(fail(format!("tool output exceeds {} bytes", self.max_output_bytes)));
+            return Err(fail(format!(
+                "tool output exceeds {} bytes",
+                self.max_output_bytes
+            )));
         }
         let status = status.map_err(|e| fail(e.to_string()))?;
         if !status.success() {
@@ -145,7 +161,10 @@ mod tests {
     async fn a_command_tool_round_trips_json() {
         let mut tools = CommandTools::new();
         tools.insert("echo", "cat");
-        let got = tools.call("echo", serde_json::json!({"a": [1, 2]})).await.unwrap();
+        let got = tools
+            .call("echo", serde_json::json!({"a": [1, 2]}))
+            .await
+            .unwrap();
         assert_eq!(got, serde_json::json!({"a": [1, 2]}));
     }
 
@@ -154,7 +173,10 @@ mod tests {
         let mut tools = CommandTools::new();
         tools.insert("bad", "echo not-json");
         tools.insert("fails", "echo oops >&2; exit 3");
-        assert_eq!(tools.call("bad", Value::Null).await.unwrap_err().code, ErrorCode::ToolError);
+        assert_eq!(
+            tools.call("bad", Value::Null).await.unwrap_err().code,
+            ErrorCode::ToolError
+        );
         let err = tools.call("fails", Value::Null).await.unwrap_err();
         assert!(err.message.contains("oops"), "{err:?}");
         let err = tools.call("missing\u{7}", Value::Null).await.unwrap_err();

@@ -39,7 +39,9 @@ const PROC_READ_CAP: u64 = 64 * 1024;
 
 fn read_proc(path: &str) -> std::io::Result<String> {
     let mut out = String::new();
-    fs::File::open(path)?.take(PROC_READ_CAP).read_to_string(&mut out)?;
+    fs::File::open(path)?
+        .take(PROC_READ_CAP)
+        .read_to_string(&mut out)?;
     Ok(out)
 }
 
@@ -95,7 +97,10 @@ impl Attestation {
             problems.push("no_new_privs is not set".to_string());
         }
         if self.seccomp_mode != 2 {
-            problems.push(format!("seccomp mode is {}, expected 2 (filter)", self.seccomp_mode));
+            problems.push(format!(
+                "seccomp mode is {}, expected 2 (filter)",
+                self.seccomp_mode
+            ));
         }
         if self.cap_eff != 0 || self.cap_prm != 0 {
             problems.push(format!(
@@ -107,16 +112,24 @@ impl Attestation {
             problems.push(format!("uid map is not a single entry: {:?}", self.uid_map));
         }
         if self.interfaces != ["lo"] {
-            problems.push(format!("network interfaces besides loopback: {:?}", self.interfaces));
+            problems.push(format!(
+                "network interfaces besides loopback: {:?}",
+                self.interfaces
+            ));
         }
         if self.pid != 1 {
-            problems.push(format!("guest is pid {} of its namespace, expected 1", self.pid));
+            problems.push(format!(
+                "guest is pid {} of its namespace, expected 1",
+                self.pid
+            ));
         }
         for ns in ISOLATED_NAMESPACES {
             let guest = self.namespaces.get(ns).map(String::as_str).unwrap_or("");
             let host = broker_namespaces.get(ns).map(String::as_str).unwrap_or("");
             if guest.is_empty() || guest == host {
-                problems.push(format!("{ns} namespace is shared with the broker ({guest:?})"));
+                problems.push(format!(
+                    "{ns} namespace is shared with the broker ({guest:?})"
+                ));
             }
         }
         if problems.is_empty() {

@@ -33,7 +33,9 @@ impl Channel {
 
     /// Wrap an owned socket fd.
     pub fn from_owned(fd: OwnedFd) -> Self {
-        Self { reader: FrameReader::new(UnixStream::from(fd)) }
+        Self {
+            reader: FrameReader::new(UnixStream::from(fd)),
+        }
     }
 
     /// The socket, borrowed (for moving it to the fd the guest expects).
@@ -58,7 +60,9 @@ impl Channel {
                 serde_json::from_value(params)
                     .map_err(|e| ChannelError::Protocol(format!("bad setup: {e}")))
             }
-            other => Err(ChannelError::Protocol(format!("expected setup, got {other:?}"))),
+            other => Err(ChannelError::Protocol(format!(
+                "expected setup, got {other:?}"
+            ))),
         }
     }
 

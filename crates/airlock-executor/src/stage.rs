@@ -40,7 +40,10 @@ trait Layer<T> {
 
 impl<T, E: std::fmt::Display> Layer<T> for Result<T, E> {
     fn layer(self, layer: &'static str) -> Result<T, Refusal> {
-        self.map_err(|e| Refusal { layer, message: e.to_string() })
+        self.map_err(|e| Refusal {
+            layer,
+            message: e.to_string(),
+        })
     }
 }
 
@@ -75,11 +78,20 @@ fn isolate() -> Result<process::Fork, Refusal> {
     let broker = std::os::unix::process::parent_id();
     process::set_parent_death_signal_kill().layer("pdeathsig")?;
     if std::os::unix::process::parent_id() != broker {
-        return Err(Refusal { layer: "pdeathsig", message: "broker exited during setup".into() });
+        return Err(Refusal {
+            layer: "pdeathsig",
+            message: "broker exited during setup".into(),
+        });
     }
     userns::enter_user_namespace(INSIDE_ID, INSIDE_ID).layer("userns")?;
-    let namespaces =
-        ns::Namespaces { net: true, ipc: true, uts: true, mount: true, pid: true, cgroup: true };
+    let namespaces = ns::Namespaces {
+        net: true,
+        ipc: true,
+        uts: true,
+        mount: true,
+        pid: true,
+        cgroup: true,
+    };
     ns::unshare(namespaces).layer("namespaces")?;
     process::fork().layer("fork")
 }
@@ -201,12 +213,17 @@ fn start(guest: &mut Channel, cfg: &ExecutorConfig) -> Result<Infallible, Refusa
         Mode::Command { program, argv } => {
             seccomp::install(seccomp::Profile::Exec).layer("seccomp")?;
             let proof = Attestation::collect().layer("attestation")?;
-            guest.notify("ready", serde_json::to_value(&proof).layer("attestation")?).layer("socket")?;
+            guest
+                .notify("ready", serde_json::to_value(&proof).layer("attestation")?)
+                .layer("socket")?;
             match guest.next_message().layer("socket")? {
                 Message::Notification(n) if n.method == "start" => {}
                 other => {
                     let message = format!("expected start, got {other:?}");
-                    return Err(Refusal { layer: "protocol", message });
+                    return Err(Refusal {
+                        layer: "protocol",
+                        message,
+                    });
                 }
             }
             // The command itself gets no channel to the broker; refusals still can use it.
@@ -223,11 +240,17 @@ fn exec(program: &Path, argv: &[CString], env: &[CString]) -> Refusal {
         Err(r) => return r,
     };
     let err = process::execve(&path, argv, env);
-    Refusal { layer: "execve", message: format!("{}: {err}", program.display()) }
+    Refusal {
+        layer: "execve",
+        message: format!("{}: {err}", program.display()),
+    }
 }
 
 fn path_str(p: &Path) -> Result<&str, Refusal> {
-    p.to_str().ok_or_else(|| Refusal { layer: "config", message: "non-UTF-8 path".into() })
+    p.to_str().ok_or_else(|| Refusal {
+        layer: "config",
+        message: "non-UTF-8 path".into(),
+    })
 }
 
 fn cstring(s: String) -> Result<CString, Refusal> {

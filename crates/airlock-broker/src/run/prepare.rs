@@ -34,12 +34,17 @@ pub struct NotStarted {
 }
 
 fn not_started(code: ErrorCode, message: impl Into<String>) -> NotStarted {
-    NotStarted { code, message: message.into() }
+    NotStarted {
+        code,
+        message: message.into(),
+    }
 }
 
 /// Largest program accepted: what fits one frame with its JSON escaping and envelope.
 pub fn program_fits(code: &str) -> bool {
-    let escaped = serde_json::to_string(code).map(|s| s.len()).unwrap_or(usize::MAX);
+    let escaped = serde_json::to_string(code)
+        .map(|s| s.len())
+        .unwrap_or(usize::MAX);
     escaped.saturating_add(EXECUTE_ENVELOPE_BYTES) <= DEFAULT_MAX_MESSAGE_BYTES
 }
 
@@ -47,7 +52,10 @@ pub(super) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
     let (work_dir, keep) = match &spec.work_dir {
         Some(dir) => {
             let dir = std::fs::canonicalize(dir).map_err(|e| {
-                not_started(ErrorCode::SandboxRefused, format!("work dir {}: {e}", dir.display()))
+                not_started(
+                    ErrorCode::SandboxRefused,
+                    format!("work dir {}: {e}", dir.display()),
+                )
             })?;
             if !dir.is_dir() {
                 let msg = format!("work dir {} is not a directory", dir.display());
@@ -56,9 +64,15 @@ pub(super) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
             (dir, None)
         }
         None => {
-            let tmp = tempfile::Builder::new().prefix("airlock-run-").tempdir().map_err(|e| {
-                not_started(ErrorCode::SandboxRefused, format!("cannot create a work dir: {e}"))
-            })?;
+            let tmp = tempfile::Builder::new()
+                .prefix("airlock-run-")
+                .tempdir()
+                .map_err(|e| {
+                    not_started(
+                        ErrorCode::SandboxRefused,
+                        format!("cannot create a work dir: {e}"),
+                    )
+                })?;
             let dir = std::fs::canonicalize(tmp.path())
                 .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
             (dir, Some(tmp))
@@ -78,7 +92,13 @@ pub(super) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
                 .await
                 .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
             let fs = fs_policy::for_python(&interp, &work_dir);
-            (Mode::Python { interpreter: interp.executable }, fs, Some(code.clone()))
+            (
+                Mode::Python {
+                    interpreter: interp.executable,
+                },
+                fs,
+                Some(code.clone()),
+            )
         }
         Workload::Command { argv } => {
             let first = argv
@@ -87,10 +107,20 @@ pub(super) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
             let program = interpreter::which(first)
                 .and_then(|p| std::fs::canonicalize(p).ok())
                 .ok_or_else(|| {
-                    not_started(ErrorCode::SandboxRefused, format!("command not found: {first}"))
+                    not_started(
+                        ErrorCode::SandboxRefused,
+                        format!("command not found: {first}"),
+                    )
                 })?;
             let fs = fs_policy::for_command(&program, &work_dir);
-            (Mode::Command { program, argv: argv.clone() }, fs, None)
+            (
+                Mode::Command {
+                    program,
+                    argv: argv.clone(),
+                },
+                fs,
+                None,
+            )
         }
     };
     let limits = &spec.limits;
@@ -107,5 +137,10 @@ pub(super) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         fs,
         hostname: "airlock".into(),
     };
-    Ok(Prepared { config, code, executor: spec.executor.clone(), _work_dir: keep })
+    Ok(Prepared {
+        config,
+        code,
+        executor: spec.executor.clone(),
+        _work_dir: keep,
+    })
 }

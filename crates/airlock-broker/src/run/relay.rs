@@ -319,6 +319,12 @@ pub(super) async fn supervise(
         }
     };
     drop(in_flight);
+    // The guest writes its result and then exits: the exit can be seen before the reader task
+    // has forwarded the result. Every writer is gone once the stage exited, so this drain ends
+    // at EOF promptly.
+    if end == End::Exited && python && hint.is_none() && matches!(phase, Phase::Running) {
+        hint = drain_hint(&mut s.inbox).await;
+    }
 
     let end = match (end, refusal) {
         (End::Exited, Some(r)) => End::Refused(r),
@@ -361,6 +367,22 @@ pub(super) async fn supervise(
         memory_limit: limits.memory_bytes,
         enforcement,
     })
+}
+
+/// Read what is left on the socket after the executor exited, looking for the execute result.
+async fn drain_hint(
+    inbox: &mut mpsc::Receiver<Result<Option<Message>, FrameError>>,
+) -> Option<Hint> {
+    let until = tokio::time::Instant::now() + DRAIN;
+    loop {
+        match tokio::time::timeout_at(until, inbox.recv()).await {
+            Ok(Some(Ok(Some(Message::Response(r))))) if r.id == Some(Id::Number(EXECUTE_ID)) => {
+                return r.outcome.ok().and_then(|v| serde_json::from_value(v).ok());
+            }
+            Ok(Some(Ok(Some(_)))) => continue,
+            _ => return None,
+        }
+    }
 }
 
 async fn wait_exit(

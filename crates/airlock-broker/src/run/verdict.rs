@@ -80,7 +80,10 @@ pub struct Observed {
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> Option<RunError> {
-    Some(RunError { code: code.code(), message: message.into() })
+    Some(RunError {
+        code: code.code(),
+        message: message.into(),
+    })
 }
 
 fn bounded(s: &str) -> String {
@@ -119,30 +122,48 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
     let memory = || {
         (
             RunStatus::MemoryLimit,
-            err(ErrorCode::MemoryLimit, format!("the program exceeded its {mb} MiB memory limit")),
+            err(
+                ErrorCode::MemoryLimit,
+                format!("the program exceeded its {mb} MiB memory limit"),
+            ),
         )
     };
     match &o.end {
         End::Timeout => {
-            return (RunStatus::Timeout, err(ErrorCode::Timeout, "the run exceeded its time limit"))
+            return (
+                RunStatus::Timeout,
+                err(ErrorCode::Timeout, "the run exceeded its time limit"),
+            )
         }
         End::Memory => return memory(),
         End::Protocol(m) => {
             return (
                 RunStatus::ProtocolError,
-                err(ErrorCode::ProtocolViolation, format!("executor broke the protocol: {m}")),
+                err(
+                    ErrorCode::ProtocolViolation,
+                    format!("executor broke the protocol: {m}"),
+                ),
             )
         }
         End::Refused(m) => {
-            return (RunStatus::Refused, err(ErrorCode::SandboxRefused, bounded(m)));
+            return (
+                RunStatus::Refused,
+                err(ErrorCode::SandboxRefused, bounded(m)),
+            );
         }
         End::Cancelled => {
-            return (RunStatus::Cancelled, err(ErrorCode::Shutdown, "the run was cancelled"))
+            return (
+                RunStatus::Cancelled,
+                err(ErrorCode::Shutdown, "the run was cancelled"),
+            )
         }
         End::NoExitAfterResult => {
             return (
                 RunStatus::Killed,
-                err(ErrorCode::ExecutorCrashed, "the program reported a result but did not exit"),
+                err(
+                    ErrorCode::ExecutorCrashed,
+                    "the program reported a result but did not exit",
+                ),
             )
         }
         End::Internal(m) => {
@@ -167,17 +188,33 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
             ),
         ),
         (Some(sig), _) => {
-            let why = if sig == SIGKILL { " (possibly the kernel's OOM killer)" } else { "" };
-            (RunStatus::Killed, err(ErrorCode::ExecutorCrashed, format!("killed by signal {sig}{why}")))
+            let why = if sig == SIGKILL {
+                " (possibly the kernel's OOM killer)"
+            } else {
+                ""
+            };
+            (
+                RunStatus::Killed,
+                err(
+                    ErrorCode::ExecutorCrashed,
+                    format!("killed by signal {sig}{why}"),
+                ),
+            )
         }
         (None, Some(0)) if o.hint.is_some() || !o.python => (RunStatus::Completed, None),
         (None, Some(0)) => (
             RunStatus::Error,
-            err(ErrorCode::ProgramError, "the program exited without reporting a result"),
+            err(
+                ErrorCode::ProgramError,
+                "the program exited without reporting a result",
+            ),
         ),
         (None, Some(c)) if c == EXIT_REFUSED && o.hint.is_none() && o.python => (
             RunStatus::Refused,
-            err(ErrorCode::SandboxRefused, "the executor refused to start (see stderr)"),
+            err(
+                ErrorCode::SandboxRefused,
+                "the executor refused to start (see stderr)",
+            ),
         ),
         (None, Some(c)) => {
             let detail = o
@@ -188,9 +225,13 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
                 .unwrap_or_else(|| format!("exit status {c}"));
             (RunStatus::Error, err(ErrorCode::ProgramError, detail))
         }
-        (None, None) => {
-            (RunStatus::Error, err(ErrorCode::InternalError, "the executor's exit status was lost"))
-        }
+        (None, None) => (
+            RunStatus::Error,
+            err(
+                ErrorCode::InternalError,
+                "the executor's exit status was lost",
+            ),
+        ),
     }
 }
 
