@@ -34,6 +34,8 @@ grep -q '^CapEff:	0000000000000000' /proc/self/status || fail capeff
 grep -q '^CapBnd:	0000000000000000' /proc/self/status || fail capbnd
 grep -q '^NoNewPrivs:	1' /proc/self/status || fail nnp
 grep -q '^Seccomp:	2' /proc/self/status || fail seccomp
+[ -e /proc/self/fd/9 ] && fail leaked-fd
+[ -e /proc/self/fd/2 ] || fail stderr-closed
 [ "$(ulimit -n)" = 256 ] || fail nofile
 [ "$(ulimit -c)" = 0 ] || fail core
 [ "$(ls /proc/sys/net/ipv4/conf | sort | tr '\n' ' ')" = "all default lo " ] || fail netns

@@ -82,6 +82,8 @@ fn policy(work: Option<PathBuf>) -> landlock::FsPolicy {
 pub(crate) fn full_chain(args: &[String]) -> Result<bool, String> {
     let (script, rest) = args.split_first().ok_or("chain SCRIPT [WORKDIR]")?;
     let work = rest.first().map(PathBuf::from);
+    // An fd without FD_CLOEXEC that only close_fds_except can keep from the jailed command.
+    process::dup2(1, 9).map_err(s)?;
     userns::enter_user_namespace(1000, 1000).map_err(s)?;
     ns::unshare(Namespaces::all()).map_err(s)?;
     match process::fork().map_err(s)? {
