@@ -34,8 +34,8 @@ fn sandbox_blocks_connect_to_host_loopback() {
 }
 
 #[test]
-fn sandbox_blocks_connect_even_when_sockets_are_allowed() {
-    // exec mode permits socket(2); the empty network namespace (and Landlock) still hold.
+fn sandbox_blocks_connect_from_commands() {
+    // Commands: seccomp denies new sockets; the empty network namespace and Landlock back it.
     for who in identities() {
         let (l, port) = listener();
         let py = format!(

@@ -208,7 +208,7 @@ const COMMON: &[Rule] = &[
     ),
 ];
 
-/// Rules only in the Run profile (Python with no process creation and no new sockets).
+/// Rules only in the Run profile (Python: no process creation).
 const RUN: &[Rule] = &[
     rule!(
         SYS_execve,
@@ -240,6 +240,11 @@ const RUN: &[Rule] = &[
         Errno(libc::ENOSYS),
         "flags unreadable by BPF; glibc falls back to clone"
     ),
+];
+
+/// No new sockets, in both profiles: the only channel out is the inherited socket (and the
+/// network namespace has nothing but `lo` anyway).
+const NO_SOCKETS: &[Rule] = &[
     rule!(
         SYS_socket,
         Errno(libc::EPERM),
@@ -261,7 +266,7 @@ const RUN: &[Rule] = &[
     rule!(SYS_accept4, Errno(libc::EPERM), "no servers in run mode"),
 ];
 
-/// Rules only in the Exec profile (commands may fork, exec and use loopback sockets).
+/// Rules only in the Exec profile (commands may fork and exec).
 const EXEC: &[Rule] = &[
     rule!(
         SYS_clone,
@@ -281,5 +286,5 @@ pub fn rules(p: Profile) -> Vec<Rule> {
         Profile::Run => RUN,
         Profile::Exec => EXEC,
     };
-    COMMON.iter().chain(extra).copied().collect()
+    COMMON.iter().chain(extra).chain(NO_SOCKETS).copied().collect()
 }
