@@ -12,6 +12,7 @@ pub mod limits;
 pub mod output;
 pub mod result;
 pub mod run;
+pub mod server;
 pub mod tools;
 
 pub use limits::Limits;

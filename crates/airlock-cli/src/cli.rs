@@ -32,6 +32,8 @@ enum Command {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Run the broker as a server (WebSocket or stdio) for orchestrators.
+    Serve(crate::serve_cmd::ServeOpts),
     /// Show which isolation layers this machine offers, and how to fix the missing ones.
     Doctor {
         /// Print JSON.
@@ -78,5 +80,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Run { opts, python, file } => crate::run_cmd::run_python(opts, python, &file),
         Command::Exec { opts, argv } => crate::run_cmd::run_command(opts, argv),
         Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
+        Command::Serve(opts) => crate::serve_cmd::serve(opts),
     }
 }

@@ -6,6 +6,7 @@
 mod cli;
 mod doctor;
 mod run_cmd;
+mod serve_cmd;
 
 fn main() -> std::process::ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "__executor") {

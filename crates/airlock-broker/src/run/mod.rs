@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Instant;
 
-pub use prepare::Prepared;
+pub use prepare::{program_fits, Prepared};
 
 use crate::limits::Limits;
 use crate::result::RunResult;

@@ -1,0 +1,159 @@
+//! The broker as a server: orchestrators connect over WebSocket or stdio, send `execute`
+//! requests, answer the `call_tool` requests the broker sends them mid-run, and get exactly
+//! one terminal response per `execute`.
+//!
+//! Layout: [`transport`] is the seam between bytes and sessions; [`framed`] (Content-Length,
+//! for stdio) and [`ws`] (WebSocket with bearer auth) are the two transports; [`session`] is
+//! the per-connection JSON-RPC logic (one run at a time, busy otherwise); [`remote_tools`]
+//! relays a run's tool calls to the orchestrator; [`ceilings`] and [`params`] turn an
+//! `execute` into a bounded [`RunSpec`](crate::RunSpec); [`audit`] writes one record per run.
+//! The wire format is documented in `docs/server.md`.
+//!
+//! **Architecture Invariant:** every `execute` that reaches a session gets exactly one
+//! terminal response (a result for a run that started, an error for one refused before), and
+//! a session never ends while its run is alive: a vanished peer or a shutdown cancels the run,
+//! and the session waits for it (and so for the executor to be reaped).
+pub mod audit;
+pub mod auth;
+pub mod cancel;
+pub mod ceilings;
+pub mod framed;
+pub mod params;
+pub mod remote_tools;
+pub mod reply;
+pub mod session;
+pub mod transport;
+pub mod ws;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use audit::{AuditRecord, AuditSink};
+pub use auth::Auth;
+pub use cancel::CancelToken;
+pub use ceilings::{Ceilings, LimitRefusal, RequestedLimits};
+use tokio::sync::Semaphore;
+
+use crate::limits::Limits;
+
+/// Everything a server is configured with.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The most a run may ask for.
+    pub ceilings: Ceilings,
+    /// Limits a run gets when it asks for nothing (lowered to the ceilings).
+    pub defaults: Limits,
+    /// The `airlock` binary, whose hidden `__executor` subcommand is the stage.
+    pub executor: PathBuf,
+    /// The Python interpreter (`python3` on PATH when None).
+    pub interpreter: Option<PathBuf>,
+    /// Runs executing at once, server-wide; more queue (and can still be cancelled).
+    pub max_concurrent_runs: usize,
+    /// WebSocket connections served at once; more are closed on accept.
+    pub max_connections: usize,
+    /// How long the orchestrator has to answer one `call_tool`.
+    pub tool_timeout: Duration,
+    /// How long a shutdown waits for in-flight runs to end after cancelling them.
+    pub shutdown_timeout: Duration,
+    /// Where audit records go (none when None).
+    pub audit: Option<Arc<AuditSink>>,
+}
+
+impl ServerConfig {
+    /// Defaults: 2 runs per core, 256 connections, 60 s per tool call, 10 s shutdown drain.
+    pub fn new(executor: PathBuf) -> Self {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Self {
+            ceilings: Ceilings::default(),
+            defaults: Limits::default(),
+            executor,
+            interpreter: None,
+            max_concurrent_runs: 2 * cores,
+            max_connections: 256,
+            tool_timeout: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(10),
+            audit: None,
+        }
+    }
+}
+
+/// State shared by every connection of one server.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: ServerConfig,
+    pub(crate) runs: Arc<Semaphore>,
+    pub(crate) shutdown: CancelToken,
+    pub(crate) next_conn: AtomicU64,
+    pub(crate) next_run: AtomicU64,
+    /// Distinguishes ids of this server process from a previous one's (start time, base 36).
+    pub(crate) epoch: String,
+}
+
+/// A broker server. Cheap to clone; clones share state.
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub(crate) shared: Arc<Shared>,
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Server {
+    /// A server with `config`.
+    pub fn new(config: ServerConfig) -> Self {
+        let start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let epoch = base36(u64::try_from(start).unwrap_or(0));
+        let runs = Arc::new(Semaphore::new(config.max_concurrent_runs.max(1)));
+        Self {
+            shared: Arc::new(Shared {
+                config,
+                runs,
+                shutdown: CancelToken::new(),
+                next_conn: AtomicU64::new(1),
+                next_run: AtomicU64::new(1),
+                epoch,
+            }),
+        }
+    }
+
+    /// Begin a graceful shutdown: stop accepting, cancel in-flight and queued runs, and answer
+    /// each with its terminal response.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+    }
+
+    /// The token a shutdown cancels.
+    pub fn shutdown_token(&self) -> CancelToken {
+        self.shared.shutdown.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base36_renders_digits() {
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(35), "z");
+        assert_eq!(base36(36), "10");
+    }
+}

@@ -1,0 +1,367 @@
+//! One orchestrator connection: JSON-RPC over a [`transport`](super::transport) seam.
+//!
+//! One run at a time: a second `execute` while one is in flight gets `busy` and the first is
+//! unaffected. The run is its own task, so the session keeps reading while it executes and
+//! routes the orchestrator's `call_tool` answers to it (a tool call in flight never
+//! deadlocks). A vanished peer, a fatal framing error or a server shutdown cancels the run;
+//! the session then waits for the run (so for the executor to be reaped) and still tries to
+//! send its terminal response.
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use airlock_protocol::{ErrorCode, ErrorObject, Id, Message, Request, Response};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use super::audit::{AuditRecord, RunFacts};
+use super::cancel::CancelToken;
+use super::params::{self, ParamsError, Program};
+use super::remote_tools::{Pending, RemoteTools};
+use super::reply;
+use super::transport::{CloseKind, Inbound, Outbound};
+use super::Shared;
+use crate::result::RunResult;
+use crate::run::{self, Cancel, RunSpec, Workload};
+
+/// Who is on the other end.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// Connection id, unique in this server process.
+    pub id: String,
+    /// Peer address, or `stdio`.
+    pub peer: String,
+    /// `websocket` or `stdio`.
+    pub transport: &'static str,
+}
+
+enum RunOutcome {
+    Started(Box<RunResult>),
+    NotStarted(ErrorObject),
+}
+
+struct Current {
+    request_id: Id,
+    run_id: String,
+    task: JoinHandle<RunOutcome>,
+}
+
+struct Session {
+    shared: Arc<Shared>,
+    info: Arc<ConnInfo>,
+    outbound: mpsc::Sender<Outbound>,
+    pending: Pending,
+    conn_gone: CancelToken,
+    current: Option<Current>,
+}
+
+/// Serve one connection until the peer is gone (or the server shuts down) and no run is left.
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    info: ConnInfo,
+    mut inbound: mpsc::Receiver<Inbound>,
+    outbound: mpsc::Sender<Outbound>,
+) {
+    let span =
+        tracing::info_span!("conn", id = %info.id, peer = %info.peer, transport = info.transport);
+    async move {
+        tracing::info!("connection opened");
+        let mut s = Session {
+            shared,
+            info: Arc::new(info),
+            outbound,
+            pending: Pending::default(),
+            conn_gone: CancelToken::new(),
+            current: None,
+        };
+        let mut close: Option<CloseKind> = None;
+        let mut reading = true;
+        loop {
+            if close.is_some() && s.current.is_none() {
+                break;
+            }
+            let shutdown = s.shared.shutdown.clone();
+            tokio::select! {
+                joined = async {
+                    match s.current.as_mut() {
+                        Some(c) => (&mut c.task).await,
+                        None => std::future::pending().await,
+                    }
+                }, if s.current.is_some() => {
+                    s.finish(joined).await;
+                }
+                ev = inbound.recv(), if reading => match ev {
+                    None => {
+                        tracing::info!("peer closed the connection");
+                        reading = false;
+                        s.conn_gone.cancel();
+                        close.get_or_insert(CloseKind::Normal);
+                    }
+                    Some(Inbound::Message(m)) => s.handle(m).await,
+                    Some(Inbound::Invalid(e)) => {
+                        tracing::warn!(code = e.code, error = %e.message, "undecodable message");
+                        s.send(Message::error(None, e)).await;
+                    }
+                    Some(Inbound::TooLarge { len, fatal }) => {
+                        tracing::warn!(len, "message over the cap");
+                        let msg = format!(
+                            "message of {len} bytes exceeds the {} byte cap (a program must fit \
+                             in one message)", airlock_protocol::DEFAULT_MAX_MESSAGE_BYTES);
+                        s.send(reply::error(None, ErrorCode::ProgramTooLarge, msg)).await;
+                        if fatal {
+                            reading = false;
+                            s.conn_gone.cancel();
+                            close = Some(CloseKind::TooBig);
+                        }
+                    }
+                    Some(Inbound::Fatal(e)) => {
+                        tracing::warn!(error = %e.message, "framing broken; closing");
+                        s.send(Message::error(None, e)).await;
+                        reading = false;
+                        s.conn_gone.cancel();
+                        close = Some(CloseKind::Protocol);
+                    }
+                },
+                () = shutdown.cancelled(), if close.is_none() => {
+                    tracing::info!("shutting down the connection");
+                    close = Some(CloseKind::GoingAway);
+                }
+            }
+        }
+        s.send(Outbound::Close(close.unwrap_or(CloseKind::Normal)))
+            .await;
+        tracing::info!("connection closed");
+    }
+    .instrument(span)
+    .await
+}
+
+impl Session {
+    async fn send(&self, out: impl Into<Outbound>) {
+        // A failed send means the writer is gone with the peer; nothing else can be done.
+        let _ = self.outbound.send(out.into()).await;
+    }
+
+    async fn finish(&mut self, joined: Result<RunOutcome, tokio::task::JoinError>) {
+        let Some(current) = self.current.take() else {
+            return;
+        };
+        let msg = match joined {
+            Ok(RunOutcome::Started(result)) => {
+                reply::run_result(current.request_id, &current.run_id, *result)
+            }
+            Ok(RunOutcome::NotStarted(e)) => Message::error(current.request_id, e),
+            Err(e) => {
+                tracing::error!(run_id = %current.run_id, error = %e, "run task failed");
+                reply::error(
+                    Some(current.request_id),
+                    ErrorCode::InternalError,
+                    "the run task failed",
+                )
+            }
+        };
+        self.send(msg).await;
+    }
+
+    async fn handle(&mut self, m: Message) {
+        match m {
+            Message::Request(req) if req.method == airlock_protocol::method::EXECUTE => {
+                self.execute(req).await
+            }
+            Message::Request(req) => {
+                let shown: String = req
+                    .method
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(64)
+                    .collect();
+                let msg = format!("the broker serves no method {shown:?} (only execute)");
+                self.send(reply::error(Some(req.id), ErrorCode::MethodNotFound, msg))
+                    .await;
+            }
+            Message::Notification(n) => {
+                tracing::debug!(method = %n.method.chars().take(64).collect::<String>(), "notification ignored");
+            }
+            Message::Response(resp) => self.answer(resp),
+        }
+    }
+
+    fn answer(&self, resp: Response) {
+        match resp.id {
+            Some(Id::String(id)) => {
+                if !self.pending.deliver(&id, resp.outcome) {
+                    tracing::debug!(id = %id.chars().take(64).collect::<String>(), "answer to no pending call (late or unknown)");
+                }
+            }
+            Some(Id::Number(n)) => {
+                tracing::debug!(id = n, "answer to no pending call (broker ids are strings)")
+            }
+            None => {
+                let why = resp
+                    .outcome
+                    .err()
+                    .map(|e| e.message.chars().take(256).collect::<String>());
+                tracing::warn!(error = ?why, "orchestrator reported an error about an unknown message");
+            }
+        }
+    }
+
+    async fn execute(&mut self, req: Request) {
+        let id = req.id;
+        if self.shared.shutdown.is_cancelled() {
+            let msg = "the broker is shutting down; the run was not started";
+            return self
+                .send(reply::error(Some(id), ErrorCode::Shutdown, msg))
+                .await;
+        }
+        if let Some(c) = &self.current {
+            let msg = format!(
+                "run {} is still in flight on this connection; one run at a time",
+                c.run_id
+            );
+            return self
+                .send(reply::error(Some(id), ErrorCode::Busy, msg))
+                .await;
+        }
+        let p = match params::parse(req.params) {
+            Ok(p) => p,
+            Err(ParamsError::Invalid(m)) => {
+                return self
+                    .send(reply::error(Some(id), ErrorCode::InvalidParams, m))
+                    .await
+            }
+            Err(ParamsError::TooLarge(m)) => {
+                return self
+                    .send(reply::error(Some(id), ErrorCode::ProgramTooLarge, m))
+                    .await
+            }
+        };
+        let config = &self.shared.config;
+        let limits = match config.ceilings.resolve(&config.defaults, &p.limits) {
+            Ok(l) => l,
+            Err(refusal) => {
+                return self
+                    .send(reply::error(
+                        Some(id),
+                        ErrorCode::InvalidParams,
+                        refusal.to_string(),
+                    ))
+                    .await
+            }
+        };
+        let seq = self.shared.next_run.fetch_add(1, Ordering::Relaxed);
+        let run_id = format!("run-{}-{seq}", self.shared.epoch);
+        let (workload, kind) = match p.program {
+            Program::Code(code) => (
+                Workload::Python {
+                    code,
+                    interpreter: config.interpreter.clone(),
+                },
+                "python",
+            ),
+            Program::Argv(argv) => (Workload::Command { argv }, "command"),
+        };
+        let tools = RemoteTools::new(
+            run_id.clone(),
+            self.outbound.clone(),
+            self.pending.clone(),
+            config.tool_timeout,
+            p.tools,
+        );
+        let spec = RunSpec {
+            workload,
+            limits,
+            work_dir: None,
+            env: p.env,
+            executor: config.executor.clone(),
+        };
+        let span = tracing::info_span!("run", run_id = %run_id);
+        let job = Job {
+            shared: self.shared.clone(),
+            info: self.info.clone(),
+            run_id: run_id.clone(),
+            kind,
+            conn_gone: self.conn_gone.clone(),
+        };
+        let task = tokio::spawn(job.run(spec, tools).instrument(span));
+        self.current = Some(Current {
+            request_id: id,
+            run_id,
+            task,
+        });
+    }
+}
+
+impl From<Message> for Outbound {
+    fn from(m: Message) -> Self {
+        Outbound::Message(m)
+    }
+}
+
+struct Job {
+    shared: Arc<Shared>,
+    info: Arc<ConnInfo>,
+    run_id: String,
+    kind: &'static str,
+    conn_gone: CancelToken,
+}
+
+impl Job {
+    async fn run(self, spec: RunSpec, tools: RemoteTools) -> RunOutcome {
+        let queued = Instant::now();
+        let shutdown = self.shared.shutdown.clone();
+        let permit = tokio::select! {
+            p = self.shared.runs.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return RunOutcome::NotStarted(ErrorObject::new(ErrorCode::Shutdown, "no run slots")),
+            },
+            () = shutdown.cancelled() => {
+                return RunOutcome::NotStarted(ErrorObject::new(
+                    ErrorCode::Shutdown, "the broker is shutting down; the queued run was not started"));
+            }
+            () = self.conn_gone.cancelled() => {
+                return RunOutcome::NotStarted(ErrorObject::new(
+                    ErrorCode::Shutdown, "the connection closed before the queued run started"));
+            }
+        };
+        let queued_ms = queued.elapsed().as_secs_f64() * 1000.0;
+        let limits = spec.limits.clone();
+        tracing::info!(
+            workload = self.kind,
+            timeout_s = limits.timeout.as_secs_f64(),
+            memory_mb = limits.memory_bytes / (1024 * 1024),
+            queued_ms,
+            "run started"
+        );
+        let conn_gone = self.conn_gone.clone();
+        let cancel: Cancel = Box::pin(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = conn_gone.cancelled() => {}
+            }
+        });
+        let result = run::run_cancellable(spec, &tools, cancel).await;
+        drop(permit);
+        tracing::info!(
+            status = result.status.as_str(),
+            wall_time_ms = result.wall_time_ms,
+            peak_rss_bytes = result.peak_rss_bytes,
+            tool_calls = result.tool_calls,
+            "run ended"
+        );
+        if let Some(sink) = &self.shared.config.audit {
+            let facts = RunFacts {
+                run_id: &self.run_id,
+                connection: &self.info.id,
+                peer: &self.info.peer,
+                transport: self.info.transport,
+                workload: self.kind,
+                limits: &limits,
+                queued_ms,
+            };
+            sink.write(&AuditRecord::new(&facts, tools.take_calls(), &result));
+        }
+        RunOutcome::Started(Box::new(result))
+    }
+}

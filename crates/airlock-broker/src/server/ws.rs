@@ -1,0 +1,214 @@
+//! The WebSocket transport (`airlock serve --listen ADDR`).
+//!
+//! Each text (or binary) message carries one JSON-RPC message. The upgrade is refused with
+//! HTTP 401 unless it carries the bearer token; the maximum message and frame size is the
+//! internal frame cap, so a message that fits one hop fits the other. A message over the cap
+//! is answered `program_too_large` and the connection is closed with 1009 (the stream cannot
+//! be resynchronised past an oversized frame). Each connection is its own task with its own
+//! reader and writer, so a slow orchestrator only ever slows itself.
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_protocol::{ErrorObject, Message, DEFAULT_MAX_MESSAGE_BYTES};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::error::CapacityError;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
+use tokio_tungstenite::WebSocketStream;
+
+use super::auth::Auth;
+use super::framed::{FLUSH, OUTBOX};
+use super::session::{self, ConnInfo};
+use super::transport::{CloseKind, Inbound, Outbound};
+use super::Server;
+
+/// Events queued from the reader to the session.
+const INBOX: usize = 16;
+/// A peer that has not finished the upgrade by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// The WebSocket limits: the frame cap for messages and frames alike.
+pub fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(DEFAULT_MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(DEFAULT_MAX_MESSAGE_BYTES))
+}
+
+fn decode(bytes: &[u8]) -> Inbound {
+    match Message::from_slice(bytes) {
+        Ok(m) => Inbound::Message(m),
+        Err(e) => Inbound::Invalid(ErrorObject::new(e.error_code(), e.to_string())),
+    }
+}
+
+async fn read_loop(mut stream: SplitStream<Ws>, tx: mpsc::Sender<Inbound>) {
+    while let Some(item) = stream.next().await {
+        let event = match item {
+            Ok(WsMessage::Text(t)) => decode(t.as_bytes()),
+            Ok(WsMessage::Binary(b)) => decode(&b),
+            Ok(WsMessage::Close(_)) => break,
+            Ok(WsMessage::Ping(_) | WsMessage::Pong(_) | WsMessage::Frame(_)) => continue,
+            Err(WsError::Capacity(CapacityError::MessageTooLong { size, .. })) => {
+                let _ = tx
+                    .send(Inbound::TooLarge {
+                        len: size as u64,
+                        fatal: true,
+                    })
+                    .await;
+                break;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "websocket read ended");
+                break;
+            }
+        };
+        if tx.send(event).await.is_err() {
+            break;
+        }
+    }
+}
+
+fn close_frame(kind: CloseKind) -> CloseFrame {
+    let (code, reason) = match kind {
+        CloseKind::Normal => (CloseCode::Normal, "bye"),
+        CloseKind::GoingAway => (CloseCode::Away, "the broker is shutting down"),
+        CloseKind::Protocol => (CloseCode::Protocol, "protocol violation"),
+        CloseKind::TooBig => (CloseCode::Size, "message over the cap"),
+    };
+    CloseFrame {
+        code,
+        reason: reason.into(),
+    }
+}
+
+async fn write_loop(mut sink: SplitSink<Ws, WsMessage>, mut rx: mpsc::Receiver<Outbound>) {
+    while let Some(out) = rx.recv().await {
+        match out {
+            Outbound::Message(m) => {
+                let text = match serde_json::to_string(&m) {
+                    Ok(t) if t.len() <= DEFAULT_MAX_MESSAGE_BYTES => t,
+                    Ok(t) => {
+                        tracing::error!(len = t.len(), "outgoing message over the cap not sent");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "outgoing message not serialisable");
+                        continue;
+                    }
+                };
+                if let Err(e) = sink.send(WsMessage::text(text)).await {
+                    tracing::debug!(error = %e, "websocket write failed; the peer is gone");
+                    return;
+                }
+            }
+            Outbound::Close(kind) => {
+                let _ = sink.send(WsMessage::Close(Some(close_frame(kind)))).await;
+                break;
+            }
+        }
+    }
+    let _ = sink.close().await;
+}
+
+impl Server {
+    /// Accept WebSocket connections on `listener` until shutdown, then wait (bounded by the
+    /// configured shutdown timeout) for every connection and its run to end.
+    pub async fn serve_websocket(&self, listener: TcpListener, auth: Auth) {
+        let slots = Arc::new(Semaphore::new(self.shared.config.max_connections.max(1)));
+        let shutdown = self.shared.shutdown.clone();
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let Ok(slot) = slots.clone().try_acquire_owned() else {
+                            tracing::warn!(%peer, "connection limit reached; connection dropped");
+                            continue;
+                        };
+                        conns.spawn(self.clone().connection(stream, peer, auth.clone(), slot));
+                    }
+                    Err(e) => {
+                        // Typically EMFILE: back off rather than spin.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        drop(listener);
+        tracing::info!(connections = conns.len(), "no longer accepting; draining");
+        let drain = async { while conns.join_next().await.is_some() {} };
+        if tokio::time::timeout(self.shared.config.shutdown_timeout, drain)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                connections = conns.len(),
+                "shutdown timeout; aborting what is left"
+            );
+            conns.shutdown().await;
+        }
+    }
+
+    async fn connection(
+        self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        auth: Auth,
+        _slot: OwnedSemaphorePermit,
+    ) {
+        let _ = stream.set_nodelay(true);
+        #[allow(
+            clippy::result_large_err,
+            reason = "the signature is tungstenite's Callback"
+        )]
+        let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+            let verdict = auth.check(req, resp);
+            if verdict.is_err() {
+                tracing::warn!(%peer, "unauthenticated upgrade refused");
+            }
+            verdict
+        };
+        let upgrade =
+            tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
+        let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, upgrade).await {
+            Ok(Ok(ws)) => ws,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "websocket upgrade failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "websocket upgrade timed out");
+                return;
+            }
+        };
+        let n = self.shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        let info = ConnInfo {
+            id: format!("conn-{}-{n}", self.shared.epoch),
+            peer: peer.to_string(),
+            transport: "websocket",
+        };
+        let (sink, stream) = ws.split();
+        let (in_tx, in_rx) = mpsc::channel(INBOX);
+        let (out_tx, out_rx) = mpsc::channel(OUTBOX);
+        let reader = tokio::spawn(read_loop(stream, in_tx));
+        let writer = tokio::spawn(write_loop(sink, out_rx));
+        session::serve(self.shared.clone(), info, in_rx, out_tx).await;
+        if tokio::time::timeout(FLUSH, writer).await.is_err() {
+            tracing::warn!(%peer, "the peer did not take the last messages in time");
+        }
+        reader.abort();
+    }
+}

@@ -1,0 +1,239 @@
+//! `airlock serve`: the broker as a server, over WebSocket (`--listen ADDR`) or stdio.
+//!
+//! Refuses to start without authentication (a token from `--token-file` or `AIRLOCK_TOKEN`)
+//! unless `--insecure-no-auth` is given, and refuses a non-loopback address unless
+//! `--allow-remote` is. SIGTERM and SIGINT stop accepting, cancel in-flight runs (each still
+//! gets its terminal response), wait for them, and exit 0.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_broker::server::{AuditSink, Auth, Ceilings, Server, ServerConfig};
+use airlock_broker::Limits;
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use std::io::Write;
+
+/// Log line format on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options of `airlock serve`.
+#[derive(Debug, Args)]
+pub struct ServeOpts {
+    /// Serve WebSocket on this address (loopback only unless --allow-remote), e.g. 127.0.0.1:7878.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with = "stdio",
+        required_unless_present = "stdio"
+    )]
+    pub listen: Option<SocketAddr>,
+    /// Serve one connection on stdin/stdout with Content-Length framing.
+    #[arg(long)]
+    pub stdio: bool,
+    /// Read the bearer token from this file (otherwise from AIRLOCK_TOKEN).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// DANGEROUS: accept WebSocket connections without a token; anyone who can reach the
+    /// port can run code.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Allow binding a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Runs executing at once, server-wide (default: 2 x cores); more queue.
+    #[arg(long, value_name = "N")]
+    pub max_concurrent_runs: Option<usize>,
+    /// WebSocket connections served at once.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_connections: usize,
+    /// Default wall-clock limit of a run, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Default memory limit of a run, MiB.
+    #[arg(long, default_value_t = 512)]
+    pub memory: u64,
+    /// Default tool calls per run.
+    #[arg(long, default_value_t = 128)]
+    pub max_tool_calls: u32,
+    /// Default captured bytes per output stream.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub max_output: usize,
+    /// Ceiling: the longest timeout a request may ask for, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub ceiling_timeout: f64,
+    /// Ceiling: the largest memory limit a request may ask for, MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub ceiling_memory: u64,
+    /// Ceiling: the most tool calls a request may ask for.
+    #[arg(long, default_value_t = 1024)]
+    pub ceiling_tool_calls: u32,
+    /// Ceiling: the largest output cap a request may ask for, bytes.
+    #[arg(long, default_value_t = 256 * 1024)]
+    pub ceiling_output: usize,
+    /// How long the orchestrator has to answer one call_tool, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub tool_timeout: f64,
+    /// How long a shutdown waits for cancelled runs to end, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub shutdown_timeout: f64,
+    /// The Python interpreter (default: python3 on PATH).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Append one JSON line per run to this file.
+    #[arg(long, value_name = "PATH")]
+    pub audit: Option<PathBuf>,
+    /// Log format on stderr (filter with RUST_LOG, default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
+    if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+        bail!("--{name} must be a number of seconds in (0, 86400], got {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.with_ansi(false).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn auth(opts: &ServeOpts) -> anyhow::Result<Auth> {
+    let env_token = std::env::var("AIRLOCK_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    match (&opts.token_file, env_token, opts.insecure_no_auth) {
+        (Some(_), _, true) | (None, Some(_), true) => {
+            bail!("--insecure-no-auth contradicts the token given; pick one")
+        }
+        (Some(path), _, false) => Ok(Auth::from_file(path)?),
+        (None, Some(token), false) => Ok(Auth::bearer(&token).context("AIRLOCK_TOKEN")?),
+        (None, None, true) => Ok(Auth::DangerousNoAuth),
+        (None, None, false) => bail!(
+            "refusing to serve without authentication: give --token-file PATH or set AIRLOCK_TOKEN \
+             (or, dangerously, --insecure-no-auth)"
+        ),
+    }
+}
+
+fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
+    let executor = std::env::current_exe().context("locating the airlock binary")?;
+    let mut config = ServerConfig::new(executor);
+    config.ceilings = Ceilings {
+        timeout: seconds("ceiling-timeout", opts.ceiling_timeout)?,
+        memory_bytes: opts.ceiling_memory.saturating_mul(1024 * 1024),
+        max_tool_calls: opts.ceiling_tool_calls,
+        max_output_bytes: opts.ceiling_output,
+    };
+    let defaults = Limits {
+        timeout: seconds("timeout", opts.timeout)?,
+        memory_bytes: opts.memory.saturating_mul(1024 * 1024),
+        max_tool_calls: opts.max_tool_calls,
+        max_output_bytes: opts.max_output,
+        ..Limits::default()
+    };
+    let c = &config.ceilings;
+    if defaults.timeout > c.timeout
+        || defaults.memory_bytes > c.memory_bytes
+        || defaults.max_tool_calls > c.max_tool_calls
+        || defaults.max_output_bytes > c.max_output_bytes
+    {
+        bail!("a default limit is above its ceiling (--timeout/--memory/--max-tool-calls/--max-output vs --ceiling-*)");
+    }
+    if opts.memory == 0 {
+        bail!("--memory must be at least 1 MiB");
+    }
+    config.defaults = defaults;
+    config.interpreter = opts.python.clone();
+    if let Some(n) = opts.max_concurrent_runs {
+        if n == 0 {
+            bail!("--max-concurrent-runs must be at least 1");
+        }
+        config.max_concurrent_runs = n;
+    }
+    config.max_connections = opts.max_connections.max(1);
+    config.tool_timeout = seconds("tool-timeout", opts.tool_timeout)?;
+    config.shutdown_timeout = seconds("shutdown-timeout", opts.shutdown_timeout)?;
+    if let Some(path) = &opts.audit {
+        let sink = AuditSink::open(path)
+            .with_context(|| format!("opening the audit file {}", path.display()))?;
+        config.audit = Some(Arc::new(sink));
+    }
+    Ok(config)
+}
+
+async fn on_signal(server: Server) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    server.shutdown();
+}
+
+pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
+    let config = config(&opts)?;
+    let auth = match opts.listen {
+        Some(addr) => {
+            if !addr.ip().is_loopback() && !opts.allow_remote {
+                bail!("refusing to listen on non-loopback {addr} without --allow-remote");
+            }
+            Some((addr, auth(&opts)?))
+        }
+        None => None,
+    };
+    init_logs(opts.log_format);
+    if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
+        tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let server = Server::new(config);
+    runtime.block_on(async {
+        tokio::spawn(on_signal(server.clone()));
+        match auth {
+            Some((addr, auth)) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding {addr}"))?;
+                let local = listener.local_addr().context("reading the bound address")?;
+                tracing::info!(%local, "listening");
+                let mut out = std::io::stdout();
+                writeln!(out, "listening on ws://{local}")?;
+                out.flush()?;
+                server.serve_websocket(listener, auth).await;
+            }
+            None => server.serve_stdio().await,
+        }
+        anyhow::Ok(())
+    })?;
+    tracing::info!("stopped");
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    Ok(ExitCode::SUCCESS)
+}
