@@ -55,7 +55,7 @@ pub struct ServeOpts {
     /// WebSocket connections served at once.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
-    /// Default wall-clock limit of a run, seconds.
+    /// Default wall-clock limit of a run, seconds (lowered to the ceiling if above it).
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
     /// Default memory limit of a run, MiB.
@@ -149,14 +149,6 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         max_output_bytes: opts.max_output,
         ..Limits::default()
     };
-    let c = &config.ceilings;
-    if defaults.timeout > c.timeout
-        || defaults.memory_bytes > c.memory_bytes
-        || defaults.max_tool_calls > c.max_tool_calls
-        || defaults.max_output_bytes > c.max_output_bytes
-    {
-        bail!("a default limit is above its ceiling (--timeout/--memory/--max-tool-calls/--max-output vs --ceiling-*)");
-    }
     if opts.memory == 0 {
         bail!("--memory must be at least 1 MiB");
     }

@@ -1,0 +1,6 @@
+//! Tests of `airlock serve` through the real binary.
+pub mod support;
+
+mod conformance_stdio;
+mod conformance_ws;
+mod faults;

@@ -1,0 +1,466 @@
+//! Spawning a real `airlock serve` and talking to it: a WebSocket client (tokio-tungstenite),
+//! a Content-Length stdio client, and the leak probes (descendant processes, fds, run dirs).
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub const CAP: usize = 1024 * 1024;
+/// No single response in these tests takes longer than this.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_airlock")
+}
+
+/// A running `airlock serve --listen 127.0.0.1:0`, killed (and reaped) on drop.
+pub struct WsServer {
+    pub child: Child,
+    pub addr: String,
+    pub token: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl WsServer {
+    pub fn start(extra: &[&str]) -> WsServer {
+        let dir = tempfile::tempdir().unwrap();
+        let token =
+            format!("test-token-{}-{:?}", std::process::id(), Instant::now()).replace(' ', "");
+        let token: String = token
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        std::fs::write(dir.path().join("token"), &token).unwrap();
+        std::fs::create_dir(dir.path().join("tmp")).unwrap();
+        let mut child = Command::new(binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--token-file"])
+            .arg(dir.path().join("token"))
+            .arg("--audit")
+            .arg(dir.path().join("audit.jsonl"))
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env("TMPDIR", dir.path().join("tmp"))
+            .env_remove("AIRLOCK_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ws://")
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_string();
+        WsServer {
+            child,
+            addr,
+            token,
+            dir,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/", self.addr)
+    }
+
+    pub async fn connect(&self) -> WsClient {
+        self.connect_with(Some(&format!("Bearer {}", self.token)))
+            .await
+            .unwrap()
+    }
+
+    pub async fn connect_with(
+        &self,
+        auth: Option<&str>,
+    ) -> Result<WsClient, tokio_tungstenite::tungstenite::Error> {
+        let mut req = self.url().into_client_request().unwrap();
+        if let Some(a) = auth {
+            req.headers_mut()
+                .insert("authorization", a.parse().unwrap());
+        }
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(64 << 20))
+            .max_frame_size(Some(64 << 20));
+        let (ws, _) =
+            tokio_tungstenite::connect_async_with_config(req, Some(config), false).await?;
+        Ok(WsClient { ws })
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.path().join("audit.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+
+    pub fn run_dirs(&self) -> Vec<String> {
+        run_dirs(&self.dir.path().join("tmp"))
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        signal(self.pid(), libc_sigterm());
+        wait_bounded(&mut self.child, Duration::from_secs(30))
+            .expect("server did not exit after SIGTERM")
+    }
+}
+
+impl Drop for WsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn libc_sigterm() -> i32 {
+    15
+}
+
+pub fn signal(pid: i32, sig: i32) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{sig} {pid}");
+}
+
+pub fn wait_bounded(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+pub struct WsClient {
+    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+/// How a test answers a `call_tool`: Ok(result) or Err((code, message)).
+pub type ToolFn<'a> = &'a (dyn Fn(&str, &Value) -> Result<Value, (i64, String)> + Sync);
+
+pub fn echo_tools(name: &str, args: &Value) -> Result<Value, (i64, String)> {
+    match name {
+        "echo" => Ok(args.clone()),
+        "add" => Ok(json!(
+            args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)
+        )),
+        "fail" => Err((-32001, "it failed on purpose".into())),
+        _ => Err((-32013, format!("no tool {name}"))),
+    }
+}
+
+pub fn tool_answer(id: &Value, outcome: Result<Value, (i64, String)>) -> Value {
+    match outcome {
+        Ok(v) => json!({"jsonrpc": "2.0", "id": id, "result": v}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    }
+}
+
+impl WsClient {
+    pub async fn send(&mut self, v: &Value) {
+        self.ws.send(WsMessage::text(v.to_string())).await.unwrap();
+    }
+
+    pub async fn send_text(&mut self, t: String) {
+        self.ws.send(WsMessage::text(t)).await.unwrap();
+    }
+
+    /// The next JSON-RPC message, or None when the server closed the connection.
+    pub async fn recv(&mut self) -> Option<Value> {
+        loop {
+            let next = tokio::time::timeout(PATIENCE, self.ws.next())
+                .await
+                .expect("no message in time");
+            match next {
+                Some(Ok(WsMessage::Text(t))) => {
+                    return Some(serde_json::from_str(t.as_str()).unwrap())
+                }
+                Some(Ok(WsMessage::Close(_))) | None | Some(Err(_)) => return None,
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
+    /// The close frame's code, reading past any messages first (which are returned).
+    pub async fn recv_until_close(&mut self) -> (Vec<Value>, Option<u16>) {
+        let mut got = Vec::new();
+        loop {
+            let next = tokio::time::timeout(PATIENCE, self.ws.next())
+                .await
+                .expect("no close in time");
+            match next {
+                Some(Ok(WsMessage::Text(t))) => got.push(serde_json::from_str(t.as_str()).unwrap()),
+                Some(Ok(WsMessage::Close(f))) => return (got, f.map(|f| u16::from(f.code))),
+                None | Some(Err(_)) => return (got, None),
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
+    pub async fn execute(&mut self, id: i64, params: Value, tools: ToolFn<'_>) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "execute", "params": params}))
+            .await;
+        self.finish(id, tools).await
+    }
+
+    /// Answer `call_tool`s until the response to `id` arrives; returns it.
+    pub async fn finish(&mut self, id: i64, tools: ToolFn<'_>) -> Value {
+        loop {
+            let m = self
+                .recv()
+                .await
+                .expect("connection closed before the terminal response");
+            if m["method"] == "call_tool" {
+                let answer = tools(
+                    m["params"]["tool"].as_str().unwrap_or(""),
+                    &m["params"]["args"],
+                );
+                self.send(&tool_answer(&m["id"], answer)).await;
+            } else if m["id"] == json!(id) {
+                return m;
+            } else {
+                panic!("unexpected message while waiting for {id}: {m}");
+            }
+        }
+    }
+}
+
+/// `airlock serve --stdio` with a Content-Length client on its pipes.
+pub struct StdioServer {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: BufReader<ChildStdout>,
+    pub dir: tempfile::TempDir,
+}
+
+impl StdioServer {
+    pub fn start(extra: &[&str]) -> StdioServer {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tmp")).unwrap();
+        let mut child = Command::new(binary())
+            .args(["serve", "--stdio", "--audit"])
+            .arg(dir.path().join("audit.jsonl"))
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env("AIRLOCK_TOKEN", "a-secret-that-must-not-reach-the-guest")
+            .env("TMPDIR", dir.path().join("tmp"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        StdioServer {
+            child,
+            stdin,
+            stdout,
+            dir,
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let w = self.stdin.as_mut().unwrap();
+        w.write_all(bytes).unwrap();
+        w.flush().unwrap();
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        let body = v.to_string();
+        self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+
+    /// The next framed message, or None at EOF. Blocking (the tests run it on a plain thread).
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut len = None;
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                return None;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (k, v) = line.split_once(':').unwrap();
+            assert!(
+                k.eq_ignore_ascii_case("content-length"),
+                "unexpected header {line:?}"
+            );
+            len = Some(v.trim().parse::<usize>().unwrap());
+        }
+        let mut body = vec![0; len.expect("no content-length")];
+        self.stdout.read_exact(&mut body).unwrap();
+        Some(serde_json::from_slice(&body).unwrap())
+    }
+
+    pub fn execute(&mut self, id: i64, params: Value, tools: ToolFn<'_>) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "execute", "params": params}));
+        self.finish(id, tools)
+    }
+
+    pub fn finish(&mut self, id: i64, tools: ToolFn<'_>) -> Value {
+        loop {
+            let m = self.recv().expect("eof before the terminal response");
+            if m["method"] == "call_tool" {
+                let answer = tools(
+                    m["params"]["tool"].as_str().unwrap_or(""),
+                    &m["params"]["args"],
+                );
+                self.send(&tool_answer(&m["id"], answer));
+            } else if m["id"] == json!(id) {
+                return m;
+            } else {
+                panic!("unexpected message while waiting for {id}: {m}");
+            }
+        }
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.path().join("audit.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    pub fn run_dirs(&self) -> Vec<String> {
+        run_dirs(&self.dir.path().join("tmp"))
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `airlock-run-*` dirs left in `tmp`.
+pub fn run_dirs(tmp: &Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("airlock-run-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn ppid_of(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(1).map(str::to_string)
+}
+
+/// Every live descendant of `pid` (walks /proc by ppid).
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let all: Vec<(String, String)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|p| ppid_of(&p).map(|pp| (p, pp)))
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![pid.to_string()];
+    while let Some(parent) = frontier.pop() {
+        for (p, pp) in &all {
+            if *pp == parent {
+                out.push(p.parse().unwrap());
+                frontier.push(p.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Descendants whose command line names the executor stage.
+pub fn executors(pid: i32) -> Vec<i32> {
+    descendants(pid)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| c.windows(10).any(|w| w == b"__executor"))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Wait until `pid` has no descendants (bounded); returns what is left.
+pub fn settle(pid: i32, within: Duration) -> Vec<i32> {
+    let end = Instant::now() + within;
+    loop {
+        let left = descendants(pid);
+        if left.is_empty() || Instant::now() > end {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn fd_count(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+pub fn fd_list(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| {
+                    std::fs::read_link(e.path())
+                        .map(|l| l.display().to_string())
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn result_of(resp: &Value) -> &Value {
+    assert!(resp.get("error").is_none(), "expected a result: {resp}");
+    &resp["result"]
+}
+
+pub fn error_code(resp: &Value) -> i64 {
+    resp["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error: {resp}"))
+}
+
+pub fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
