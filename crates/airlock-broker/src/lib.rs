@@ -10,6 +10,7 @@ pub mod fs_policy;
 pub mod interpreter;
 pub mod limits;
 pub mod output;
+pub mod pool;
 pub mod result;
 pub mod run;
 pub mod server;
@@ -17,5 +18,6 @@ pub mod tools;
 
 pub use limits::Limits;
 pub use result::{RunResult, RunStatus};
+pub use pool::{Pool, PoolConfig, PoolStats};
 pub use run::{run, RunSpec, Workload};
 pub use tools::{CommandTools, NoTools, ToolFailure, ToolHandler};

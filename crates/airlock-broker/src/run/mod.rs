@@ -1,6 +1,6 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
-mod prepare;
-mod relay;
+pub(crate) mod prepare;
+pub(crate) mod relay;
 mod teardown;
 mod verdict;
 

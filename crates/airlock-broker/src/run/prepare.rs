@@ -48,7 +48,7 @@ pub fn program_fits(code: &str) -> bool {
     escaped.saturating_add(EXECUTE_ENVELOPE_BYTES) <= DEFAULT_MAX_MESSAGE_BYTES
 }
 
-pub(super) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
+pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
     let (work_dir, keep) = match &spec.work_dir {
         Some(dir) => {
             let dir = std::fs::canonicalize(dir).map_err(|e| {

@@ -20,7 +20,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::prepare::Prepared;
+use super::prepare::{NotStarted, Prepared};
 use super::teardown;
 use super::verdict::{self, End, Hint, Observed};
 use super::Cancel;
@@ -35,7 +35,7 @@ const WATCHDOG_PERIOD: Duration = Duration::from_millis(25);
 /// full queue means the guest floods requests without reading answers.
 const OUTBOX: usize = 16;
 /// Request id of the `execute` request.
-const EXECUTE_ID: i64 = 1;
+pub(crate) const EXECUTE_ID: i64 = 1;
 /// How long the readers get to drain the pipes once every process is gone.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -129,30 +129,41 @@ fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Messag
     Message::Response(Response::error(id, ErrorObject::new(code, message)))
 }
 
-pub(super) async fn supervise(
-    p: Prepared,
-    limits: &Limits,
-    tools: &dyn ToolHandler,
-    mut cancel: Cancel,
-    started: Instant,
-) -> RunResult {
-    let python = p.code.is_some();
-    let mut s = match spawn(&p, limits) {
-        Ok(s) => s,
-        Err(e) => {
-            let refusal = super::prepare::NotStarted {
-                code: ErrorCode::SandboxRefused,
-                message: format!("cannot start the executor {}: {e}", p.executor.display()),
-            };
-            return verdict::before_spawn(refusal, started);
-        }
-    };
+/// A spawned stage (in its cgroup where possible, its `setup` frame sent), not yet supervised.
+pub(crate) struct Launched {
+    s: Spawned,
+    stage_pid: i32,
+    cgroup: Option<RunCgroup>,
+    /// Set when the run must end before it starts (a requested layer is unavailable).
+    refused: Option<End>,
+    enforcement: Vec<&'static str>,
+    python: bool,
+}
+
+/// Where supervision starts.
+pub(crate) enum Start<'a> {
+    /// A fresh stage: wait for its attestation, then send `execute` (or `start`).
+    Cold {
+        /// The program (Python mode), or None to send `start` (exec mode).
+        code: Option<&'a str>,
+    },
+    /// A stage whose attestation the broker already verified and whose `execute` it already
+    /// sent (the warm pool, `crate::pool`).
+    Attested,
+}
+
+/// Spawn the stage, put it in a cgroup where the machine allows, and send its `setup` frame.
+pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStarted> {
+    let s = spawn(p, limits).map_err(|e| NotStarted {
+        code: ErrorCode::SandboxRefused,
+        message: format!("cannot start the executor {}: {e}", p.executor.display()),
+    })?;
     let stage_pid = s
         .child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(0);
-    let (cgroup, cgroup_refusal) = match try_cgroup(&s.child, limits) {
+    let (cgroup, refused) = match try_cgroup(&s.child, limits) {
         Ok(cg) => (Some(cg), None),
         // Memory and pids have rootless stand-ins (watchdog, rlimits); a cpu quota does not.
         Err(e) if limits.cpu_millicores.is_some() => (
@@ -168,17 +179,119 @@ pub(super) async fn supervise(
     if cgroup.is_some() {
         enforcement.push("cgroup");
     }
-    let broker_ns: BTreeMap<String, String> = own_namespaces();
     let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
-    if cgroup_refusal.is_none() {
+    if refused.is_none() {
         let _ = s
             .outbox
             .try_send(Message::notification(SETUP_METHOD, Some(setup)));
     }
+    let python = p.code.is_some();
+    Ok(Launched {
+        s,
+        stage_pid,
+        cgroup,
+        refused,
+        enforcement,
+        python,
+    })
+}
+
+impl Launched {
+    /// The stage's pid (0 if unknown).
+    pub(crate) fn stage_pid(&self) -> i32 {
+        self.stage_pid
+    }
+
+    /// Why this run cannot start at all, if it cannot.
+    pub(crate) fn refusal(&self) -> Option<String> {
+        match &self.refused {
+            Some(End::Refused(m)) => Some(m.clone()),
+            _ => None,
+        }
+    }
+
+    /// The next message from the executor; None once its socket is closed or broken.
+    pub(crate) async fn recv(&mut self) -> Option<Message> {
+        match self.s.inbox.recv().await {
+            Some(Ok(Some(m))) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Queue a message to the executor; false when the socket is gone.
+    pub(crate) fn send(&self, msg: Message) -> bool {
+        self.s.outbox.try_send(msg).is_ok()
+    }
+
+    /// True once the stage has exited (it is reaped by this call).
+    pub(crate) fn exited(&mut self) -> bool {
+        !matches!(self.s.child.try_wait(), Ok(None))
+    }
+
+    /// Kill the whole tree and reap it, for a stage that will never run anything.
+    pub(crate) async fn discard(mut self) {
+        let _ = teardown::kill(&mut self.s.child, self.cgroup.as_ref()).await;
+        for t in &self.s.io_tasks {
+            t.abort();
+        }
+        self.s.readers.abort();
+    }
+}
+
+/// Check the attestation a `ready` notification carries against the broker's own namespaces.
+pub(crate) fn check_ready(
+    params: Option<Value>,
+    broker_ns: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let proof: Result<Attestation, _> = serde_json::from_value(params.unwrap_or(Value::Null));
+    match proof {
+        Ok(a) => a.verify(broker_ns).map_err(|v| v.join("; ")),
+        Err(e) => Err(format!("unreadable attestation: {e}")),
+    }
+}
+
+pub(super) async fn supervise(
+    p: Prepared,
+    limits: &Limits,
+    tools: &dyn ToolHandler,
+    cancel: Cancel,
+    started: Instant,
+) -> RunResult {
+    let launched = match launch(&p, limits) {
+        Ok(l) => l,
+        Err(refusal) => return verdict::before_spawn(refusal, started),
+    };
+    let start = Start::Cold {
+        code: p.code.as_deref(),
+    };
+    drive(launched, start, limits, tools, cancel, started).await
+}
+
+/// Supervise a launched stage to the end; returns after every process of the run is gone.
+pub(crate) async fn drive(
+    launched: Launched,
+    start: Start<'_>,
+    limits: &Limits,
+    tools: &dyn ToolHandler,
+    mut cancel: Cancel,
+    started: Instant,
+) -> RunResult {
+    let Launched {
+        mut s,
+        stage_pid,
+        cgroup,
+        refused: cgroup_refusal,
+        enforcement,
+        python,
+    } = launched;
+    let broker_ns: BTreeMap<String, String> = own_namespaces();
+    let (code, mut phase) = match start {
+        Start::Cold { code } => (code, Phase::AwaitReady),
+        Start::Attested => (None, Phase::Running),
+    };
 
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
-    let mut phase = Phase::AwaitReady;
     let mut hint: Option<Hint> = None;
     let mut refusal: Option<String> = None;
     let mut tool_calls: u32 = 0;
@@ -251,16 +364,10 @@ pub(super) async fn supervise(
                     };
                     match (&phase, msg) {
                         (Phase::AwaitReady, Message::Notification(n)) if n.method == "ready" => {
-                            let proof: Result<Attestation, _> =
-                                serde_json::from_value(n.params.unwrap_or(Value::Null));
-                            let verdict = match proof {
-                                Ok(a) => a.verify(&broker_ns).map_err(|v| v.join("; ")),
-                                Err(e) => Err(format!("unreadable attestation: {e}")),
-                            };
-                            if let Err(why) = verdict {
+                            if let Err(why) = check_ready(n.params, &broker_ns) {
                                 break End::Refused(format!("the sandbox could not prove its isolation: {why}"));
                             }
-                            let go = match &p.code {
+                            let go = match code {
                                 Some(code) => Message::request(
                                     Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code }))),
                                 None => Message::notification("start", None),

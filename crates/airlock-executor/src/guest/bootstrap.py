@@ -160,7 +160,12 @@ def main():
     if msg.get("method") != "execute":
         os._exit(71)
     rid = msg.get("id")
-    code = (msg.get("params") or {}).get("code", "")
+    params = msg.get("params") or {}
+    code = params.get("code", "")
+    env = params.get("env")
+    if isinstance(env, dict):  # a pooled (warm) executor gets the run's environment here
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
     sys.stdout.reconfigure(line_buffering=True)
     sys.argv = ["<program>"]
     sys.path.append(os.getcwd())
