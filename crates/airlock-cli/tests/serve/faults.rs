@@ -17,9 +17,9 @@ async fn fault_executor_sigkilled_mid_tool_call() {
     let stages = executors(server.pid());
     assert_eq!(stages.len(), 1, "{stages:?}");
     signal(stages[0], 9);
-    // The late answer must be harmless.
-    c.send(&tool_answer(&call["id"], Ok(json!({})))).await;
     let r = c.finish(1, &echo_tools).await;
+    // The late answer must be harmless (it finds no pending call).
+    c.send(&tool_answer(&call["id"], Ok(json!({})))).await;
     let r = result_of(&r);
     assert_eq!(r["status"], "killed", "{r}");
     assert_eq!(r["signal"], 9);
