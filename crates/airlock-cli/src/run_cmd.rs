@@ -46,6 +46,15 @@ fn parse_pair(s: &str, what: &str) -> anyhow::Result<(String, String)> {
     }
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "the caller checked 0 < cores <= 1024, so the product fits u64 exactly"
+)]
+fn millicores(cores: f64) -> u64 {
+    (cores * 1000.0).round() as u64
+}
+
 fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
     if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 86_400.0) {
         bail!(
@@ -61,7 +70,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
     }
     let cpu_millicores = match opts.cpus {
         None => None,
-        Some(c) if c.is_finite() && c > 0.0 && c <= 1024.0 => Some((c * 1000.0).round() as u64),
+        Some(c) if c.is_finite() && c > 0.0 && c <= 1024.0 => Some(millicores(c)),
         Some(c) => bail!("--cpus must be a number of cores in (0, 1024], got {c}"),
     };
     let env = opts
