@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
@@ -64,6 +64,13 @@ fn not_enforced(e: impl std::fmt::Display) -> JailError {
 /// Restricts this process (and its future children) to `p`. Sets `no_new_privs` as Landlock
 /// requires. Errors unless the whole policy is enforced.
 pub fn restrict(p: &FsPolicy) -> Result<LandlockReport> {
+    restrict_with_connect(p, &[])
+}
+
+/// [`restrict`], and TCP `connect` allowed to exactly `connect_ports` (any address; the
+/// network namespace decides which addresses exist). A non-empty list needs ABI >= 4 and is
+/// refused below it, never silently widened.
+pub fn restrict_with_connect(p: &FsPolicy, connect_ports: &[u16]) -> Result<LandlockReport> {
     let Some(abi_num) = abi_version() else {
         return Err(JailError::Unsupported {
             what: "landlock".into(),
@@ -95,6 +102,19 @@ pub fn restrict(p: &FsPolicy) -> Result<LandlockReport> {
             .map_err(not_enforced)?;
     }
     let mut created = ruleset.create().map_err(not_enforced)?;
+    if !connect_ports.is_empty() && !network_restricted {
+        return Err(JailError::Unsupported {
+            what: "landlock TCP port rules".into(),
+            fix: "allowlist egress needs Landlock ABI >= 4 (Linux 6.7+); use closed egress \
+                  or upgrade the kernel"
+                .into(),
+        });
+    }
+    for port in connect_ports {
+        created = created
+            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+            .map_err(not_enforced)?;
+    }
 
     let mut skipped = Vec::new();
     let groups: [(&[PathBuf], BitFlags<AccessFs>); 3] = [

@@ -15,6 +15,7 @@ pub mod cgroup;
 pub mod doctor;
 mod error;
 pub mod fd;
+pub mod fdpass;
 pub mod landlock;
 pub mod net;
 pub mod ns;

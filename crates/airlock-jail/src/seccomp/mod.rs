@@ -13,7 +13,7 @@ mod bpf;
 pub mod policy;
 
 use bpf::{jeq, jset, load, off_arg_lo, ret, Insn, OFF_ARCH, OFF_NR};
-pub use policy::{rules, Action, Rule};
+pub use policy::{rules, rules_for, Action, Rule};
 
 use crate::sys::check;
 use crate::{JailError, Result};
@@ -27,6 +27,18 @@ pub enum Profile {
     Exec,
 }
 
+/// What a profile allows on the network, on top of the inherited socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Network {
+    /// No new sockets at all (`closed` egress).
+    #[default]
+    None,
+    /// `allowlist` egress: TCP client sockets (`AF_INET`/`AF_INET6`, `SOCK_STREAM`, protocol
+    /// 0 or TCP) and `connect`; still no UDP, raw, netlink, unix or packet sockets, no
+    /// `socketpair`, `bind`, `listen` or `accept`. Landlock limits `connect` to the proxy port.
+    ProxyClient,
+}
+
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
@@ -36,6 +48,9 @@ const BPF_MAXINSNS: usize = 4096;
 /// `TIOCSTI` / `TIOCLINUX` (asm-generic/ioctls.h), as the 32-bit request the kernel compares.
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
+
+/// `socket(2)` type bits other than the base type that a TCP client may pass.
+const SOCK_TYPE_FLAGS: u32 = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32;
 
 /// Every `CLONE_NEW*` flag `clone(2)` can carry (not `CLONE_NEWTIME`, which overlaps the
 /// exit-signal byte and is clone3-only).
@@ -81,6 +96,23 @@ fn action_block(action: Action) -> Vec<Insn> {
             ret(eperm),
             ret(RET_ALLOW),
         ],
+        // socket(domain, type, protocol), all `int` in the kernel: AF_INET/AF_INET6, a base
+        // type of exactly SOCK_STREAM (low nibble 1) plus only NONBLOCK/CLOEXEC, protocol 0
+        // or IPPROTO_TCP. Anything else is EPERM (index 11).
+        Action::TcpClientSocket => vec![
+            load(off_arg_lo(0)),
+            jeq(libc::AF_INET as u32, 1, 0),
+            jeq(libc::AF_INET6 as u32, 0, 8),
+            load(off_arg_lo(1)),
+            jset(!(0xf | SOCK_TYPE_FLAGS), 6, 0),
+            jset(0xe, 5, 0),
+            jset(0x1, 0, 4),
+            load(off_arg_lo(2)),
+            jeq(0, 1, 0),
+            jeq(libc::IPPROTO_TCP as u32, 0, 1),
+            ret(RET_ALLOW),
+            ret(eperm),
+        ],
         // personality's argument is an `unsigned int` in the kernel.
         Action::PersonalityQueryOnly => vec![
             load(off_arg_lo(0)),
@@ -93,6 +125,10 @@ fn action_block(action: Action) -> Vec<Insn> {
 }
 
 fn assemble(p: Profile) -> Result<Vec<Insn>> {
+    assemble_for(p, Network::None)
+}
+
+fn assemble_for(p: Profile, n: Network) -> Result<Vec<Insn>> {
     if !cfg!(target_arch = "x86_64") {
         return Err(JailError::Unsupported {
             what: "seccomp profiles for this architecture".into(),
@@ -107,7 +143,7 @@ fn assemble(p: Profile) -> Result<Vec<Insn>> {
         jset(X32_SYSCALL_BIT, 0, 1),
         ret(RET_KILL_PROCESS),
     ];
-    for rule in rules(p) {
+    for rule in rules_for(p, n) {
         let block = action_block(rule.action);
         let skip = u8::try_from(block.len())
             .map_err(|_| JailError::InvalidInput(format!("rule {} too long", rule.name)))?;
@@ -129,14 +165,24 @@ pub fn compile(p: Profile) -> Result<Vec<u8>> {
     Ok(bpf::to_bytes(&assemble(p)?))
 }
 
+/// [`compile`] with a network allowance.
+pub fn compile_for(p: Profile, n: Network) -> Result<Vec<u8>> {
+    Ok(bpf::to_bytes(&assemble_for(p, n)?))
+}
+
 /// Installs the profile on every thread of this process (`TSYNC`). Requires `no_new_privs`.
 pub fn install(p: Profile) -> Result<()> {
+    install_for(p, Network::None)
+}
+
+/// [`install`] with a network allowance.
+pub fn install_for(p: Profile, n: Network) -> Result<()> {
     if !crate::caps::no_new_privs()? {
         return Err(JailError::InvalidInput(
             "seccomp install needs no_new_privs set first".into(),
         ));
     }
-    let mut filter: Vec<libc::sock_filter> = assemble(p)?
+    let mut filter: Vec<libc::sock_filter> = assemble_for(p, n)?
         .into_iter()
         .map(|i| libc::sock_filter {
             code: i.code,
@@ -178,6 +224,9 @@ pub fn current_mode() -> Result<u32> {
     )?;
     Ok(r.unsigned_abs())
 }
+
+#[cfg(test)]
+mod eval_tests;
 
 #[cfg(test)]
 mod tests {

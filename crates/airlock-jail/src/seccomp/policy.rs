@@ -18,7 +18,7 @@
 
 use libc::c_long;
 
-use super::Profile;
+use super::{Network, Profile};
 
 /// `open_tree_attr(2)` (Linux 6.15); not in the `libc` crate yet. x86_64 table number.
 const SYS_OPEN_TREE_ATTR: c_long = 467;
@@ -38,6 +38,8 @@ pub enum Action {
     DenyTtyInjection,
     /// `personality`: allowed for `0` and `0xffffffff`, anything else kills.
     PersonalityQueryOnly,
+    /// `socket`: only TCP client sockets (IPv4/IPv6 stream, protocol 0 or TCP), else `EPERM`.
+    TcpClientSocket,
 }
 
 /// One line of the policy.
@@ -280,11 +282,39 @@ const EXEC: &[Rule] = &[
     ),
 ];
 
+/// Allowlist egress: TCP clients only (the proxy is the one listener in the namespace, and
+/// Landlock lets `connect` reach only its port); `connect` itself has no rule.
+const PROXY_CLIENT: &[Rule] = &[
+    rule!(
+        SYS_socket,
+        Action::TcpClientSocket,
+        "TCP client sockets only, to reach the egress proxy"
+    ),
+    rule!(
+        SYS_socketpair,
+        Errno(libc::EPERM),
+        "the only channels out are the inherited socket and the proxy"
+    ),
+    rule!(SYS_bind, Errno(libc::EPERM), "no servers in the sandbox"),
+    rule!(SYS_listen, Errno(libc::EPERM), "no servers in the sandbox"),
+    rule!(SYS_accept, Errno(libc::EPERM), "no servers in the sandbox"),
+    rule!(SYS_accept4, Errno(libc::EPERM), "no servers in the sandbox"),
+];
+
 /// The full rule list of a profile, in filter order.
 pub fn rules(p: Profile) -> Vec<Rule> {
+    rules_for(p, Network::None)
+}
+
+/// The full rule list of a profile with a network allowance, in filter order.
+pub fn rules_for(p: Profile, n: Network) -> Vec<Rule> {
     let extra = match p {
         Profile::Run => RUN,
         Profile::Exec => EXEC,
     };
-    COMMON.iter().chain(extra).chain(NO_SOCKETS).copied().collect()
+    let net = match n {
+        Network::None => NO_SOCKETS,
+        Network::ProxyClient => PROXY_CLIENT,
+    };
+    COMMON.iter().chain(extra).chain(net).copied().collect()
 }

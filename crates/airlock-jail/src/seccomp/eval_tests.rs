@@ -1,0 +1,113 @@
+//! The compiled programs, run by a tiny classic-BPF interpreter on synthetic `seccomp_data`:
+//! what each network allowance lets through, decided by the exact bytes the kernel gets.
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "syscall numbers and args are reinterpreted bit for bit, as the kernel does"
+)]
+use super::bpf::Insn;
+use super::*;
+
+/// Evaluate `prog` for syscall `nr` with `args` on x86_64; returns the `SECCOMP_RET_*` value.
+fn eval(prog: &[Insn], nr: i64, args: [u64; 6]) -> u32 {
+    let mut data = [0u8; 64];
+    data[0..4].copy_from_slice(&(nr as u32).to_ne_bytes());
+    data[4..8].copy_from_slice(&AUDIT_ARCH_X86_64.to_ne_bytes());
+    for (i, a) in args.iter().enumerate() {
+        data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
+    }
+    let (mut pc, mut acc) = (0usize, 0u32);
+    loop {
+        let i = prog[pc];
+        match i.code {
+            0x20 => {
+                let o = i.k as usize;
+                acc = u32::from_ne_bytes(data[o..o + 4].try_into().unwrap());
+                pc += 1;
+            }
+            0x15 | 0x45 => {
+                let hit = if i.code == 0x15 {
+                    acc == i.k
+                } else {
+                    acc & i.k != 0
+                };
+                pc += 1 + usize::from(if hit { i.jt } else { i.jf });
+            }
+            0x06 => return i.k,
+            c => panic!("unexpected opcode {c:#x}"),
+        }
+    }
+}
+
+fn socket(prog: &[Insn], domain: i32, ty: i32, proto: i32) -> u32 {
+    eval(
+        prog,
+        libc::SYS_socket,
+        [domain as u64, ty as u64, proto as u64, 0, 0, 0],
+    )
+}
+
+const EPERM: u32 = RET_ERRNO | libc::EPERM as u32;
+
+#[test]
+fn proxy_client_allows_tcp_client_sockets_only() {
+    for p in [Profile::Run, Profile::Exec] {
+        let prog = assemble_for(p, Network::ProxyClient).unwrap();
+        let stream = libc::SOCK_STREAM | libc::SOCK_CLOEXEC;
+        assert_eq!(socket(&prog, libc::AF_INET, stream, 0), RET_ALLOW, "{p:?}");
+        assert_eq!(
+            socket(
+                &prog,
+                libc::AF_INET6,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK,
+                libc::IPPROTO_TCP
+            ),
+            RET_ALLOW
+        );
+        for (d, t, pr) in [
+            (libc::AF_INET, libc::SOCK_DGRAM, 0),
+            (libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0),
+            (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+            (libc::AF_INET, libc::SOCK_SEQPACKET, 0),
+            (libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_UDP),
+            (libc::AF_INET, libc::SOCK_STREAM, 262), // IPPROTO_MPTCP
+            (libc::AF_INET, libc::SOCK_STREAM | 0x100, 0),
+            (libc::AF_UNIX, libc::SOCK_STREAM, 0),
+            (libc::AF_NETLINK, libc::SOCK_RAW, 0),
+            (libc::AF_PACKET, libc::SOCK_RAW, 0),
+            (libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+        ] {
+            assert_eq!(
+                socket(&prog, d, t, pr),
+                EPERM,
+                "{p:?} socket({d}, {t:#x}, {pr})"
+            );
+        }
+        assert_eq!(
+            eval(&prog, libc::SYS_connect, [3, 0, 16, 0, 0, 0]),
+            RET_ALLOW
+        );
+        for nr in [
+            libc::SYS_bind,
+            libc::SYS_listen,
+            libc::SYS_accept4,
+            libc::SYS_socketpair,
+        ] {
+            assert_eq!(eval(&prog, nr, [0; 6]), EPERM, "{p:?} {nr}");
+        }
+    }
+}
+
+#[test]
+fn no_network_still_denies_every_socket() {
+    for p in [Profile::Run, Profile::Exec] {
+        let prog = assemble(p).unwrap();
+        assert_eq!(prog, assemble_for(p, Network::None).unwrap());
+        assert_eq!(socket(&prog, libc::AF_INET, libc::SOCK_STREAM, 0), EPERM);
+        assert_eq!(eval(&prog, libc::SYS_connect, [3, 0, 16, 0, 0, 0]), EPERM);
+    }
+    // The network allowance changes nothing else: execve stays denied in Run.
+    let run = assemble_for(Profile::Run, Network::ProxyClient).unwrap();
+    assert_eq!(eval(&run, libc::SYS_execve, [0; 6]), EPERM);
+    assert_eq!(eval(&run, libc::SYS_ptrace, [0; 6]), RET_KILL_PROCESS);
+}
