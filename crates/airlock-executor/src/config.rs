@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 /// The method name of the first frame (a notification) carrying an [`ExecutorConfig`].
 pub const SETUP_METHOD: &str = "setup";
 
+/// In allowlist egress, the stage's fd (mapped by the broker at spawn) of the socket over
+/// which pid 1 hands the proxy listener to the broker.
+pub const EGRESS_CHANNEL_FD: i32 = 5;
+
 /// Everything the stage needs to isolate itself and start the guest.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExecutorConfig {
@@ -21,6 +25,11 @@ pub struct ExecutorConfig {
     pub fs: FsSpec,
     /// Hostname inside the uts namespace.
     pub hostname: String,
+    /// Allowlist egress: pid 1 listens on `127.0.0.1:<port>` inside the sandbox's network
+    /// namespace, hands the listener to the broker over [`EGRESS_CHANNEL_FD`], and the guest
+    /// may open TCP client sockets and connect to that port only. `None`: no network at all.
+    #[serde(default)]
+    pub egress_proxy_port: Option<u16>,
 }
 
 /// The two workloads a stage can start.

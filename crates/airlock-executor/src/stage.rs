@@ -11,12 +11,12 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use airlock_jail::{caps, landlock, net, ns, process, rlimits, seccomp, userns};
+use airlock_jail::{caps, fdpass, landlock, net, ns, process, rlimits, seccomp, userns};
 use airlock_protocol::Message;
 
 use crate::attest::Attestation;
 use crate::channel::Channel;
-use crate::config::{ExecutorConfig, Mode};
+use crate::config::{ExecutorConfig, Mode, EGRESS_CHANNEL_FD};
 use crate::{BOOTSTRAP_PY, EXIT_REFUSED};
 
 /// fd of the socket inside the guest.
@@ -65,9 +65,19 @@ pub fn stage_main() -> ! {
         Ok(cfg) => cfg,
         Err(r) => refuse(&mut chan, &r),
     };
+    let egress = match cfg.egress_proxy_port {
+        Some(_) => match fdpass::take_inherited(EGRESS_CHANNEL_FD).layer("egress") {
+            Ok(fd) => Some(fd),
+            Err(r) => refuse(&mut chan, &r),
+        },
+        None => None,
+    };
     match isolate() {
-        Ok(process::Fork::Parent { child }) => supervise(chan, child),
-        Ok(process::Fork::Child) => pid1(chan, &cfg),
+        Ok(process::Fork::Parent { child }) => {
+            drop(egress);
+            supervise(chan, child)
+        }
+        Ok(process::Fork::Child) => pid1(chan, &cfg, egress),
         Err(r) => refuse(&mut chan, &r),
     }
 }
@@ -116,8 +126,8 @@ fn supervise(chan: Channel, child: i32) -> ! {
 }
 
 /// pid 1 of the run's pid namespace.
-fn pid1(mut chan: Channel, cfg: &ExecutorConfig) -> ! {
-    let staged = match prepare(&chan, cfg) {
+fn pid1(mut chan: Channel, cfg: &ExecutorConfig, egress: Option<OwnedFd>) -> ! {
+    let staged = match prepare(&chan, cfg, egress) {
         Ok(s) => s,
         Err(r) => refuse(&mut chan, &r),
     };
@@ -142,19 +152,30 @@ struct Staged {
 }
 
 /// Mount, uts and network set-up, stdin, and the fds the guest needs, staged high.
-fn prepare(chan: &Channel, cfg: &ExecutorConfig) -> Result<Staged, Refusal> {
+fn prepare(
+    chan: &Channel,
+    cfg: &ExecutorConfig,
+    egress: Option<OwnedFd>,
+) -> Result<Staged, Refusal> {
     process::set_parent_death_signal_kill().layer("pdeathsig")?;
     ns::make_mounts_private().layer("mount namespace")?;
     ns::mount_proc().layer("proc mount")?;
     ns::set_hostname(&cfg.hostname).layer("uts namespace")?;
     net::loopback_up().layer("network namespace")?;
+    if let (Some(port), Some(egress)) = (cfg.egress_proxy_port, egress) {
+        // The proxy listener is born here, in the sandbox's namespace, and leaves at once:
+        // the broker serves it; nothing that runs later in the sandbox holds it.
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).layer("egress")?;
+        fdpass::send_fd(egress.as_fd(), listener.as_fd()).layer("egress")?;
+    }
     std::env::set_current_dir(&cfg.work_dir).layer("work dir")?;
     let devnull = std::fs::File::open("/dev/null").layer("stdin")?;
     process::dup2(devnull.as_raw_fd(), 0).layer("stdin")?;
     let socket = airlock_jail::fd::dup_to(chan.fd(), STAGING_SOCKET_FD).layer("fds")?;
     let filter = match &cfg.mode {
         Mode::Python { .. } => {
-            let bytes = seccomp::compile(seccomp::Profile::Run).layer("seccomp")?;
+            let bytes =
+                seccomp::compile_for(seccomp::Profile::Run, network(cfg)).layer("seccomp")?;
             let (reader, mut writer) = std::io::pipe().layer("seccomp")?;
             // The filter is a few KiB, far below a pipe's capacity, so this cannot block.
             writer.write_all(&bytes).layer("seccomp")?;
@@ -191,11 +212,15 @@ fn lock_down(cfg: &ExecutorConfig, with_filter: bool) -> Result<(), Refusal> {
         cpu_seconds: None,
     })
     .layer("rlimits")?;
-    landlock::restrict(&landlock::FsPolicy {
-        read_only: cfg.fs.read_only.clone(),
-        read_exec: cfg.fs.read_exec.clone(),
-        read_write: cfg.fs.read_write.clone(),
-    })
+    let connect_ports: Vec<u16> = cfg.egress_proxy_port.into_iter().collect();
+    landlock::restrict_with_connect(
+        &landlock::FsPolicy {
+            read_only: cfg.fs.read_only.clone(),
+            read_exec: cfg.fs.read_exec.clone(),
+            read_write: cfg.fs.read_write.clone(),
+        },
+        &connect_ports,
+    )
     .layer("landlock")?;
     caps::drop_all().layer("capabilities")?;
     caps::set_no_new_privs().layer("no_new_privs")
@@ -211,7 +236,7 @@ fn start(guest: &mut Channel, cfg: &ExecutorConfig) -> Result<Infallible, Refusa
             Err(exec(interpreter, &argv, &env))
         }
         Mode::Command { program, argv } => {
-            seccomp::install(seccomp::Profile::Exec).layer("seccomp")?;
+            seccomp::install_for(seccomp::Profile::Exec, network(cfg)).layer("seccomp")?;
             let proof = Attestation::collect().layer("attestation")?;
             guest
                 .notify("ready", serde_json::to_value(&proof).layer("attestation")?)
@@ -231,6 +256,14 @@ fn start(guest: &mut Channel, cfg: &ExecutorConfig) -> Result<Infallible, Refusa
             let argv = cstrings(argv.iter().cloned())?;
             Err(exec(program, &argv, &env))
         }
+    }
+}
+
+/// The seccomp network allowance: TCP client sockets only in allowlist egress.
+fn network(cfg: &ExecutorConfig) -> seccomp::Network {
+    match cfg.egress_proxy_port {
+        Some(_) => seccomp::Network::ProxyClient,
+        None => seccomp::Network::None,
     }
 }
 
