@@ -65,7 +65,9 @@ async fn probe(
         GuestRelPath::parse(&format!("call-scope-marker-{id}")).map_err(|e| e.to_string())?;
     let wd = spec.work_dir();
     let seen = |sb: std::sync::Arc<dyn Sandbox>| {
-        let argv = vec!["cat".to_owned(), marker.under(wd)];
+        // Relative to the guest's working directory (the work dir): a backend whose guest sees
+        // its work dir at another absolute path is still probed for real.
+        let argv = vec!["cat".to_owned(), marker.to_string()];
         async move {
             let o = sb
                 .exec(&argv, &ExecOptions::default())

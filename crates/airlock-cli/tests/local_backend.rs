@@ -1,0 +1,154 @@
+//! The `local` backend against the router's conformance suites, with the real `airlock`
+//! binary as its executor (so every exec and run_code is a real sandboxed run), plus the
+//! properties the suites cannot see: the honest rung, the declarations, the router wiring,
+//! dispose removing the work dir, and call scope on a backend whose guest sees its work dir
+//! at its host path.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::sync::Arc;
+
+use airlock_local::{LocalBackend, LocalConfig, LocalSandbox};
+use airlock_policy::{Capability, Egress, Isolation, IsolationScope, SandboxKey, SandboxSpec};
+use airlock_router::conformance::{
+    call_scope_suite, exec_suite, files_delete_suite, files_in_suite, files_out_suite,
+    run_code_suite,
+};
+use airlock_router::{Backend, Router, Sandbox};
+
+fn backend() -> LocalBackend {
+    LocalBackend::new(LocalConfig::new(env!("CARGO_BIN_EXE_airlock"))).unwrap()
+}
+
+fn key(agent: &str) -> SandboxKey {
+    SandboxKey::new("tenant", "thread", agent).unwrap()
+}
+
+fn spec() -> SandboxSpec {
+    SandboxSpec::builder("local-test").build().unwrap()
+}
+
+async fn local(b: &LocalBackend, k: &SandboxKey) -> Arc<LocalSandbox> {
+    b.acquire(k, &spec()).await.unwrap();
+    b.sandbox(k).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_passes_the_conformance_suites() {
+    let b = backend();
+    let sb = local(&b, &key("conformance")).await;
+    let wd = sb.work_dir().to_owned();
+    let dynsb: &dyn Sandbox = sb.as_ref();
+    for report in [
+        exec_suite(dynsb, &wd).await,
+        run_code_suite(dynsb).await,
+        files_in_suite(dynsb, &wd).await,
+        files_out_suite(dynsb, &wd).await,
+        files_delete_suite(dynsb, &wd).await,
+    ] {
+        report.assert_passed();
+    }
+    // The spec's own work dir names the same directory for the file methods.
+    let p = airlock_policy::GuestRelPath::parse("via-spec.txt").unwrap();
+    sb.write_file("/work", &p, b"same").await.unwrap();
+    assert_eq!(sb.read_file(&wd, &p, 4).await.unwrap(), b"same");
+    let call = SandboxSpec::builder("local-test")
+        .isolation_scope(IsolationScope::Call)
+        .build()
+        .unwrap();
+    call_scope_suite(&b, &call, &key("calls"))
+        .await
+        .assert_passed();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rung_and_declarations_are_honest() {
+    let b = backend();
+    let probe = b.probe().clone();
+    let want = if probe.namespaces && probe.cgroups {
+        Isolation::Container
+    } else {
+        Isolation::OsProcess
+    };
+    assert_eq!(b.isolation(), want, "{}", probe.detail);
+    // The ladder stops at container: seccomp and Landlock narrow a shared kernel.
+    assert!(b.isolation() <= Isolation::Container);
+    let caps = b.declarations().effective_capabilities();
+    for c in [Capability::Snapshot, Capability::AttachedIdentity] {
+        assert!(!caps.contains(&c));
+    }
+    assert_eq!(
+        b.declarations().effective_egress_modes(),
+        [Egress::Closed].into_iter().collect()
+    );
+    // Under the default microvm floor the router refuses it; opted down, it serves.
+    assert!(
+        Router::builder(vec![Arc::new(backend()) as Arc<dyn Backend>])
+            .build()
+            .is_err()
+    );
+    let router = Router::builder(vec![Arc::new(backend()) as Arc<dyn Backend>])
+        .min_isolation(Isolation::OsProcess)
+        .build()
+        .unwrap();
+    router.ensure_can_serve(&spec()).unwrap();
+    let allowlist = SandboxSpec::builder("k")
+        .egress(Egress::Allowlist)
+        .build()
+        .unwrap();
+    assert!(router.ensure_can_serve(&allowlist).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispose_removes_the_work_dir_and_stops_a_running_program() {
+    let b = Arc::new(backend());
+    let k = key("dispose");
+    let sb = local(&b, &k).await;
+    let dir = std::path::PathBuf::from(sb.work_dir());
+    assert!(dir.is_dir());
+    let running = {
+        let sb = Arc::clone(&sb);
+        tokio::spawn(async move {
+            let opts = airlock_router::RunOptions {
+                timeout: std::time::Duration::from_secs(60),
+                ..Default::default()
+            };
+            let started = std::time::Instant::now();
+            let r = sb.run_code("while True: pass", &opts).await;
+            (r, started.elapsed())
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(b.dispose(&k).await, None);
+    let (r, took) = running.await.unwrap();
+    assert!(r.is_err(), "a disposed run reports failure: {r:?}");
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    assert!(!dir.exists());
+    assert_eq!(b.live(), 0);
+    // Disposing again is success, and a later run on the old handle is refused.
+    assert_eq!(b.dispose(&k).await, None);
+    assert!(sb.run_code("print(1)", &Default::default()).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_sandbox_persists_across_runs_and_scope_purge_clears_it() {
+    let b = backend();
+    let k = key("persist");
+    let sb = local(&b, &k).await;
+    let r = sb
+        .run_code("open('state.txt', 'w').write('kept')", &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    let again = b.acquire(&k, &spec()).await.unwrap();
+    let r = again
+        .run_code("print(open('state.txt').read())", &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "kept\n");
+    let call_key = k.clone().with_call_id("c1").unwrap();
+    local(&b, &call_key).await;
+    assert_eq!(b.live(), 2);
+    let purge = b.dispose_scope("tenant", "thread").await;
+    assert_eq!((purge.disposed, purge.failure), (2, None));
+}

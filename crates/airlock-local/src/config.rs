@@ -1,0 +1,33 @@
+//! How a [`LocalBackend`](crate::LocalBackend) is set up: where the `airlock` binary is, where
+//! work dirs live, and the limits of every run.
+
+use std::path::PathBuf;
+
+use airlock_broker::Limits;
+
+/// The backend's configuration.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    /// The `airlock` binary, whose hidden `__executor` subcommand is the executor stage.
+    pub executor: PathBuf,
+    /// A host directory under which every sandbox's work dir is created (each one `0700`,
+    /// named by 128 random bits). `None`: a fresh private directory, removed with the backend.
+    pub root: Option<PathBuf>,
+    /// The limits of every run (a run's timeout comes from its own options).
+    pub limits: Limits,
+    /// The Python interpreter for `run_code` (`python3` on PATH when `None`).
+    pub python: Option<PathBuf>,
+}
+
+impl LocalConfig {
+    /// Defaults around `executor`: a private root, default limits, `python3` on PATH.
+    #[must_use]
+    pub fn new(executor: impl Into<PathBuf>) -> LocalConfig {
+        LocalConfig {
+            executor: executor.into(),
+            root: None,
+            limits: Limits::default(),
+            python: None,
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! airlock-local: the `local` backend.
+//!
+//! airlock's own two-process sandbox (a trusted broker and a fresh unprivileged executor per
+//! run, `airlock_broker::run`) behind the router's [`Backend`](airlock_router::Backend) and
+//! [`Sandbox`](airlock_router::Sandbox) traits. A sandbox is one private host directory, the
+//! work dir; every `exec` and `run_code` spawns a fresh executor on it, so a conversation
+//! sandbox is a persistent work dir and a call sandbox a work dir created for the call and
+//! removed on dispose.
+//!
+//! The file methods never follow a link: they resolve beneath an open handle on the work dir
+//! with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and create with `O_EXCL` /
+//! `O_NOFOLLOW` (see [`files`] and `airlock_jail::dirfd`). The rung is probed, never
+//! configured: `container` where namespaces and cgroup limits both hold, else `os_process`
+//! ([`rung`]).
+
+pub mod backend;
+pub mod config;
+pub mod files;
+pub mod rung;
+pub mod sandbox;
+
+pub use backend::LocalBackend;
+pub use config::LocalConfig;
+pub use rung::{probe_rung, RungProbe};
+pub use sandbox::LocalSandbox;

@@ -1,0 +1,347 @@
+//! `LocalSandbox`: one private work dir, a fresh executor per `exec` / `run_code`, and the
+//! no-follow file operations of [`crate::files`].
+//!
+//! The guest sees its work dir at the host path ([`LocalSandbox::work_dir`]): the executor
+//! runs there with Landlock read-write on that directory only. The file methods accept either
+//! that path or the spec's work dir as `working_directory` (or a directory beneath either),
+//! and resolve everything beneath the one handle opened when the sandbox was created.
+//!
+//! Runs on one sandbox are serialised; a run's timeout counts time spent queued, and a
+//! deadline that expires in the queue is [`SandboxError::QueuedTimeout`]. Disposal cancels a
+//! running executor and waits for it (the broker returns only once every process of the run
+//! is gone) before the work dir is removed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use airlock_broker::run::run_cancellable;
+use airlock_broker::{RunSpec, ToolHandler, Workload};
+use airlock_jail::dirfd::DirFd;
+use airlock_policy::{GuestRelPath, SandboxKey, TransferLimits};
+use airlock_router::{
+    DirEntry, ExecOptions, ExecResult, FileStat, RunOptions, RunResult, RunStatus, Sandbox,
+    SandboxError,
+};
+use async_trait::async_trait;
+use tokio::sync::{watch, Mutex};
+
+use crate::config::LocalConfig;
+use crate::files;
+
+/// Makes the tool handler for one run (so a per-run call cap starts at zero each run).
+pub trait ToolsForRun: Send + Sync {
+    /// A handler for the next run of the sandbox addressed by `key`.
+    fn for_run(&self, key: &SandboxKey) -> Box<dyn ToolHandler>;
+}
+
+/// One local sandbox.
+pub struct LocalSandbox {
+    key: SandboxKey,
+    spec_work_dir: String,
+    host_dir: PathBuf,
+    host_str: String,
+    root: Arc<DirFd>,
+    config: Arc<LocalConfig>,
+    files_in: TransferLimits,
+    tools: Option<Arc<dyn ToolsForRun>>,
+    run_lock: Mutex<()>,
+    disposed: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for LocalSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalSandbox")
+            .field("key", &self.key)
+            .field("work_dir", &self.host_str)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Parts {
+    pub(crate) key: SandboxKey,
+    pub(crate) spec_work_dir: String,
+    pub(crate) host_dir: PathBuf,
+    pub(crate) host_str: String,
+    pub(crate) root: DirFd,
+    pub(crate) config: Arc<LocalConfig>,
+    pub(crate) files_in: TransferLimits,
+    pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
+}
+
+fn backend(detail: impl Into<String>) -> SandboxError {
+    SandboxError::Backend {
+        detail: detail.into(),
+    }
+}
+
+impl LocalSandbox {
+    pub(crate) fn new(p: Parts) -> LocalSandbox {
+        LocalSandbox {
+            key: p.key,
+            spec_work_dir: p.spec_work_dir.trim_end_matches('/').to_owned(),
+            host_dir: p.host_dir,
+            host_str: p.host_str,
+            root: Arc::new(p.root),
+            config: p.config,
+            files_in: p.files_in,
+            tools: p.tools,
+            run_lock: Mutex::new(()),
+            disposed: watch::channel(false).0,
+        }
+    }
+
+    /// The work dir as the guest sees it (an absolute host path).
+    #[must_use]
+    pub fn work_dir(&self) -> &str {
+        &self.host_str
+    }
+
+    /// The path of `rel` relative to the work dir for a `working_directory` argument: the
+    /// spec's work dir, the host path, or a directory beneath either.
+    fn prefix(&self, working_directory: &str) -> Result<Option<String>, SandboxError> {
+        let wd = working_directory.trim_end_matches('/');
+        for base in [self.spec_work_dir.as_str(), self.host_str.as_str()] {
+            if wd == base {
+                return Ok(None);
+            }
+            if let Some(rest) = wd.strip_prefix(base).and_then(|r| r.strip_prefix('/')) {
+                let rel = GuestRelPath::parse(rest)?;
+                return Ok(Some(rel.as_str().to_owned()));
+            }
+        }
+        Err(SandboxError::NotConfined {
+            path: working_directory.to_owned(),
+        })
+    }
+
+    fn rel(&self, working_directory: &str, path: &GuestRelPath) -> Result<String, SandboxError> {
+        Ok(match self.prefix(working_directory)? {
+            Some(p) => format!("{p}/{path}"),
+            None => path.as_str().to_owned(),
+        })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&DirFd) -> Result<T, SandboxError> + Send + 'static,
+    ) -> Result<T, SandboxError> {
+        let root = Arc::clone(&self.root);
+        tokio::task::spawn_blocking(move || f(&root))
+            .await
+            .map_err(|e| backend(format!("file task failed: {e}")))?
+    }
+
+    /// Cancels a running executor, waits until it is gone, and refuses every later run.
+    pub(crate) async fn shut_down(&self) {
+        self.disposed.send_replace(true);
+        let _gone = self.run_lock.lock().await;
+    }
+
+    async fn run(
+        &self,
+        workload: Workload,
+        timeout: Duration,
+        env: Vec<(String, String)>,
+        working_directory: Option<&str>,
+    ) -> Result<airlock_broker::RunResult, SandboxError> {
+        let deadline = Instant::now() + timeout;
+        let Ok(_held) = tokio::time::timeout(timeout, self.run_lock.lock()).await else {
+            return Err(SandboxError::QueuedTimeout);
+        };
+        if *self.disposed.borrow() {
+            return Err(backend("the sandbox was disposed"));
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(SandboxError::QueuedTimeout);
+        }
+        let dir = match working_directory
+            .map(|wd| self.prefix(wd))
+            .transpose()?
+            .flatten()
+        {
+            None => self.host_dir.clone(),
+            Some(rel) => {
+                let check = rel.clone();
+                // The directory must be a real directory beneath the work dir, reached with no
+                // link; no guest process runs between runs, so it stays that way until spawn.
+                self.blocking(move |root| {
+                    root.open_dir(&check)
+                        .map(drop)
+                        .map_err(|e| files::map_err("open", &check, &e))
+                })
+                .await?;
+                self.host_dir.join(rel)
+            }
+        };
+        let mut limits = self.config.limits.clone();
+        limits.timeout = remaining;
+        let spec = RunSpec {
+            workload,
+            limits,
+            work_dir: Some(dir),
+            env,
+            executor: self.config.executor.clone(),
+        };
+        let mut rx = self.disposed.subscribe();
+        let cancel = Box::pin(async move {
+            let _ = rx.wait_for(|d| *d).await;
+        });
+        let handler: Box<dyn ToolHandler> = match &self.tools {
+            Some(t) => t.for_run(&self.key),
+            None => Box::new(airlock_broker::NoTools),
+        };
+        let result = run_cancellable(spec, handler.as_ref(), cancel).await;
+        match result.status {
+            airlock_broker::RunStatus::Refused => Err(backend(format!(
+                "the sandbox refused to start: {}",
+                result.error.as_ref().map_or("", |e| e.message.as_str())
+            ))),
+            airlock_broker::RunStatus::Cancelled => Err(backend("the run was cancelled")),
+            _ => Ok(result),
+        }
+    }
+}
+
+fn env_vec(env: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+    env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+#[async_trait]
+impl Sandbox for LocalSandbox {
+    fn key(&self) -> &SandboxKey {
+        &self.key
+    }
+
+    async fn exec(&self, argv: &[String], opts: &ExecOptions) -> Result<ExecResult, SandboxError> {
+        let r = self
+            .run(
+                Workload::Command {
+                    argv: argv.to_vec(),
+                },
+                opts.timeout,
+                env_vec(&opts.env),
+                opts.working_directory.as_deref(),
+            )
+            .await?;
+        let timed_out = r.status == airlock_broker::RunStatus::Timeout;
+        Ok(ExecResult {
+            exit_code: if timed_out { None } else { r.exit_code },
+            truncated: r.stdout_truncated || r.stderr_truncated,
+            stdout: r.stdout,
+            stderr: r.stderr,
+            timed_out,
+        })
+    }
+
+    async fn run_code(&self, code: &str, opts: &RunOptions) -> Result<RunResult, SandboxError> {
+        let r = self
+            .run(
+                Workload::Python {
+                    code: code.to_owned(),
+                    interpreter: self.config.python.clone(),
+                },
+                opts.timeout,
+                env_vec(&opts.env),
+                None,
+            )
+            .await?;
+        use airlock_broker::RunStatus as B;
+        let status = match r.status {
+            B::Completed => RunStatus::Completed,
+            B::Timeout => RunStatus::Timeout,
+            B::MemoryLimit => RunStatus::MemoryLimit,
+            B::Error | B::Killed | B::ProtocolError | B::Refused | B::Cancelled => {
+                RunStatus::Failed
+            }
+        };
+        Ok(RunResult {
+            status,
+            exit_code: r.exit_code,
+            stdout: r.stdout,
+            stderr: r.stderr,
+            tool_calls: u64::from(r.tool_calls),
+        })
+    }
+
+    async fn write_file(
+        &self,
+        working_directory: &str,
+        path: &GuestRelPath,
+        data: &[u8],
+    ) -> Result<(), SandboxError> {
+        let rel = self.rel(working_directory, path)?;
+        let size = data.len() as u64;
+        let max = self.files_in.max_bytes_per_file;
+        if size > max {
+            return Err(SandboxError::TooLarge {
+                path: path.to_string(),
+                size,
+                max,
+            });
+        }
+        let data = data.to_vec();
+        self.blocking(move |root| files::write_file(root, &rel, &data))
+            .await
+    }
+
+    async fn read_file(
+        &self,
+        working_directory: &str,
+        path: &GuestRelPath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, SandboxError> {
+        let rel = self.rel(working_directory, path)?;
+        self.blocking(move |root| files::read_file(root, &rel, max_bytes))
+            .await
+    }
+
+    async fn stat(
+        &self,
+        working_directory: &str,
+        path: &GuestRelPath,
+    ) -> Result<Option<FileStat>, SandboxError> {
+        let rel = self.rel(working_directory, path)?;
+        self.blocking(move |root| files::stat(root, &rel)).await
+    }
+
+    async fn list(
+        &self,
+        working_directory: &str,
+        dir: Option<&GuestRelPath>,
+    ) -> Result<Vec<DirEntry>, SandboxError> {
+        let rel = match (self.prefix(working_directory)?, dir) {
+            (None, None) => None,
+            (Some(p), None) => Some(p),
+            (None, Some(d)) => Some(d.as_str().to_owned()),
+            (Some(p), Some(d)) => Some(format!("{p}/{d}")),
+        };
+        self.blocking(move |root| files::list(root, rel.as_deref()))
+            .await
+    }
+
+    async fn remove(
+        &self,
+        working_directory: &str,
+        path: &GuestRelPath,
+    ) -> Result<(), SandboxError> {
+        let rel = self.rel(working_directory, path)?;
+        self.blocking(move |root| files::remove(root, &rel)).await
+    }
+
+    async fn reclaim(
+        &self,
+        working_directory: &str,
+        directory: &GuestRelPath,
+        timeout: Duration,
+    ) -> Result<(), SandboxError> {
+        let rel = self.rel(working_directory, directory)?;
+        tokio::time::timeout(
+            timeout,
+            self.blocking(move |root| files::reclaim(root, &rel)),
+        )
+        .await
+        .map_err(|_| SandboxError::Timeout)?
+    }
+}
