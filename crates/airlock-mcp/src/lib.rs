@@ -1,0 +1,25 @@
+//! airlock as a Model Context Protocol server ("code mode").
+//!
+//! `airlock mcp` serves MCP over stdio (newline-delimited JSON-RPC, via the official `rmcp`
+//! SDK) and offers sandboxed code execution as tools: `execute` (a Python program that may call
+//! upstream MCP tools), `run_python` (a Python program with no tools) and `exec` (a command).
+//! Upstream MCP servers are started by airlock itself, outside the sandbox; their tools reach
+//! the sandboxed program only through [`UpstreamTools`], which refuses unknown names, validates
+//! arguments against each tool's input schema on the host, caps calls and response sizes, and
+//! puts a timeout on every call. Credentials the upstreams hold never enter the sandbox.
+
+pub mod config;
+pub mod error;
+pub mod outputs;
+pub mod registry;
+pub mod result;
+pub mod server;
+pub mod stubs;
+pub mod upstream;
+pub mod words;
+
+pub use config::{McpConfig, UpstreamSpec};
+pub use error::McpError;
+pub use registry::{UpstreamTool, UpstreamTools};
+pub use server::{serve_stdio, AirlockMcp};
+pub use upstream::Upstream;
