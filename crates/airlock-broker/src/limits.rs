@@ -25,6 +25,10 @@ pub struct Limits {
     /// CPU quota in thousandths of a core (cgroup cpu controller); None = no quota. A run that
     /// asks for a quota on a machine without a usable cpu cgroup is refused, not run unbounded.
     pub cpu_millicores: Option<u64>,
+    /// Network egress: closed (no network at all, the default) or an allowlist served by the
+    /// broker's proxy. Fixed when the executor starts, so a pooled executor never serves an
+    /// allowlist run.
+    pub egress: airlock_egress::EgressSpec,
 }
 
 impl Default for Limits {
@@ -40,6 +44,7 @@ impl Default for Limits {
             max_open_files: 256,
             max_processes: 64,
             cpu_millicores: None,
+            egress: airlock_egress::EgressSpec::Closed,
         }
     }
 }

@@ -79,4 +79,7 @@ pub struct RunResult {
     pub tool_calls: u32,
     /// Which mechanisms enforced the memory and process limits on this run.
     pub enforcement: Vec<&'static str>,
+    /// Every allow/deny of the egress proxy (allowlist egress), in order, at most
+    /// `airlock_egress::MAX_DECISIONS`.
+    pub egress: Vec<airlock_egress::Decision>,
 }

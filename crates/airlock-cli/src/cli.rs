@@ -69,6 +69,18 @@ pub struct RunOpts {
     /// CPU quota in cores (e.g. 0.5); needs a usable cpu cgroup, else the run is refused.
     #[arg(long)]
     pub cpus: Option<f64>,
+    /// Allowlist egress: let the program reach HOST[:PORT] through the broker's proxy
+    /// (repeatable). `*.example.org` matches names below it, not the apex; no port means 80
+    /// and 443. Without any, the sandbox has no network at all.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_hosts: Vec<String>,
+    /// Never let the program reach HOST[:PORT] (repeatable; deny wins over allow).
+    #[arg(long = "deny-host", value_name = "HOST[:PORT]")]
+    pub deny_hosts: Vec<String>,
+    /// Let allowed hosts resolve into this private/loopback/link-local range (repeatable;
+    /// such addresses are refused otherwise).
+    #[arg(long = "allow-private", value_name = "CIDR")]
+    pub allow_private: Vec<String>,
     /// Print exactly one JSON object describing the run.
     #[arg(long)]
     pub json: bool,

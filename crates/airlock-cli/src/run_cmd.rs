@@ -89,6 +89,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         max_tool_calls: opts.max_tool_calls,
         max_output_bytes: opts.max_output,
         cpu_millicores,
+        egress: egress(&opts)?,
         ..Limits::default()
     };
     let spec = RunSpec {
@@ -105,6 +106,18 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         .context("starting the runtime")?;
     let result = runtime.block_on(airlock_broker::run(spec, &tools));
     report(&result, opts.json)
+}
+
+/// Closed unless `--allow-host` names something; the other egress flags need it.
+fn egress(opts: &RunOpts) -> anyhow::Result<airlock_egress::EgressSpec> {
+    if opts.allow_hosts.is_empty() {
+        if !opts.deny_hosts.is_empty() || !opts.allow_private.is_empty() {
+            bail!("--deny-host and --allow-private only apply with --allow-host (egress is closed)");
+        }
+        return Ok(airlock_egress::EgressSpec::Closed);
+    }
+    let rules = airlock_egress::Rules::parse(&opts.allow_hosts, &opts.deny_hosts, &opts.allow_private)?;
+    Ok(airlock_egress::EgressSpec::Allowlist(rules))
 }
 
 fn report(r: &RunResult, json: bool) -> anyhow::Result<ExitCode> {

@@ -127,7 +127,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
     let config = ExecutorConfig {
         mode,
         work_dir,
-        env: spec.env.clone(),
+        env: super::egress::guest_env(&spec.env, &limits.egress),
         rlimits: RlimitSpec {
             address_space: Some(limits.address_space_backstop()),
             file_size: Some(limits.max_file_bytes),
@@ -136,6 +136,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         },
         fs,
         hostname: "airlock".into(),
+        egress_proxy_port: super::egress::proxy_port(&limits.egress)?,
     };
     Ok(Prepared {
         config,

@@ -53,6 +53,8 @@ struct Spawned {
     outbox: mpsc::Sender<Message>,
     readers: JoinHandle<(Captured, Captured)>,
     io_tasks: [JoinHandle<()>; 2],
+    /// The egress proxy of an allowlist run (aborted when dropped).
+    egress: Option<super::egress::Egress>,
 }
 
 fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
@@ -67,6 +69,7 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    let egress = super::egress::attach(&mut cmd, p, limits)?;
     let mut child = cmd.spawn()?;
     let missing = || std::io::Error::other("child pipes missing");
     let stdout = child.stdout.take().ok_or_else(missing)?;
@@ -103,6 +106,7 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
         outbox,
         readers,
         io_tasks: [reader, writer],
+        egress,
     })
 }
 
@@ -460,7 +464,8 @@ pub(crate) async fn drive(
         _ => Default::default(),
     };
     drop(cgroup);
-    verdict::result(Observed {
+    let egress = s.egress.take().map(super::egress::Egress::finish);
+    let mut result = verdict::result(Observed {
         end,
         exit,
         hint,
@@ -473,7 +478,9 @@ pub(crate) async fn drive(
         tool_calls,
         memory_limit: limits.memory_bytes,
         enforcement,
-    })
+    });
+    result.egress = egress.unwrap_or_default();
+    result
 }
 
 /// Read what is left on the socket after the executor exited, looking for the execute result.

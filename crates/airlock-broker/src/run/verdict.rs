@@ -111,6 +111,7 @@ pub fn before_spawn(refusal: NotStarted, started: Instant) -> RunResult {
         peak_rss_bytes: 0,
         tool_calls: 0,
         enforcement: Vec::new(),
+        egress: Vec::new(),
     }
 }
 
@@ -253,5 +254,6 @@ pub fn result(o: Observed) -> RunResult {
         peak_rss_bytes: o.peak_rss,
         tool_calls: o.tool_calls,
         enforcement: o.enforcement,
+        egress: Vec::new(),
     }
 }

@@ -75,6 +75,7 @@ mod tests {
             peak_rss_bytes: 0,
             tool_calls: 0,
             enforcement: vec![],
+            egress: vec![],
         }
     }
 
