@@ -1,0 +1,5 @@
+//! The allowlist egress suite.
+mod allowlist;
+mod bypass;
+mod closed;
+pub mod server;
