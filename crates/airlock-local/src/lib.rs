@@ -18,8 +18,10 @@ pub mod config;
 pub mod files;
 pub mod rung;
 pub mod sandbox;
+pub mod sink;
 
 pub use backend::LocalBackend;
 pub use config::LocalConfig;
 pub use rung::{probe_rung, RungProbe};
-pub use sandbox::LocalSandbox;
+pub use sandbox::{LocalSandbox, ToolsForRun};
+pub use sink::{Existing, FileSystemSink};

@@ -12,11 +12,14 @@ pub mod call;
 pub mod conformance;
 pub mod disposal;
 pub mod fake;
+pub mod names;
 mod ids;
 pub mod observe;
+pub mod outputs;
 pub mod router;
 pub mod sandbox;
 pub mod scope_guard;
+pub mod sinks;
 
 pub use backend::{Backend, BackendError, ScopePurge};
 pub use call::{CallError, CallSession, ReclaimDisposal, ReclaimFailure, CALLS_DIR};
