@@ -3,7 +3,10 @@
 //! connections it sees, so "denied" is asserted by what the server did not get. Every test
 //! runs as the invoking user and, when that is root, as the unprivileged `airlock-test`.
 #[path = "sandbox/support.rs"]
-#[allow(dead_code, reason = "shared with the sandbox suite; not every helper is used here")]
+#[allow(
+    dead_code,
+    reason = "shared with the sandbox suite; not every helper is used here"
+)]
 mod support;
 
 mod egress;

@@ -37,8 +37,10 @@ fn direct_connections_bypassing_the_proxy_fail_and_reach_no_one() {
             ("10.0.0.1".to_string(), 80),
         ];
         let flags = [
-            "--allow-host".to_string(), format!("127.0.0.2:{}", good.port()),
-            "--allow-private".to_string(), "127.0.0.0/8".to_string(),
+            "--allow-host".to_string(),
+            format!("127.0.0.2:{}", good.port()),
+            "--allow-private".to_string(),
+            "127.0.0.0/8".to_string(),
         ];
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let v = run_py(who, &direct_py(&targets), &flags);
@@ -46,16 +48,42 @@ fn direct_connections_bypassing_the_proxy_fail_and_reach_no_one() {
         let lines: Vec<&str> = v["stdout"].as_str().unwrap().lines().collect();
         // Landlock refuses connect to any port but the proxy's (EACCES), before the empty
         // namespace would have.
-        assert_eq!(lines[..3], [format!("blocked {EACCES}"), format!("blocked {EACCES}"), format!("blocked {EACCES}")], "{v:#}");
-        assert_eq!(lines[3..7], ["denied 1", "denied 1", "denied 1", "denied 1"], "{v:#}");
+        assert_eq!(
+            lines[..3],
+            [
+                format!("blocked {EACCES}"),
+                format!("blocked {EACCES}"),
+                format!("blocked {EACCES}")
+            ],
+            "{v:#}"
+        );
+        assert_eq!(
+            lines[3..7],
+            ["denied 1", "denied 1", "denied 1", "denied 1"],
+            "{v:#}"
+        );
         assert_eq!(lines[7], "no dns", "{v:#}");
         // The same from a command.
         let code = direct_py(&targets[..2]);
         let e = exec(who, &["/usr/bin/python3", "-c", &code], &flags);
         assert_completed(&e);
-        assert!(e["stdout"].as_str().unwrap().starts_with(&format!("blocked {EACCES}\nblocked {EACCES}\n")), "{e:#}");
+        assert!(
+            e["stdout"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("blocked {EACCES}\nblocked {EACCES}\n")),
+            "{e:#}"
+        );
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!((good.hits(), host_lo.hits()), (0, 0), "a direct connection got through");
-        assert_eq!(v["egress"], serde_json::json!([]), "nothing went through the proxy");
+        assert_eq!(
+            (good.hits(), host_lo.hits()),
+            (0, 0),
+            "a direct connection got through"
+        );
+        assert_eq!(
+            v["egress"],
+            serde_json::json!([]),
+            "nothing went through the proxy"
+        );
     }
 }

@@ -16,10 +16,18 @@ fn closed_mode_has_no_sockets_and_no_proxy() {
 
 #[test]
 fn egress_flags_without_an_allowlist_are_refused() {
-    let out = airlock(As::Me, &["run", "--json", "--deny-host", "evil.example", "-"], "print(1)");
+    let out = airlock(
+        As::Me,
+        &["run", "--json", "--deny-host", "evil.example", "-"],
+        "print(1)",
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("only apply with --allow-host"));
-    let out = airlock(As::Me, &["run", "--json", "--allow-host", "*", "-"], "print(1)");
+    let out = airlock(
+        As::Me,
+        &["run", "--json", "--allow-host", "*", "-"],
+        "print(1)",
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad host rule"));
 }

@@ -51,7 +51,12 @@ impl Server {
                 }
             }
         });
-        Server { addr, body, hits, stop }
+        Server {
+            addr,
+            body,
+            hits,
+            stop,
+        }
     }
 
     pub fn port(&self) -> u16 {
