@@ -4,6 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+// `airlock mcp` lives in its own file, declared here to keep main.rs untouched.
+#[path = "mcp_cmd.rs"]
+mod mcp_cmd;
+
 /// Run untrusted code in a rootless, network-isolated, syscall-filtered sandbox.
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version)]
@@ -34,6 +38,9 @@ enum Command {
     },
     /// Run the broker as a server (WebSocket or stdio) for orchestrators.
     Serve(crate::serve_cmd::ServeOpts),
+    /// Serve MCP on stdio: sandboxed `execute`/`run_python`/`exec` tools, with upstream MCP
+    /// servers' tools callable from the sandboxed program.
+    Mcp(mcp_cmd::McpOpts),
     /// Show which isolation layers this machine offers, and how to fix the missing ones.
     Doctor {
         /// Print JSON.
@@ -93,5 +100,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Exec { opts, argv } => crate::run_cmd::run_command(opts, argv),
         Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
         Command::Serve(opts) => crate::serve_cmd::serve(opts),
+        Command::Mcp(opts) => mcp_cmd::mcp(opts),
     }
 }

@@ -119,7 +119,9 @@ mod tests {
         let s = UpstreamSpec::parse("weather=python3 'srv.py' --city x").unwrap();
         assert_eq!(s.name, "weather");
         assert_eq!(s.argv, vec!["python3", "srv.py", "--city", "x"]);
-        for bad in ["noequals", "=cmd", "9x=cmd", "a.b=cmd", "a=", "a=  ", "a='x"] {
+        for bad in [
+            "noequals", "=cmd", "9x=cmd", "a.b=cmd", "a=", "a=  ", "a='x",
+        ] {
             assert!(UpstreamSpec::parse(bad).is_err(), "{bad}");
         }
     }

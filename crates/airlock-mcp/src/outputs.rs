@@ -50,7 +50,10 @@ pub fn collect(work_dir: &Path, declared: &[GuestRelPath], limits: &TransferLimi
     for (i, p) in declared.iter().enumerate() {
         let shown = p.as_str();
         if u64::try_from(i).unwrap_or(u64::MAX) >= limits.max_files {
-            out.push(refused(shown, format!("more than {} outputs declared", limits.max_files)));
+            out.push(refused(
+                shown,
+                format!("more than {} outputs declared", limits.max_files),
+            ));
             continue;
         }
         let mut at = work_dir.to_path_buf();
@@ -91,20 +94,29 @@ pub fn collect(work_dir: &Path, declared: &[GuestRelPath], limits: &TransferLimi
         if meta.len() > limits.max_bytes_per_file {
             out.push(refused(
                 shown,
-                format!("{} bytes, above the {} byte per-file cap", meta.len(), limits.max_bytes_per_file),
+                format!(
+                    "{} bytes, above the {} byte per-file cap",
+                    meta.len(),
+                    limits.max_bytes_per_file
+                ),
             ));
             continue;
         }
         if total.saturating_add(meta.len()) > limits.max_total_bytes {
             out.push(refused(
                 shown,
-                format!("outputs exceed the {} byte total cap", limits.max_total_bytes),
+                format!(
+                    "outputs exceed the {} byte total cap",
+                    limits.max_total_bytes
+                ),
             ));
             continue;
         }
         let mut buf = Vec::new();
-        let read = std::fs::File::open(&at)
-            .and_then(|f| f.take(limits.max_bytes_per_file.saturating_add(1)).read_to_end(&mut buf));
+        let read = std::fs::File::open(&at).and_then(|f| {
+            f.take(limits.max_bytes_per_file.saturating_add(1))
+                .read_to_end(&mut buf)
+        });
         match read {
             Ok(_) => {
                 let n = u64::try_from(buf.len()).unwrap_or(u64::MAX);
@@ -148,7 +160,10 @@ mod tests {
     fn size_caps_hold() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("big"), vec![b'a'; 100]).unwrap();
-        let limits = TransferLimits { max_bytes_per_file: 10, ..TransferLimits::DEFAULT };
+        let limits = TransferLimits {
+            max_bytes_per_file: 10,
+            ..TransferLimits::DEFAULT
+        };
         let got = collect(dir.path(), &[check("big").unwrap()], &limits);
         assert!(got[0].error.as_deref().unwrap().contains("cap"));
     }

@@ -91,7 +91,10 @@ impl UpstreamTools {
             for t in up.tools() {
                 let name = t.name.to_string();
                 if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
-                    tracing::warn!(upstream = up.name(), "skipping a tool with an unusable name");
+                    tracing::warn!(
+                        upstream = up.name(),
+                        "skipping a tool with an unusable name"
+                    );
                     continue;
                 }
                 let schema = Value::Object((*t.input_schema).clone());
@@ -175,7 +178,11 @@ impl UpstreamTools {
             .take(MAX_REPORTED_VIOLATIONS)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                let at = if path.is_empty() { "/".to_owned() } else { path };
+                let at = if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                };
                 format!("at {at}: {e}")
             })
             .collect();
@@ -193,7 +200,10 @@ impl UpstreamTools {
         let Value::Object(args) = instance else {
             return Err(unknown(name));
         };
-        let upstream = self.upstreams.get(tool.index).ok_or_else(|| unknown(name))?;
+        let upstream = self
+            .upstreams
+            .get(tool.index)
+            .ok_or_else(|| unknown(name))?;
         let result = upstream.call(&tool.tool, args).await.map_err(|e| match e {
             CallError::Timeout(d) => denial(
                 ErrorCode::ToolError,
@@ -209,7 +219,9 @@ impl UpstreamTools {
             ),
         })?;
         let value = convert(name, result)?;
-        let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
+        let size = serde_json::to_vec(&value)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
         if size > max_bytes {
             return Err(denial(
                 ErrorCode::ToolError,
@@ -355,8 +367,11 @@ mod tests {
         assert_eq!(convert("a.b", r).unwrap(), json!("sunny"));
         let r = CallToolResult::success(vec![ContentBlock::text("1"), ContentBlock::text("x")]);
         assert_eq!(convert("a.b", r).unwrap(), json!([1, "x"]));
-        let err = convert("a.b", CallToolResult::error(vec![ContentBlock::text("no city")]))
-            .unwrap_err();
+        let err = convert(
+            "a.b",
+            CallToolResult::error(vec![ContentBlock::text("no city")]),
+        )
+        .unwrap_err();
         assert_eq!(err.code, ErrorCode::ToolError);
         let data = err.data.unwrap();
         assert_eq!(data["code"], "upstream_error");

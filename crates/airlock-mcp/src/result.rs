@@ -19,11 +19,17 @@ pub fn summary(r: &RunResult) -> String {
     }
     s.push_str(&format!("\n--- stdout ---\n{}", r.stdout));
     if r.stdout_truncated {
-        s.push_str(&format!("\n[stdout truncated: {} bytes written]", r.stdout_bytes));
+        s.push_str(&format!(
+            "\n[stdout truncated: {} bytes written]",
+            r.stdout_bytes
+        ));
     }
     s.push_str(&format!("\n--- stderr ---\n{}", r.stderr));
     if r.stderr_truncated {
-        s.push_str(&format!("\n[stderr truncated: {} bytes written]", r.stderr_bytes));
+        s.push_str(&format!(
+            "\n[stderr truncated: {} bytes written]",
+            r.stderr_bytes
+        ));
     }
     s
 }
@@ -33,12 +39,14 @@ pub fn to_call_result(r: &RunResult, outputs: &[Output]) -> CallToolResult {
     let mut content = vec![ContentBlock::text(summary(r))];
     for o in outputs {
         if let Some(text) = &o.text {
-            content.push(ContentBlock::resource(ResourceContents::TextResourceContents {
-                uri: format!("airlock://outputs/{}", o.path),
-                mime_type: Some("text/plain".to_owned()),
-                text: text.clone(),
-                meta: None,
-            }));
+            content.push(ContentBlock::resource(
+                ResourceContents::TextResourceContents {
+                    uri: format!("airlock://outputs/{}", o.path),
+                    mime_type: Some("text/plain".to_owned()),
+                    text: text.clone(),
+                    meta: None,
+                },
+            ));
         }
     }
     let mut structured = serde_json::to_value(r).unwrap_or(Value::Null);

@@ -16,7 +16,8 @@ use airlock_broker::{NoTools, RunSpec, ToolHandler, Workload};
 use airlock_policy::GuestRelPath;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -94,7 +95,11 @@ fn tool_list(upstreams: &UpstreamTools) -> Vec<Tool> {
         "additionalProperties": false,
     });
     vec![
-        Tool::new("execute", stubs::execute_description(upstreams), schema(code.clone())),
+        Tool::new(
+            "execute",
+            stubs::execute_description(upstreams),
+            schema(code.clone()),
+        ),
         Tool::new(
             "run_python",
             "Run a Python 3 program in a fresh, network-isolated airlock sandbox with no tools, \
@@ -190,7 +195,9 @@ fn declared_outputs(args: &JsonObject) -> Result<Vec<GuestRelPath>, String> {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => {
             if items.len() > MAX_DECLARED_OUTPUTS {
-                return Err(format!("at most {MAX_DECLARED_OUTPUTS} outputs may be declared"));
+                return Err(format!(
+                    "at most {MAX_DECLARED_OUTPUTS} outputs may be declared"
+                ));
             }
             items
                 .iter()
@@ -226,6 +233,11 @@ impl ServerHandler for AirlockMcp {
             )
     }
 
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        // The revisions with the initialize handshake this server implements.
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -256,7 +268,8 @@ impl ServerHandler for AirlockMcp {
                             code,
                             interpreter: self.inner.config.python.clone(),
                         };
-                        self.run(workload, declared, name == "execute", context).await
+                        self.run(workload, declared, name == "execute", context)
+                            .await
                     }
                     Err(m) => result::refusal(m),
                 }

@@ -19,10 +19,10 @@ pub const MODULE_FILE: &str = "airlock_tools.py";
 
 /// Python keywords and soft keywords that cannot be parameter or attribute names.
 const KEYWORDS: &[&str] = &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
-    "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if",
-    "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try",
-    "while", "with", "yield",
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
 ];
 
 fn usable(name: &str) -> bool {
@@ -33,7 +33,13 @@ fn usable(name: &str) -> bool {
 fn sanitize(name: &str) -> String {
     let mut s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) || !usable(&s) {
         s.insert(0, 't');
@@ -70,7 +76,11 @@ fn docstring(t: &UpstreamTool, props: &[(String, &Value)], required: &BTreeSet<&
     if !props.is_empty() {
         doc.push_str("\n\nArgs:");
         for (name, schema) in props {
-            let req = if required.contains(name.as_str()) { "" } else { ", optional" };
+            let req = if required.contains(name.as_str()) {
+                ""
+            } else {
+                ", optional"
+            };
             doc.push_str(&format!("\n    {name} ({}{req})", type_of(schema)));
             if let Some(d) = schema["description"].as_str() {
                 let d: String = d.chars().take(300).collect();
@@ -194,7 +204,11 @@ pub fn execute_description(tools: &UpstreamTools) -> String {
             .chars()
             .take(LISTED_DESCRIPTION_CHARS)
             .collect();
-        d.push_str(&format!("\n- {}({}): {first}", t.qualified, args.join(", ")));
+        d.push_str(&format!(
+            "\n- {}({}): {first}",
+            t.qualified,
+            args.join(", ")
+        ));
     }
     d
 }

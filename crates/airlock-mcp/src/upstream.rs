@@ -8,7 +8,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProtocolVersion, Tool,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -63,10 +64,13 @@ impl Upstream {
         call_timeout: Duration,
     ) -> Result<Upstream, McpError> {
         let name = spec.name.clone();
-        let (program, args) = spec.argv.split_first().ok_or_else(|| McpError::BadUpstreamSpec {
-            spec: name.clone(),
-            reason: "the command is empty".into(),
-        })?;
+        let (program, args) = spec
+            .argv
+            .split_first()
+            .ok_or_else(|| McpError::BadUpstreamSpec {
+                spec: name.clone(),
+                reason: "the command is empty".into(),
+            })?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -84,17 +88,22 @@ impl Upstream {
             step,
             reason,
         };
-        let stdin = child.stdin.take().ok_or_else(|| fail("spawn", "no stdin".into()))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| fail("spawn", "no stdin".into()))?;
         let stdout = child
             .stdout
             .take()
             .ok_or_else(|| fail("spawn", "no stdout".into()))?;
         let transport = AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
             .with_max_line_length(MAX_UPSTREAM_LINE);
-        let info = ClientConfig::new(
+        let mut info = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
         );
+        // The initialize-handshake revision most stdio servers speak today.
+        info.protocol_version = ProtocolVersion::V_2025_06_18;
         let service = tokio::time::timeout(start_timeout, info.serve(transport))
             .await
             .map_err(|_| fail("initialize", format!("no answer within {start_timeout:?}")))?
@@ -139,8 +148,7 @@ impl Upstream {
     ) -> Result<CallToolResult, CallError> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(arguments);
-        match tokio::time::timeout(self.call_timeout, self.service.peer().call_tool(params)).await
-        {
+        match tokio::time::timeout(self.call_timeout, self.service.peer().call_tool(params)).await {
             Err(_) => Err(CallError::Timeout(self.call_timeout)),
             Ok(Err(e)) => Err(CallError::Failed(e.to_string())),
             Ok(Ok(result)) => Ok(result),

@@ -1,0 +1,85 @@
+//! `airlock mcp`: airlock as an MCP server on stdio, with upstream MCP servers whose tools
+//! sandboxed programs call through `call_tool("NAME.tool", args)`.
+//!
+//! stdout carries the protocol; logs go to stderr (`RUST_LOG`, default `warn`).
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use airlock_mcp::{McpConfig, UpstreamSpec};
+use airlock_policy::{Policy, MAX_POLICY_BYTES};
+use anyhow::{bail, Context};
+use clap::Args;
+
+/// Options of `airlock mcp`.
+#[derive(Debug, Args)]
+pub struct McpOpts {
+    /// Read run limits from this policy.toml (`[limits]`); defaults otherwise.
+    #[arg(long, value_name = "PATH")]
+    pub policy: Option<PathBuf>,
+    /// Start an upstream MCP server (outside the sandbox) and offer its tools to `execute`
+    /// programs as NAME.tool (repeatable). COMMAND is split into words, not run by a shell.
+    #[arg(long = "upstream", value_name = "NAME='COMMAND ARGS'")]
+    pub upstreams: Vec<String>,
+    /// The interpreter for Python runs (default: python3 on PATH).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Budget of one upstream tool call, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub upstream_timeout: f64,
+    /// Budget of an upstream's start-up (initialize and tools/list), seconds.
+    #[arg(long, default_value_t = 20.0)]
+    pub upstream_start_timeout: f64,
+    /// Runs executing at once; more wait.
+    #[arg(long, default_value_t = 2)]
+    pub max_concurrent_runs: usize,
+}
+
+fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
+    if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
+        bail!("{flag} must be a number of seconds in (0, 3600], got {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn read_policy(path: &PathBuf) -> anyhow::Result<Policy> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .with_context(|| format!("opening {}", path.display()))?
+        .take(u64::try_from(MAX_POLICY_BYTES).unwrap_or(u64::MAX) + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
+    Policy::from_toml_str(&text).with_context(|| format!("policy {}", path.display()))
+}
+
+pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let policy = opts.policy.as_ref().map(read_policy).transpose()?;
+    let executor = std::env::current_exe().context("locating the airlock binary")?;
+    let mut config = McpConfig::new(executor, policy.as_ref());
+    config.python = opts.python;
+    config.upstream_call_timeout = seconds(opts.upstream_timeout, "--upstream-timeout")?;
+    config.upstream_start_timeout =
+        seconds(opts.upstream_start_timeout, "--upstream-start-timeout")?;
+    config.max_concurrent_runs = opts.max_concurrent_runs.max(1);
+    config.upstreams = opts
+        .upstreams
+        .iter()
+        .map(|s| UpstreamSpec::parse(s))
+        .collect::<Result<_, _>>()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(airlock_mcp::serve_stdio(config))?;
+    // Upstreams are killed on drop; do not wait for a blocked stdin reader.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,259 @@
+//! Client sessions over rmcp: list tools, run programs that orchestrate upstream tools.
+use std::time::{Duration, Instant};
+
+use rmcp::model::ContentBlock;
+use serde_json::{json, Value};
+
+use super::{start, text};
+
+const POLICY: &str = "[limits]\ntimeout_seconds = 20\nmax_tool_calls = 8\n";
+
+fn stdout_json(s: &Value) -> Value {
+    let out = s["stdout"].as_str().expect("stdout");
+    let last = out
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("no stdout in {s}"));
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {out:?} / {s}"))
+}
+
+#[tokio::test]
+async fn lists_tools_and_the_execute_description_names_every_upstream_tool() {
+    let a = start(POLICY, &[]).await;
+    let tools = a.client.peer().list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, vec!["execute", "run_python", "exec"]);
+    let desc = tools[0].description.as_deref().unwrap();
+    for t in [
+        "weather.forecast(city, days)",
+        "weather.fail",
+        "calc.add(a, b)",
+        "calc.hang",
+    ] {
+        assert!(desc.contains(t), "{t} missing from: {desc}");
+    }
+    assert!(desc.contains("Forecast for a city."), "{desc}");
+    assert_eq!(tools[0].input_schema["required"], json!(["code"]));
+}
+
+#[tokio::test]
+async fn run_python_and_exec_return_output_and_status() {
+    let a = start(POLICY, &[]).await;
+    let r = a
+        .call(
+            "run_python",
+            json!({"code": "print(6 * 7)\nopen('out.txt', 'w').write('made inside')",
+                   "outputs": ["out.txt", "missing.txt"]}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let s = r.structured_content.clone().unwrap();
+    assert_eq!(s["status"], "completed");
+    assert_eq!(s["stdout"], "42\n");
+    assert!(text(&r).contains("status: completed"));
+    assert_eq!(s["outputs"][0]["text"], "made inside");
+    assert!(s["outputs"][1]["error"].is_string());
+    let embedded = r.content.iter().any(|b| {
+        matches!(b, ContentBlock::Resource(res)
+            if serde_json::to_string(&res.resource).unwrap().contains("made inside"))
+    });
+    assert!(embedded, "declared output not embedded: {:?}", r.content);
+
+    // run_python has no tools: an upstream name is an unknown tool there.
+    let r = a
+        .call(
+            "run_python",
+            json!({"code": "try:\n    call_tool('calc.add', {'a': 1, 'b': 2})\nexcept ToolError as e:\n    print(e.code)"}),
+        )
+        .await;
+    assert_eq!(r.structured_content.unwrap()["stdout"], "-32013\n");
+
+    let r = a
+        .call("exec", json!({"argv": ["echo", "hi", "there"]}))
+        .await;
+    assert_eq!(
+        r.structured_content.clone().unwrap()["stdout"],
+        "hi there\n"
+    );
+
+    let r = a
+        .call(
+            "run_python",
+            json!({"code": "import sys; print('bye'); sys.exit(3)"}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true));
+    let s = r.structured_content.unwrap();
+    assert_eq!(s["status"], "error");
+    assert_eq!(s["exit_code"], 3);
+
+    let r = a.call("run_python", json!({"code": 5})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("`code` must be a string"), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn a_program_calls_two_upstream_tools_and_combines_the_results() {
+    let a = start(POLICY, &[]).await;
+    let code = r#"
+import json, os
+import airlock_tools
+paris = airlock_tools.weather.forecast(city="Paris")
+oslo = call_tool("weather.forecast", {"city": "Oslo", "days": 2})
+total = airlock_tools.calc.add(a=paris["temp_c"], b=oslo["temp_c"])
+who = airlock_tools.weather.whoami()
+print(json.dumps({
+    "paris": paris, "oslo": oslo, "sum": total,
+    "upstream_has_token": who["has_token"],
+    "sandbox_has_token": "SECRET_TOKEN" in os.environ,
+    "doc": airlock_tools.weather.forecast.__doc__,
+    "tools": airlock_tools.TOOLS,
+}))
+"#;
+    let (r, s) = a.execute(code).await;
+    assert_eq!(r.is_error, Some(false), "{s}");
+    let got = stdout_json(&s);
+    assert_eq!(
+        got["paris"],
+        json!({"city": "Paris", "temp_c": 18, "days": 1})
+    );
+    assert_eq!(got["oslo"], json!({"city": "Oslo", "temp_c": 4, "days": 2}));
+    assert_eq!(got["sum"], 22);
+    assert_eq!(got["upstream_has_token"], true);
+    assert_eq!(got["sandbox_has_token"], false);
+    let doc = got["doc"].as_str().unwrap();
+    assert!(doc.starts_with("Forecast for a city."), "{doc}");
+    assert!(
+        doc.contains("city (string)") && doc.contains("days (integer, optional)"),
+        "{doc}"
+    );
+    assert_eq!(
+        got["tools"],
+        json!([
+            "calc.add",
+            "calc.hang",
+            "weather.fail",
+            "weather.forecast",
+            "weather.whoami"
+        ])
+    );
+    assert_eq!(s["tool_calls"], 4);
+}
+
+#[tokio::test]
+async fn upstream_errors_and_refusals_surface_as_structured_tool_errors() {
+    let a = start(POLICY, &[]).await;
+    let code = r#"
+import json
+out = []
+def attempt(name, args):
+    try:
+        call_tool(name, args)
+        out.append({"name": name, "ok": True})
+    except ToolError as e:
+        out.append({"name": name, "code": e.code, "message": e.message, "data": e.data})
+attempt("weather.fail", {"reason": "no such city"})
+attempt("weather.forecast", {"city": "Paris", "days": 99})
+attempt("weather.forecast", {"town": "Paris"})
+attempt("weather.nope", {})
+attempt("secrets.read", {})
+attempt("weather.forecast", [1, 2])
+print(json.dumps(out))
+"#;
+    let (_, s) = a.execute(code).await;
+    assert_eq!(s["status"], "completed", "{s}");
+    let got = stdout_json(&s);
+    let fail = &got[0];
+    assert_eq!(fail["code"], -32001);
+    assert_eq!(fail["data"]["code"], "upstream_error");
+    assert_eq!(fail["data"]["retryable"], false);
+    assert_eq!(fail["data"]["reason"], "upstream refused: no such city");
+    for i in [1, 2, 5] {
+        assert_eq!(got[i]["code"], -32602, "{}", got[i]);
+        assert_eq!(got[i]["data"]["code"], "invalid_args", "{}", got[i]);
+    }
+    assert!(
+        got[1]["message"].as_str().unwrap().contains("/days"),
+        "{}",
+        got[1]
+    );
+    assert!(
+        got[2]["message"].as_str().unwrap().contains("city"),
+        "{}",
+        got[2]
+    );
+    for i in [3, 4] {
+        assert_eq!(got[i]["code"], -32013, "{}", got[i]);
+        assert_eq!(got[i]["data"]["code"], "unknown_tool");
+    }
+}
+
+#[tokio::test]
+async fn the_call_cap_from_the_policy_is_enforced_and_counts_refusals() {
+    let a = start("[limits]\ntimeout_seconds = 20\nmax_tool_calls = 3\n", &[]).await;
+    let code = r#"
+import json
+codes = []
+for i in range(5):
+    try:
+        call_tool("calc.add", {"a": i, "b": 1})
+        codes.append("ok")
+    except ToolError as e:
+        codes.append(e.code)
+print(json.dumps(codes))
+"#;
+    let (_, s) = a.execute(code).await;
+    assert_eq!(
+        stdout_json(&s),
+        json!(["ok", "ok", "ok", -32009, -32009]),
+        "{s}"
+    );
+    assert_eq!(s["tool_calls"], 5);
+
+    // A refused call counts too: two unknown names and one bad call use the whole budget.
+    let code = r#"
+codes = []
+for name in ["nope.a", "nope.b", "calc.add", "calc.add"]:
+    try:
+        call_tool(name, {"a": 1, "b": 2})
+        codes.append("ok")
+    except ToolError as e:
+        codes.append(e.code)
+print(codes)
+"#;
+    let (_, s) = a.execute(code).await;
+    assert_eq!(s["stdout"], "[-32013, -32013, 'ok', -32009]\n", "{s}");
+}
+
+#[tokio::test]
+async fn a_hanging_upstream_is_bounded_by_the_call_timeout() {
+    let a = start(POLICY, &["--upstream-timeout", "1"]).await;
+    let code = r#"
+import json, time
+t = time.monotonic()
+try:
+    call_tool("calc.hang", {})
+    res = "answered"
+except ToolError as e:
+    res = {"code": e.code, "data": e.data}
+print(json.dumps({"res": res, "elapsed": time.monotonic() - t}))
+"#;
+    let started = Instant::now();
+    let (_, s) = a.execute(code).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let got = stdout_json(&s);
+    assert_eq!(got["res"]["code"], -32001, "{got}");
+    assert_eq!(got["res"]["data"]["code"], "upstream_timeout");
+    assert_eq!(got["res"]["data"]["retryable"], true);
+    let elapsed = got["elapsed"].as_f64().unwrap();
+    assert!((0.9..5.0).contains(&elapsed), "{elapsed}");
+    // The other upstream still answers after one hung.
+    let (_, s) = a
+        .execute("print(call_tool('weather.forecast', {'city': 'Oslo'})['temp_c'])")
+        .await;
+    assert_eq!(s["stdout"], "4\n", "{s}");
+}
