@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use airlock_mcp::config_file::{parse_upstreams, MAX_CONFIG_BYTES};
 use airlock_mcp::{McpConfig, UpstreamSpec};
 use airlock_policy::{Policy, MAX_POLICY_BYTES};
 use anyhow::{bail, Context};
@@ -21,6 +22,10 @@ pub struct McpOpts {
     /// programs as NAME.tool (repeatable). COMMAND is split into words, not run by a shell.
     #[arg(long = "upstream", value_name = "NAME='COMMAND ARGS'")]
     pub upstreams: Vec<String>,
+    /// Read more upstreams from this mcp.toml (`[upstreams] NAME = "COMMAND ARGS"` or
+    /// `NAME = ["COMMAND", "ARG"]`).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
     /// The interpreter for Python runs (default: python3 on PATH).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -42,14 +47,20 @@ fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
-fn read_policy(path: &PathBuf) -> anyhow::Result<Policy> {
+/// Reads at most `cap + 1` bytes, so the parser sees (and refuses) an oversized file.
+fn read_bounded(path: &PathBuf, cap: usize) -> anyhow::Result<String> {
     use std::io::Read;
     let mut text = String::new();
     std::fs::File::open(path)
         .with_context(|| format!("opening {}", path.display()))?
-        .take(u64::try_from(MAX_POLICY_BYTES).unwrap_or(u64::MAX) + 1)
+        .take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
         .read_to_string(&mut text)
         .with_context(|| format!("reading {}", path.display()))?;
+    Ok(text)
+}
+
+fn read_policy(path: &PathBuf) -> anyhow::Result<Policy> {
+    let text = read_bounded(path, MAX_POLICY_BYTES)?;
     Policy::from_toml_str(&text).with_context(|| format!("policy {}", path.display()))
 }
 
@@ -73,6 +84,11 @@ pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| UpstreamSpec::parse(s))
         .collect::<Result<_, _>>()?;
+    if let Some(path) = &opts.config {
+        let text = read_bounded(path, MAX_CONFIG_BYTES)?;
+        let more = parse_upstreams(&text).with_context(|| format!("config {}", path.display()))?;
+        config.upstreams.extend(more);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

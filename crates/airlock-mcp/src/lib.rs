@@ -9,6 +9,7 @@
 //! puts a timeout on every call. Credentials the upstreams hold never enter the sandbox.
 
 pub mod config;
+pub mod config_file;
 pub mod error;
 pub mod outputs;
 pub mod registry;

@@ -162,7 +162,7 @@ impl UpstreamTools {
             other => {
                 return Err(denial(
                     ErrorCode::InvalidParams,
-                    "invalid_args",
+                    "invalid_arguments",
                     format!(
                         "{name} takes an object of arguments, got {}",
                         kind_of(&other)
@@ -189,7 +189,7 @@ impl UpstreamTools {
         if !violations.is_empty() {
             return Err(denial(
                 ErrorCode::InvalidParams,
-                "invalid_args",
+                "invalid_arguments",
                 format!(
                     "arguments do not match the input schema of {name}: {}",
                     violations.join("; ")
@@ -205,14 +205,12 @@ impl UpstreamTools {
             .get(tool.index)
             .ok_or_else(|| unknown(name))?;
         let result = upstream.call(&tool.tool, args).await.map_err(|e| match e {
-            CallError::Timeout(d) => denial(
-                ErrorCode::ToolError,
+            CallError::Timeout(d) => failed(
                 "upstream_timeout",
                 format!("{name} did not answer within {:.1} s", d.as_secs_f64()),
                 true,
             ),
-            CallError::Failed(m) => denial(
-                ErrorCode::ToolError,
+            CallError::Failed(m) => failed(
                 "upstream_failed",
                 format!("{name} failed: {}", bounded(&m)),
                 true,
@@ -257,7 +255,7 @@ impl ToolHandler for RunTools {
             if n > self.max_calls {
                 return Err(denial(
                     ErrorCode::ToolCallLimit,
-                    "call_limit",
+                    "call_cap_exhausted",
                     format!("tool call limit of {} per run reached", self.max_calls),
                     false,
                 ));
@@ -275,6 +273,18 @@ fn denial(code: ErrorCode, short: &str, reason: String, retryable: bool) -> Tool
         code,
         message: reason.clone(),
         data: Some(json!({"code": short, "reason": reason, "retryable": retryable})),
+    }
+}
+
+/// An upstream that did not serve the call: the registry's `tool_failed`, with which way it
+/// failed (`upstream_error`, `upstream_timeout`, `upstream_failed`) as `detail`.
+fn failed(detail: &str, reason: String, retryable: bool) -> ToolFailure {
+    ToolFailure {
+        code: ErrorCode::ToolError,
+        message: reason.clone(),
+        data: Some(json!({
+            "code": "tool_failed", "detail": detail, "reason": reason, "retryable": retryable,
+        })),
     }
 }
 
@@ -338,7 +348,8 @@ fn convert(name: &str, result: CallToolResult) -> Result<Value, ToolFailure> {
             code: ErrorCode::ToolError,
             message: format!("{name} reported an error: {text}"),
             data: Some(json!({
-                "code": "upstream_error",
+                "code": "tool_failed",
+                "detail": "upstream_error",
                 "reason": text,
                 "retryable": false,
                 "structured": result.structured_content,
@@ -374,7 +385,8 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code, ErrorCode::ToolError);
         let data = err.data.unwrap();
-        assert_eq!(data["code"], "upstream_error");
+        assert_eq!(data["code"], "tool_failed");
+        assert_eq!(data["detail"], "upstream_error");
         assert_eq!(data["reason"], "no city");
         assert_eq!(data["retryable"], false);
     }

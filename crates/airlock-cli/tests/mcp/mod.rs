@@ -39,6 +39,13 @@ pub struct Airlock {
 
 /// Start `airlock mcp` with the test upstreams, `policy` as policy.toml and `extra` flags.
 pub async fn start(policy: &str, extra: &[&str]) -> Airlock {
+    let mut args = upstream_args();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    start_with(policy, &args).await
+}
+
+/// Start `airlock mcp --policy <policy> ARGS...`.
+pub async fn start_with(policy: &str, args: &[String]) -> Airlock {
     let dir = tempfile::tempdir().unwrap();
     let policy_path = dir.path().join("policy.toml");
     std::fs::write(&policy_path, policy).unwrap();
@@ -46,8 +53,7 @@ pub async fn start(policy: &str, extra: &[&str]) -> Airlock {
     cmd.arg("mcp")
         .arg("--policy")
         .arg(&policy_path)
-        .args(upstream_args())
-        .args(extra)
+        .args(args)
         .env("SECRET_TOKEN", "s3cret-value");
     let transport = TokioChildProcess::new(cmd).unwrap();
     let mut info = ClientConfig::new(

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::ContentBlock;
 use serde_json::{json, Value};
 
-use super::{start, text};
+use super::{start, start_with, text, upstream_script, AIRLOCK};
 
 const POLICY: &str = "[limits]\ntimeout_seconds = 20\nmax_tool_calls = 8\n";
 
@@ -165,12 +165,13 @@ print(json.dumps(out))
     let got = stdout_json(&s);
     let fail = &got[0];
     assert_eq!(fail["code"], -32001);
-    assert_eq!(fail["data"]["code"], "upstream_error");
+    assert_eq!(fail["data"]["code"], "tool_failed");
+    assert_eq!(fail["data"]["detail"], "upstream_error");
     assert_eq!(fail["data"]["retryable"], false);
     assert_eq!(fail["data"]["reason"], "upstream refused: no such city");
     for i in [1, 2, 5] {
         assert_eq!(got[i]["code"], -32602, "{}", got[i]);
-        assert_eq!(got[i]["data"]["code"], "invalid_args", "{}", got[i]);
+        assert_eq!(got[i]["data"]["code"], "invalid_arguments", "{}", got[i]);
     }
     assert!(
         got[1]["message"].as_str().unwrap().contains("/days"),
@@ -247,7 +248,8 @@ print(json.dumps({"res": res, "elapsed": time.monotonic() - t}))
     );
     let got = stdout_json(&s);
     assert_eq!(got["res"]["code"], -32001, "{got}");
-    assert_eq!(got["res"]["data"]["code"], "upstream_timeout");
+    assert_eq!(got["res"]["data"]["code"], "tool_failed");
+    assert_eq!(got["res"]["data"]["detail"], "upstream_timeout");
     assert_eq!(got["res"]["data"]["retryable"], true);
     let elapsed = got["elapsed"].as_f64().unwrap();
     assert!((0.9..5.0).contains(&elapsed), "{elapsed}");
@@ -256,4 +258,35 @@ print(json.dumps({"res": res, "elapsed": time.monotonic() - t}))
         .execute("print(call_tool('weather.forecast', {'city': 'Oslo'})['temp_c'])")
         .await;
     assert_eq!(s["stdout"], "4\n", "{s}");
+}
+
+#[tokio::test]
+async fn upstreams_can_come_from_a_config_file_and_names_must_be_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp.toml");
+    let script = upstream_script().display().to_string();
+    std::fs::write(
+        &config,
+        format!("[upstreams]\nmaths = [\"python3\", {script:?}, \"calc\"]\n"),
+    )
+    .unwrap();
+    let a = start_with(POLICY, &["--config".into(), config.display().to_string()]).await;
+    let (_, s) = a
+        .execute("print(call_tool('maths.add', {'a': 2, 'b': 3}))")
+        .await;
+    assert_eq!(s["stdout"], "5\n", "{s}");
+
+    let out = tokio::process::Command::new(AIRLOCK)
+        .arg("mcp")
+        .arg("--config")
+        .arg(&config)
+        .arg("--upstream")
+        .arg(format!("maths=python3 '{script}' weather"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("used twice"), "{err}");
 }
