@@ -152,3 +152,71 @@ async fn a_conversation_sandbox_persists_across_runs_and_scope_purge_clears_it()
     let purge = b.dispose_scope("tenant", "thread").await;
     assert_eq!((purge.disposed, purge.failure), (2, None));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_tool_goes_through_the_registry() {
+    use airlock_local::{CommandBody, RegistryTools};
+    use airlock_policy::Identity;
+    use airlock_router::host_tools::{HostTool, HostToolLimits, HostToolRegistry, ToolDeclaration};
+    use airlock_router::{HostToolCalled, Observers, SandboxObserver};
+
+    #[derive(Default)]
+    struct Records(std::sync::Mutex<Vec<HostToolCalled>>);
+    impl SandboxObserver for Records {
+        fn host_tool_called(&self, e: &HostToolCalled) {
+            self.0.lock().unwrap().push(e.clone());
+        }
+    }
+    let rec = Arc::new(Records::default());
+    let mut reg = HostToolRegistry::new()
+        .observers(Observers::new(
+            Some(rec.clone() as Arc<dyn SandboxObserver>),
+        ))
+        .limits(HostToolLimits {
+            max_calls_per_run: 4,
+            ..HostToolLimits::default()
+        });
+    reg.register(HostTool {
+        name: "echo".into(),
+        description: "returns its arguments".into(),
+        schema: serde_json::json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"]
+        }),
+        declaration: ToolDeclaration::new(Some("host-command"), None, Some(Identity::App)),
+        body: Arc::new(CommandBody::new("echo", "cat")),
+    })
+    .unwrap();
+    let tools = Arc::new(RegistryTools::new(reg.seal()));
+    let b = LocalBackend::new(LocalConfig::new(env!("CARGO_BIN_EXE_airlock")))
+        .unwrap()
+        .with_tools(tools);
+    let sb = local(&b, &key("tools")).await;
+    let program = r#"
+print(call_tool('echo', {'n': 41})['n'] + 1)
+for name, args in [('nope\x1b', {}), ('echo', {'n': 'x'}), ('echo', {'n': 1}), ('echo', {'n': 2})]:
+    try:
+        call_tool(name, args)
+        print('served')
+    except ToolError as e:
+        print(e.data['code'], e.data['retryable'])
+"#;
+    let r = sb.run_code(program, &Default::default()).await.unwrap();
+    assert_eq!(
+        r.stdout,
+        "42\nunknown_tool False\ninvalid_arguments True\nserved\ncall_cap_exhausted False\n",
+        "{r:?}"
+    );
+    assert_eq!(r.tool_calls, 5);
+    assert_eq!(rec.0.lock().unwrap().len(), 5);
+    // The cap is per run: the next run starts at zero.
+    let r = sb
+        .run_code(
+            "print(call_tool('echo', {'n': 7})['n'])",
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "7\n", "{r:?}");
+}

@@ -19,9 +19,11 @@ pub mod files;
 pub mod rung;
 pub mod sandbox;
 pub mod sink;
+pub mod tools;
 
 pub use backend::LocalBackend;
 pub use config::LocalConfig;
 pub use rung::{probe_rung, RungProbe};
 pub use sandbox::{LocalSandbox, ToolsForRun};
 pub use sink::{Existing, FileSystemSink};
+pub use tools::{CommandBody, RegistryTools, RunDoor};

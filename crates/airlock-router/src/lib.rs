@@ -12,6 +12,7 @@ pub mod call;
 pub mod conformance;
 pub mod disposal;
 pub mod fake;
+pub mod host_tools;
 pub mod names;
 mod ids;
 pub mod observe;
