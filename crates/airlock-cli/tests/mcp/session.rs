@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::{start, start_with, text, upstream_script, AIRLOCK};
 
-const POLICY: &str = "[limits]\ntimeout_seconds = 20\nmax_tool_calls = 8\n";
+const POLICY: &str = "[limits]\ntimeout_seconds = 20\nmax_tool_calls = 16\n";
 
 fn stdout_json(s: &Value) -> Value {
     let out = s["stdout"].as_str().expect("stdout");
@@ -132,6 +132,7 @@ print(json.dumps({
         json!([
             "calc.add",
             "calc.hang",
+            "weather.big",
             "weather.fail",
             "weather.forecast",
             "weather.whoami"
@@ -158,6 +159,8 @@ attempt("weather.forecast", {"town": "Paris"})
 attempt("weather.nope", {})
 attempt("secrets.read", {})
 attempt("weather.forecast", [1, 2])
+attempt("weather.big", {"n": 400000})
+attempt("weather.big", {"n": 1000})
 print(json.dumps(out))
 "#;
     let (_, s) = a.execute(code).await;
@@ -183,6 +186,9 @@ print(json.dumps(out))
         "{}",
         got[2]
     );
+    assert_eq!(got[6]["code"], -32001, "{}", got[6]);
+    assert_eq!(got[6]["data"]["code"], "response_too_large", "{}", got[6]);
+    assert_eq!(got[7]["ok"], true, "{}", got[7]);
     for i in [3, 4] {
         assert_eq!(got[i]["code"], -32013, "{}", got[i]);
         assert_eq!(got[i]["data"]["code"], "unknown_tool");

@@ -2,7 +2,8 @@
 """A small upstream MCP server for airlock's tests: newline-delimited JSON-RPC on stdio.
 
 Usage: upstream.py FLAVOR, where FLAVOR picks the tool set:
-  weather  forecast(city, days?) -> structured {"city", "temp_c", "days"}; fail(reason) -> isError
+  weather  forecast(city, days?) -> structured {"city", "temp_c", "days"}; fail(reason) -> isError;
+           big(n) -> n bytes of text; whoami() -> see below
   calc     add(a, b) -> text "<a+b>"; hang() -> never answers
 `whoami()` (weather) says whether this process holds the SECRET_TOKEN environment variable,
 so a test can show that a credential given to airlock reaches the upstream, not the sandbox.
@@ -33,6 +34,12 @@ TOOLS = {
             "name": "fail",
             "description": "Always reports a tool error.",
             "inputSchema": {"type": "object", "properties": {"reason": {"type": "string"}}},
+        },
+        {
+            "name": "big",
+            "description": "Answers n bytes of text.",
+            "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                            "required": ["n"]},
         },
         {
             "name": "whoami",
@@ -82,6 +89,8 @@ def call(name, args):
         return r
     if name == "fail":
         return text("upstream refused: " + args.get("reason", "no reason"), is_error=True)
+    if name == "big":
+        return text("a" * args["n"])
     if name == "whoami":
         return text(json.dumps({"has_token": bool(os.environ.get("SECRET_TOKEN"))}))
     if name == "add":
