@@ -232,7 +232,10 @@ fn start(guest: &mut Channel, cfg: &ExecutorConfig) -> Result<Infallible, Refusa
     match &cfg.mode {
         Mode::Python { interpreter } => {
             let interp = path_str(interpreter)?;
-            let argv = cstrings([interp, "-I", "-B", "-c", BOOTSTRAP_PY].map(str::to_string))?;
+            // -S: no `site` start-up (it can import arbitrary .pth code and costs more than the
+            // rest of start-up); the discovered sys.path arrives with `execute` instead.
+            let argv =
+                cstrings([interp, "-I", "-B", "-S", "-c", BOOTSTRAP_PY].map(str::to_string))?;
             Err(exec(interpreter, &argv, &env))
         }
         Mode::Command { program, argv } => {

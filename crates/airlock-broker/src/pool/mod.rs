@@ -183,6 +183,9 @@ impl Pool {
             let started = Instant::now();
             if let Some(warm) = self.take().await {
                 self.shared.stats().warm_runs += 1;
+                // Refill once the run is over (even if this future is dropped), so a pre-start
+                // never competes with a run for the cores; an empty pool runs cold meanwhile.
+                let _refill = RefillOnDrop(&self.shared.refill);
                 return warm.run(&spec, tools, cancel, started).await;
             }
         }
@@ -195,10 +198,10 @@ impl Pool {
         loop {
             let next = self.shared.idle().pop_front();
             let mut warm = next?;
-            self.shared.refill.notify_one();
             if warm.alive() {
                 return Some(warm);
             }
+            self.shared.refill.notify_one();
             self.shared.stats().discarded += 1;
             warm.discard().await;
         }
@@ -221,6 +224,15 @@ impl Drop for Pool {
         // killed and removed. An executor still starting is dropped with the aborted filler.
         self.filler.abort();
         self.shared.idle().clear();
+    }
+}
+
+/// Wakes the filler when dropped.
+struct RefillOnDrop<'a>(&'a Notify);
+
+impl Drop for RefillOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.notify_one();
     }
 }
 

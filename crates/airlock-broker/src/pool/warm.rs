@@ -91,7 +91,7 @@ impl Warm {
         let execute = Message::request(
             Id::Number(EXECUTE_ID),
             "execute",
-            Some(json!({ "code": code, "env": env })),
+            Some(json!({ "code": code, "env": env, "sys_path": self.prepared.sys_path })),
         );
         // A closed socket is seen by supervision as the executor's exit.
         let _ = self.launched.send(execute);

@@ -18,6 +18,9 @@ pub struct Prepared {
     pub config: ExecutorConfig,
     /// The program text (Python mode).
     pub code: Option<String>,
+    /// The interpreter's `sys.path` as discovered with `site` (Python mode): the guest starts
+    /// with `-S` and the bootstrap adds these before the program runs.
+    pub sys_path: Vec<PathBuf>,
     /// The `airlock` binary.
     pub executor: PathBuf,
     /// Keeps a fresh work dir alive for the run; removed on drop.
@@ -78,6 +81,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
             (dir, Some(tmp))
         }
     };
+    let mut sys_path = Vec::new();
     let (mode, fs, code) = match &spec.workload {
         Workload::Python { code, interpreter } => {
             if !program_fits(code) {
@@ -92,6 +96,12 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
                 .await
                 .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
             let fs = fs_policy::for_python(&interp, &work_dir);
+            sys_path = interp
+                .path
+                .iter()
+                .filter(|p| p.is_absolute())
+                .cloned()
+                .collect();
             (
                 Mode::Python {
                     interpreter: interp.executable,
@@ -141,6 +151,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
     Ok(Prepared {
         config,
         code,
+        sys_path,
         executor: spec.executor.clone(),
         _work_dir: keep,
     })

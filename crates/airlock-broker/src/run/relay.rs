@@ -4,6 +4,7 @@
 //! broker).
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -150,6 +151,8 @@ pub(crate) enum Start<'a> {
     Cold {
         /// The program (Python mode), or None to send `start` (exec mode).
         code: Option<&'a str>,
+        /// The interpreter's `sys.path`, sent with the program.
+        sys_path: &'a [PathBuf],
     },
     /// A stage whose attestation the broker already verified and whose `execute` it already
     /// sent (the warm pool, `crate::pool`).
@@ -267,6 +270,7 @@ pub(super) async fn supervise(
     };
     let start = Start::Cold {
         code: p.code.as_deref(),
+        sys_path: &p.sys_path,
     };
     drive(launched, start, limits, tools, cancel, started).await
 }
@@ -289,9 +293,9 @@ pub(crate) async fn drive(
         python,
     } = launched;
     let broker_ns: BTreeMap<String, String> = own_namespaces();
-    let (code, mut phase) = match start {
-        Start::Cold { code } => (code, Phase::AwaitReady),
-        Start::Attested => (None, Phase::Running),
+    let (code, sys_path, mut phase) = match start {
+        Start::Cold { code, sys_path } => (code, sys_path, Phase::AwaitReady),
+        Start::Attested => (None, &[][..], Phase::Running),
     };
 
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
@@ -373,7 +377,7 @@ pub(crate) async fn drive(
                             }
                             let go = match code {
                                 Some(code) => Message::request(
-                                    Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code }))),
+                                    Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path }))),
                                 None => Message::notification("start", None),
                             };
                             if s.outbox.try_send(go).is_err() {

@@ -3,7 +3,7 @@
 # Order: read filter -> install seccomp (TSYNC) -> attest -> wait for `execute` -> run the program
 # with `call_tool` injected -> report a result hint. Nothing here is a control the program cannot
 # undo once it runs: every guarantee lives in the kernel layers and in the broker.
-import builtins, ctypes, io, json, os, signal, sys, traceback
+import builtins, ctypes, io, json, os, signal, sys  # traceback: imported when needed
 
 SOCK = 3
 FILTER_FD = 4
@@ -136,6 +136,11 @@ def call_tool(name, args=None):
 
 def _run(code):
     program = compile(code, "<program>", "exec")
+    if not hasattr(builtins, "exit"):  # `site` (skipped: -S) normally provides exit/quit
+        def _exit(code=None):
+            raise SystemExit(code)
+
+        builtins.exit = builtins.quit = _exit
     scope = {"__name__": "__main__", "__builtins__": builtins,
              "call_tool": call_tool, "ToolError": ToolError}
     builtins.call_tool = call_tool
@@ -166,6 +171,9 @@ def main():
     if isinstance(env, dict):  # a pooled (warm) executor gets the run's environment here
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
+    for entry in params.get("sys_path") or ():  # site-packages, as discovered with `site`
+        if isinstance(entry, str) and entry not in sys.path:
+            sys.path.append(entry)
     sys.stdout.reconfigure(line_buffering=True)
     sys.argv = ["<program>"]
     sys.path.append(os.getcwd())
@@ -182,10 +190,14 @@ def main():
         if exit_code:
             result["error"] = {"type": "SystemExit", "message": f"exit status {exit_code}"}
     except MemoryError:
+        import traceback
+
         traceback.print_exc()
         result = {"status": "error", "exit_code": 1,
                   "error": {"type": "MemoryError", "message": "MemoryError"}}
     except BaseException as exc:
+        import traceback
+
         traceback.print_exc()
         result = {"status": "error", "exit_code": 1,
                   "error": {"type": type(exc).__name__, "message": str(exc)[:4096]}}
