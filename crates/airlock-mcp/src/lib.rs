@@ -4,9 +4,11 @@
 //! SDK) and offers sandboxed code execution as tools: `execute` (a Python program that may call
 //! upstream MCP tools), `run_python` (a Python program with no tools) and `exec` (a command).
 //! Upstream MCP servers are started by airlock itself, outside the sandbox; their tools reach
-//! the sandboxed program only through [`UpstreamTools`], which refuses unknown names, validates
-//! arguments against each tool's input schema on the host, caps calls and response sizes, and
-//! puts a timeout on every call. Credentials the upstreams hold never enter the sandbox.
+//! the sandboxed program only through [`UpstreamTools`]: each tool is registered in the
+//! host-tool registry (`airlock_router::host_tools`, sealed at start-up), whose one door refuses
+//! unknown names, validates arguments against the tool's input schema on the host, caps calls
+//! and response sizes; every upstream call has a timeout. Credentials the upstreams hold never
+//! enter the sandbox.
 
 pub mod config;
 pub mod config_file;
@@ -21,6 +23,6 @@ pub mod words;
 
 pub use config::{McpConfig, UpstreamSpec};
 pub use error::McpError;
-pub use registry::{UpstreamTool, UpstreamTools};
+pub use registry::{RunTools, UpstreamTool, UpstreamTools};
 pub use server::{serve_stdio, AirlockMcp};
 pub use upstream::Upstream;

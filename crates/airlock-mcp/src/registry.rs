@@ -1,25 +1,28 @@
-//! The upstream tools offered to sandboxed code, and the per-run [`ToolHandler`] through which
-//! every `call_tool("NAME.tool", args)` passes.
+//! The upstream tools offered to sandboxed code, registered in the host-tool registry
+//! (`airlock_router::host_tools`), and the per-run [`ToolHandler`] through which every
+//! `call_tool("NAME.tool", args)` passes.
 //!
-//! The registry is sealed at start-up: it holds exactly the tools the upstreams listed then,
-//! under qualified names `NAME.tool`. A call is answered only after, in order: the per-run call
-//! cap (refusals count), the name (unknown names are refused with a sanitized echo), the
-//! arguments (an object, valid against the tool's `inputSchema`, checked on the host), the
-//! upstream call (with its timeout), and the response size cap. Every refusal is a
-//! [`ToolFailure`] whose `data` is `{code, reason, retryable}`.
-//!
-//! This mirrors the host-tool registry's contract (source/sink/identity declarations aside);
-//! when that registry lands in `airlock-router`, [`UpstreamTools::start`] registers into it
-//! and [`RunTools`] becomes a thin adapter.
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+//! Each tool an upstream listed at start-up is registered as a [`HostTool`] named
+//! `NAME.tool`, with the upstream's `inputSchema` as its argument schema and an explicit
+//! declaration (source and sink `mcp:NAME`, identity `app`: the upstream acts with the
+//! credentials airlock was started with). The registry is then sealed, so a program reaches
+//! exactly those tools. Its one door ([`HostToolRun`]) applies, in order: the per-run call cap
+//! (refusals count), the name (unknown names refused with a sanitized echo), host-side schema
+//! validation, the body (the upstream call, with its timeout), and the response caps. Every
+//! refusal is a [`ToolFailure`] whose `data` is the registry's `{code, reason, retryable}`.
 use std::sync::Arc;
 
 use airlock_broker::{ToolFailure, ToolHandler};
+use airlock_policy::Identity;
 use airlock_protocol::ErrorCode;
+use airlock_router::host_tools::{
+    DenialCode, HostTool, HostToolLimits, HostToolRegistry, HostToolRun, SealedRegistry, ToolBody,
+    ToolBodyError, ToolCall, ToolDeclaration,
+};
+use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::config::UpstreamSpec;
 use crate::error::McpError;
@@ -28,12 +31,10 @@ use crate::upstream::{CallError, Upstream};
 /// Longest upstream description kept (stubs, the `execute` description).
 pub const MAX_DESCRIPTION_CHARS: usize = 2000;
 /// Longest upstream error text relayed to the program.
-const MAX_ERROR_TEXT_CHARS: usize = 4000;
-/// Schema violations reported for one call.
-const MAX_REPORTED_VIOLATIONS: usize = 5;
+const MAX_ERROR_TEXT_CHARS: usize = 900;
 
-/// One registered upstream tool.
-#[derive(Debug)]
+/// What is known about one registered upstream tool (for stubs and descriptions).
+#[derive(Debug, Clone)]
 pub struct UpstreamTool {
     /// `NAME.tool`, as the program calls it.
     pub qualified: String,
@@ -45,15 +46,14 @@ pub struct UpstreamTool {
     pub description: String,
     /// Its input schema, as listed.
     pub input_schema: Value,
-    index: usize,
-    validator: jsonschema::Validator,
 }
 
 /// The sealed set of upstream tools.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UpstreamTools {
-    upstreams: Vec<Upstream>,
-    tools: BTreeMap<String, UpstreamTool>,
+    registry: SealedRegistry,
+    tools: Vec<UpstreamTool>,
+    _upstreams: Vec<Arc<Upstream>>,
 }
 
 impl UpstreamTools {
@@ -63,6 +63,7 @@ impl UpstreamTools {
         specs: &[UpstreamSpec],
         start_timeout: std::time::Duration,
         call_timeout: std::time::Duration,
+        limits: HostToolLimits,
     ) -> Result<UpstreamTools, McpError> {
         let mut names = std::collections::BTreeSet::new();
         for s in specs {
@@ -80,32 +81,20 @@ impl UpstreamTools {
         )
         .await;
         let upstreams = started.into_iter().collect::<Result<Vec<_>, _>>()?;
-        Ok(Self::from_upstreams(upstreams))
+        Ok(Self::from_upstreams(upstreams, limits))
     }
 
-    /// Register the tools of already-started upstreams. A tool whose name is not usable or
-    /// whose schema does not compile is left out, with a warning.
-    pub fn from_upstreams(upstreams: Vec<Upstream>) -> UpstreamTools {
-        let mut tools = BTreeMap::new();
-        for (index, up) in upstreams.iter().enumerate() {
+    /// Register the tools of already-started upstreams and seal. A tool the registry refuses
+    /// (unusable name, schema that does not compile) is left out, with a warning.
+    pub fn from_upstreams(upstreams: Vec<Upstream>, limits: HostToolLimits) -> UpstreamTools {
+        let mut registry = HostToolRegistry::new().limits(limits);
+        let mut tools = Vec::new();
+        let upstreams: Vec<Arc<Upstream>> = upstreams.into_iter().map(Arc::new).collect();
+        for up in &upstreams {
+            let flow = format!("mcp:{}", up.name());
             for t in up.tools() {
                 let name = t.name.to_string();
-                if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
-                    tracing::warn!(
-                        upstream = up.name(),
-                        "skipping a tool with an unusable name"
-                    );
-                    continue;
-                }
-                let schema = Value::Object((*t.input_schema).clone());
-                let validator = match jsonschema::validator_for(&schema) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::warn!(upstream = up.name(), tool = %name, error = %e,
-                            "skipping a tool whose input schema does not compile");
-                        continue;
-                    }
-                };
+                let qualified = format!("{}.{}", up.name(), name);
                 let description: String = t
                     .description
                     .as_deref()
@@ -113,27 +102,47 @@ impl UpstreamTools {
                     .chars()
                     .take(MAX_DESCRIPTION_CHARS)
                     .collect();
-                let qualified = format!("{}.{}", up.name(), name);
-                tools.insert(
-                    qualified.clone(),
-                    UpstreamTool {
+                let schema = Value::Object((*t.input_schema).clone());
+                let tool = HostTool {
+                    name: qualified.clone(),
+                    description: description.clone(),
+                    schema: schema.clone(),
+                    declaration: ToolDeclaration::new(
+                        Some(&flow),
+                        Some(&flow),
+                        Some(Identity::App),
+                    ),
+                    body: Arc::new(UpstreamBody {
+                        upstream: Arc::clone(up),
+                        tool: name.clone(),
+                        qualified: qualified.clone(),
+                    }),
+                };
+                match registry.register(tool) {
+                    Ok(()) => tools.push(UpstreamTool {
                         qualified,
                         upstream: up.name().to_owned(),
                         tool: name,
                         description,
                         input_schema: schema,
-                        index,
-                        validator,
-                    },
-                );
+                    }),
+                    Err(e) => {
+                        tracing::warn!(upstream = up.name(), error = %e, "skipping an upstream tool");
+                    }
+                }
             }
         }
-        UpstreamTools { upstreams, tools }
+        tools.sort_by(|a, b| a.qualified.cmp(&b.qualified));
+        UpstreamTools {
+            registry: registry.seal(),
+            tools,
+            _upstreams: upstreams,
+        }
     }
 
     /// The registered tools, by qualified name.
     pub fn tools(&self) -> impl Iterator<Item = &UpstreamTool> {
-        self.tools.values()
+        self.tools.iter()
     }
 
     /// No tools at all.
@@ -141,172 +150,97 @@ impl UpstreamTools {
         self.tools.is_empty()
     }
 
-    /// A handler for one run: at most `max_calls` calls (refusals count), responses of at most
-    /// `max_response_bytes` JSON bytes.
-    pub fn for_run(self: &Arc<Self>, max_calls: u32, max_response_bytes: usize) -> RunTools {
-        RunTools {
-            registry: Arc::clone(self),
-            calls: AtomicU32::new(0),
-            max_calls,
-            max_response_bytes,
-        }
+    /// The sealed registry the calls go through.
+    pub fn registry(&self) -> &SealedRegistry {
+        &self.registry
     }
 
-    async fn call(&self, name: &str, args: Value, max_bytes: usize) -> Result<Value, ToolFailure> {
-        let Some(tool) = self.tools.get(name) else {
-            return Err(unknown(name));
-        };
-        let args = match args {
-            Value::Null => Map::new(),
+    /// The door for one run, with its own counters.
+    pub fn for_run(&self) -> RunTools {
+        RunTools(self.registry.run(None))
+    }
+}
+
+/// One upstream tool as a host-tool body.
+struct UpstreamBody {
+    upstream: Arc<Upstream>,
+    tool: String,
+    qualified: String,
+}
+
+#[async_trait]
+impl ToolBody for UpstreamBody {
+    async fn call(&self, call: ToolCall) -> Result<Value, ToolBodyError> {
+        let args = match call.args {
             Value::Object(m) => m,
-            other => {
-                return Err(denial(
-                    ErrorCode::InvalidParams,
-                    "invalid_arguments",
-                    format!(
-                        "{name} takes an object of arguments, got {}",
-                        kind_of(&other)
-                    ),
-                    false,
-                ))
+            Value::Null => Map::new(),
+            _ => {
+                return Err(ToolBodyError {
+                    public_reason: format!("{} takes an object of arguments", self.qualified),
+                    retryable: true,
+                })
             }
         };
-        let instance = Value::Object(args);
-        let violations: Vec<String> = tool
-            .validator
-            .iter_errors(&instance)
-            .take(MAX_REPORTED_VIOLATIONS)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let at = if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                };
-                format!("at {at}: {e}")
-            })
-            .collect();
-        if !violations.is_empty() {
-            return Err(denial(
-                ErrorCode::InvalidParams,
-                "invalid_arguments",
-                format!(
-                    "arguments do not match the input schema of {name}: {}",
-                    violations.join("; ")
-                ),
-                false,
-            ));
-        }
-        let Value::Object(args) = instance else {
-            return Err(unknown(name));
-        };
-        let upstream = self
-            .upstreams
-            .get(tool.index)
-            .ok_or_else(|| unknown(name))?;
-        let result = upstream.call(&tool.tool, args).await.map_err(|e| match e {
-            CallError::Timeout(d) => failed(
-                "upstream_timeout",
-                format!("{name} did not answer within {:.1} s", d.as_secs_f64()),
-                true,
-            ),
-            CallError::Failed(m) => failed(
-                "upstream_failed",
-                format!("{name} failed: {}", bounded(&m)),
-                true,
-            ),
-        })?;
-        let value = convert(name, result)?;
-        let size = serde_json::to_vec(&value)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > max_bytes {
-            return Err(denial(
-                ErrorCode::ToolError,
-                "response_too_large",
-                format!("{name} answered {size} bytes, above the {max_bytes} byte cap"),
-                false,
-            ));
-        }
-        Ok(value)
+        let name = &self.qualified;
+        let result = self
+            .upstream
+            .call(&self.tool, args)
+            .await
+            .map_err(|e| match e {
+                CallError::Timeout(d) => ToolBodyError {
+                    public_reason: format!(
+                        "upstream timeout: {name} did not answer within {:.1} s",
+                        d.as_secs_f64()
+                    ),
+                    retryable: true,
+                },
+                CallError::Failed(m) => ToolBodyError {
+                    public_reason: format!("upstream failed: {name}: {}", bounded(&m)),
+                    retryable: true,
+                },
+            })?;
+        convert(name, result)
     }
 }
 
-/// The per-run view of the registry handed to the broker.
+/// One run's door, as a broker tool handler.
 #[derive(Debug)]
-pub struct RunTools {
-    registry: Arc<UpstreamTools>,
-    calls: AtomicU32,
-    max_calls: u32,
-    max_response_bytes: usize,
-}
+pub struct RunTools(HostToolRun);
 
 impl RunTools {
     /// Calls made so far in this run (refused ones included).
     pub fn calls(&self) -> u32 {
-        self.calls.load(Ordering::Relaxed)
+        self.0.calls()
+    }
+}
+
+/// The protocol code for a registry denial (the same table as the local backend's door).
+fn code(c: DenialCode) -> ErrorCode {
+    match c {
+        DenialCode::UnknownTool => ErrorCode::UnknownTool,
+        DenialCode::CallCapExhausted => ErrorCode::ToolCallLimit,
+        DenialCode::InvalidArguments => ErrorCode::InvalidParams,
+        DenialCode::ToolFailed => ErrorCode::ToolError,
+        DenialCode::IdentityUnavailable | DenialCode::ResponseTooLarge => ErrorCode::ToolDenied,
+        _ => ErrorCode::ToolDenied,
     }
 }
 
 impl ToolHandler for RunTools {
     fn call<'a>(&'a self, name: &'a str, args: Value) -> BoxFuture<'a, Result<Value, ToolFailure>> {
         Box::pin(async move {
-            let n = self.calls.fetch_add(1, Ordering::Relaxed).saturating_add(1);
-            if n > self.max_calls {
-                return Err(denial(
-                    ErrorCode::ToolCallLimit,
-                    "call_cap_exhausted",
-                    format!("tool call limit of {} per run reached", self.max_calls),
-                    false,
-                ));
-            }
-            self.registry
-                .call(name, args, self.max_response_bytes)
-                .await
+            // `call_tool(name)` with no arguments means an empty object.
+            let args = if args.is_null() {
+                Value::Object(Map::new())
+            } else {
+                args
+            };
+            self.0.call(name, args).await.map_err(|d| ToolFailure {
+                code: code(d.code),
+                message: d.reason.clone(),
+                data: Some(d.to_json()),
+            })
         })
-    }
-}
-
-/// A refusal with the structured detail `{code, reason, retryable}`.
-fn denial(code: ErrorCode, short: &str, reason: String, retryable: bool) -> ToolFailure {
-    ToolFailure {
-        code,
-        message: reason.clone(),
-        data: Some(json!({"code": short, "reason": reason, "retryable": retryable})),
-    }
-}
-
-/// An upstream that did not serve the call: the registry's `tool_failed`, with which way it
-/// failed (`upstream_error`, `upstream_timeout`, `upstream_failed`) as `detail`.
-fn failed(detail: &str, reason: String, retryable: bool) -> ToolFailure {
-    ToolFailure {
-        code: ErrorCode::ToolError,
-        message: reason.clone(),
-        data: Some(json!({
-            "code": "tool_failed", "detail": detail, "reason": reason, "retryable": retryable,
-        })),
-    }
-}
-
-fn unknown(name: &str) -> ToolFailure {
-    // The name is guest-chosen: echo a bounded, printable rendering only.
-    let shown: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
-    denial(
-        ErrorCode::UnknownTool,
-        "unknown_tool",
-        format!("no tool named {shown:?} is available"),
-        false,
-    )
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -341,19 +275,12 @@ fn text_of(result: &CallToolResult) -> String {
 
 /// What the program receives for an upstream result: its structured content when it has
 /// some, else its single content block (text parsed as JSON when it is JSON), else a list.
-fn convert(name: &str, result: CallToolResult) -> Result<Value, ToolFailure> {
+/// An upstream `isError` result is a failure whose reason carries the upstream's text.
+fn convert(name: &str, result: CallToolResult) -> Result<Value, ToolBodyError> {
     if result.is_error == Some(true) {
-        let text = bounded(&text_of(&result));
-        return Err(ToolFailure {
-            code: ErrorCode::ToolError,
-            message: format!("{name} reported an error: {text}"),
-            data: Some(json!({
-                "code": "tool_failed",
-                "detail": "upstream_error",
-                "reason": text,
-                "retryable": false,
-                "structured": result.structured_content,
-            })),
+        return Err(ToolBodyError {
+            public_reason: format!("upstream error: {name}: {}", bounded(&text_of(&result))),
+            retryable: false,
         });
     }
     if let Some(v) = result.structured_content {
@@ -368,6 +295,9 @@ fn convert(name: &str, result: CallToolResult) -> Result<Value, ToolFailure> {
 
 #[cfg(test)]
 mod tests {
+    use airlock_policy::TransferLimits;
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -383,24 +313,25 @@ mod tests {
             CallToolResult::error(vec![ContentBlock::text("no city")]),
         )
         .unwrap_err();
-        assert_eq!(err.code, ErrorCode::ToolError);
-        let data = err.data.unwrap();
-        assert_eq!(data["code"], "tool_failed");
-        assert_eq!(data["detail"], "upstream_error");
-        assert_eq!(data["reason"], "no city");
-        assert_eq!(data["retryable"], false);
+        assert_eq!(err.public_reason, "upstream error: a.b: no city");
+        assert!(!err.retryable);
     }
 
     #[tokio::test]
     async fn an_empty_registry_refuses_every_name_and_counts_the_refusal() {
-        let reg = Arc::new(UpstreamTools::default());
-        let run = reg.for_run(1, 1024);
+        let limits = HostToolLimits {
+            max_calls_per_run: 1,
+            responses: TransferLimits::DEFAULT,
+        };
+        let reg = UpstreamTools::from_upstreams(Vec::new(), limits);
+        let run = reg.for_run();
         let err = run.call("x.y\u{1b}", json!({})).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::UnknownTool);
         assert!(!err.message.contains('\u{1b}'));
         assert_eq!(err.data.unwrap()["code"], "unknown_tool");
         let err = run.call("x.y", json!({})).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::ToolCallLimit);
+        assert_eq!(err.data.unwrap()["code"], "call_cap_exhausted");
         assert_eq!(run.calls(), 2);
     }
 }

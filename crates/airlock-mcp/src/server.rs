@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use airlock_broker::{NoTools, RunSpec, ToolHandler, Workload};
 use airlock_policy::GuestRelPath;
+use airlock_router::host_tools::HostToolLimits;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -162,11 +163,7 @@ impl AirlockMcp {
             }
             let limits = inner.config.limits.clone();
             let handler: Box<dyn ToolHandler> = if upstream_tools {
-                Box::new(
-                    inner
-                        .upstreams
-                        .for_run(limits.max_tool_calls, limits.max_tool_response_bytes),
-                )
+                Box::new(inner.upstreams.for_run())
             } else {
                 Box::new(NoTools)
             };
@@ -306,12 +303,27 @@ impl ServerHandler for AirlockMcp {
     }
 }
 
+/// The registry's per-run bounds from the run limits: the call cap, and the per-response
+/// cap of the broker's relay; the run total keeps the registry's default.
+pub fn host_tool_limits(limits: &airlock_broker::Limits) -> HostToolLimits {
+    let defaults = HostToolLimits::default();
+    HostToolLimits {
+        max_calls_per_run: limits.max_tool_calls,
+        responses: airlock_policy::TransferLimits {
+            max_bytes_per_file: u64::try_from(limits.max_tool_response_bytes).unwrap_or(u64::MAX),
+            max_files: u64::from(limits.max_tool_calls),
+            ..defaults.responses
+        },
+    }
+}
+
 /// Start the upstreams, then serve MCP on stdin/stdout until the client goes away.
 pub async fn serve_stdio(config: McpConfig) -> Result<(), McpError> {
     let upstreams = UpstreamTools::start(
         &config.upstreams,
         config.upstream_start_timeout,
         config.upstream_call_timeout,
+        host_tool_limits(&config.limits),
     )
     .await?;
     let server = AirlockMcp::new(config, upstreams);
