@@ -17,7 +17,7 @@ pub mod server;
 pub mod tools;
 
 pub use limits::Limits;
-pub use result::{RunResult, RunStatus};
 pub use pool::{Pool, PoolConfig, PoolStats};
+pub use result::{RunResult, RunStatus};
 pub use run::{run, RunSpec, Workload};
 pub use tools::{CommandTools, NoTools, ToolFailure, ToolHandler};

@@ -1,4 +1,5 @@
 //! The one terminal result of a run.
+use airlock_protocol::ErrorCode;
 use serde::Serialize;
 
 /// How a run ended.
@@ -82,4 +83,35 @@ pub struct RunResult {
     /// Every allow/deny of the egress proxy (allowlist egress), in order, at most
     /// `airlock_egress::MAX_DECISIONS`.
     pub egress: Vec<airlock_egress::Decision>,
+}
+
+impl RunResult {
+    /// The result of a run refused (or rejected as invalid) before any process existed:
+    /// `refused` for [`ErrorCode::SandboxRefused`], `error` for anything else.
+    pub fn not_started(code: ErrorCode, message: impl Into<String>) -> Self {
+        let status = match code {
+            ErrorCode::SandboxRefused => RunStatus::Refused,
+            _ => RunStatus::Error,
+        };
+        RunResult {
+            status,
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: None,
+            signal: None,
+            error: Some(RunError {
+                code: code.code(),
+                message: message.into(),
+            }),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            wall_time_ms: 0.0,
+            peak_rss_bytes: 0,
+            tool_calls: 0,
+            enforcement: Vec::new(),
+            egress: Vec::new(),
+        }
+    }
 }

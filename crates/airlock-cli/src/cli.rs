@@ -52,12 +52,12 @@ enum Command {
 /// Options shared by `run` and `exec`.
 #[derive(Debug, Args)]
 pub struct RunOpts {
-    /// Wall-clock limit in seconds.
-    #[arg(long, default_value_t = 30.0)]
-    pub timeout: f64,
-    /// Memory limit in MiB.
-    #[arg(long, default_value_t = 512)]
-    pub memory: u64,
+    /// Wall-clock limit in seconds [default: 30, or the policy's limits.timeout_seconds].
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Memory limit in MiB [default: 512, or the policy's limits.memory_mb].
+    #[arg(long)]
+    pub memory: Option<u64>,
     /// Use this host directory as the work dir (default: a fresh private one, removed after).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -67,12 +67,17 @@ pub struct RunOpts {
     /// Offer a tool: NAME=CMD runs `sh -c CMD` on the host with JSON args on stdin (repeatable).
     #[arg(long = "tool", value_name = "NAME=CMD")]
     pub tools: Vec<String>,
-    /// Maximum tool calls per run.
-    #[arg(long, default_value_t = 128)]
-    pub max_tool_calls: u32,
-    /// Captured bytes kept per output stream.
-    #[arg(long, default_value_t = 64 * 1024)]
-    pub max_output: usize,
+    /// Maximum tool calls per run [default: 128, or the policy's limits.max_tool_calls].
+    #[arg(long)]
+    pub max_tool_calls: Option<u32>,
+    /// Captured bytes kept per output stream [default: 65536, or the policy's
+    /// limits.max_output_bytes].
+    #[arg(long)]
+    pub max_output: Option<usize>,
+    /// A policy.toml (floor, denied capabilities, limits) to hold this run to; also read from
+    /// $AIRLOCK_POLICY. Its limits are defaults and ceilings; a run it does not admit is refused.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
     /// CPU quota in cores (e.g. 0.5); needs a usable cpu cgroup, else the run is refused.
     #[arg(long)]
     pub cpus: Option<f64>,

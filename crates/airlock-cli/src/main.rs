@@ -5,11 +5,15 @@
 //! single-threaded process.
 mod cli;
 mod doctor;
+mod policy_gate;
 mod run_cmd;
 mod serve_cmd;
 
 fn main() -> std::process::ExitCode {
-    if std::env::args_os().nth(1).is_some_and(|a| a == "__executor") {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "__executor")
+    {
         airlock_executor::stage_main();
     }
     match cli::main() {

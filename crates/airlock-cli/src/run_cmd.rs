@@ -1,13 +1,14 @@
 //! `airlock run` and `airlock exec`.
+use airlock_broker::{CommandTools, Limits, RunResult, RunSpec, RunStatus, Workload};
+use airlock_policy::{Capability, Egress};
+use airlock_protocol::ErrorCode;
+use anyhow::{bail, Context};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
-
-use airlock_broker::{CommandTools, Limits, RunResult, RunSpec, RunStatus, Workload};
-use anyhow::{bail, Context};
 
 use crate::cli::RunOpts;
+use crate::policy_gate::{Asked, Gate};
 
 /// A program file larger than this is refused before it is read in full.
 const MAX_PROGRAM_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -55,19 +56,34 @@ fn millicores(cores: f64) -> u64 {
     (cores * 1000.0).round() as u64
 }
 
+/// What a workload needs of the sandbox, in the policy layer's vocabulary.
+fn needs(workload: &Workload, opts: &RunOpts) -> Vec<Capability> {
+    let mut needs = vec![match workload {
+        Workload::Python { .. } => Capability::RunCode,
+        Workload::Command { .. } => Capability::Exec,
+    }];
+    if !opts.tools.is_empty() {
+        needs.push(Capability::HostTools);
+    }
+    needs
+}
+
+fn egress_mode(opts: &RunOpts) -> Egress {
+    if opts.allow_hosts.is_empty() {
+        Egress::Closed
+    } else {
+        Egress::Allowlist
+    }
+}
+
 fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
-    if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 86_400.0) {
-        bail!(
-            "--timeout must be a number of seconds in (0, 86400], got {}",
-            opts.timeout
-        );
-    }
-    if opts.memory == 0 || opts.memory > 1024 * 1024 {
-        bail!(
-            "--memory must be between 1 and 1048576 MiB, got {}",
-            opts.memory
-        );
-    }
+    let gate = Gate::load(opts.policy.as_deref())?;
+    let resolved = gate.resolve(Asked {
+        timeout: opts.timeout,
+        memory_mb: opts.memory,
+        max_tool_calls: opts.max_tool_calls,
+        max_output: opts.max_output,
+    })?;
     let cpu_millicores = match opts.cpus {
         None => None,
         Some(c) if c.is_finite() && c > 0.0 && c <= 1024.0 => Some(millicores(c)),
@@ -84,14 +100,24 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         tools.insert(name, cmd);
     }
     let limits = Limits {
-        timeout: Duration::from_secs_f64(opts.timeout),
-        memory_bytes: opts.memory * 1024 * 1024,
-        max_tool_calls: opts.max_tool_calls,
-        max_output_bytes: opts.max_output,
+        timeout: resolved.timeout,
+        memory_bytes: resolved.memory_mb * 1024 * 1024,
+        max_tool_calls: resolved.max_tool_calls,
+        max_output_bytes: resolved.max_output,
         cpu_millicores,
         egress: egress(&opts)?,
         ..Limits::default()
     };
+    if let Err(refusal) = gate.admit(
+        &needs(&workload, &opts),
+        egress_mode(&opts),
+        &opts.allow_hosts,
+    ) {
+        return report(
+            &RunResult::not_started(ErrorCode::SandboxRefused, refusal),
+            opts.json,
+        );
+    }
     let spec = RunSpec {
         workload,
         limits,
@@ -112,11 +138,14 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
 fn egress(opts: &RunOpts) -> anyhow::Result<airlock_egress::EgressSpec> {
     if opts.allow_hosts.is_empty() {
         if !opts.deny_hosts.is_empty() || !opts.allow_private.is_empty() {
-            bail!("--deny-host and --allow-private only apply with --allow-host (egress is closed)");
+            bail!(
+                "--deny-host and --allow-private only apply with --allow-host (egress is closed)"
+            );
         }
         return Ok(airlock_egress::EgressSpec::Closed);
     }
-    let rules = airlock_egress::Rules::parse(&opts.allow_hosts, &opts.deny_hosts, &opts.allow_private)?;
+    let rules =
+        airlock_egress::Rules::parse(&opts.allow_hosts, &opts.deny_hosts, &opts.allow_private)?;
     Ok(airlock_egress::EgressSpec::Allowlist(rules))
 }
 

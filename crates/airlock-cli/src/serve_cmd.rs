@@ -10,9 +10,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_broker::server::{AuditSink, Auth, Ceilings, Server, ServerConfig};
+use airlock_broker::server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use airlock_broker::Limits;
+use airlock_broker::Workload;
+use airlock_policy::{Capability, Egress};
 use anyhow::{bail, Context};
+
+use crate::policy_gate::Gate;
 use clap::{Args, ValueEnum};
 use std::io::Write;
 
@@ -91,6 +95,10 @@ pub struct ServeOpts {
     /// Append one JSON line per run to this file.
     #[arg(long, value_name = "PATH")]
     pub audit: Option<PathBuf>,
+    /// A policy.toml (floor, denied capabilities, limits): its limits become the ceilings, and
+    /// every run is admitted by it first (also read from $AIRLOCK_POLICY).
+    #[arg(long, value_name = "PATH")]
+    pub policy: Option<PathBuf>,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -153,6 +161,39 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         bail!("--memory must be at least 1 MiB");
     }
     config.defaults = defaults;
+    let gate = Gate::load(opts.policy.as_deref())?;
+    if let Some(policy) = gate.policy() {
+        let l = &policy.limits;
+        config.ceilings = Ceilings {
+            timeout: Duration::from_secs(l.timeout_seconds),
+            memory_bytes: l.memory_mb.saturating_mul(1024 * 1024),
+            max_tool_calls: u32::try_from(l.max_tool_calls).unwrap_or(u32::MAX),
+            max_output_bytes: usize::try_from(l.max_output_bytes).unwrap_or(usize::MAX),
+        };
+        // A server that could serve nothing the policy allows refuses to start.
+        let python = gate.admit(&[Capability::RunCode], Egress::Closed, &[]);
+        let command = gate.admit(&[Capability::Exec], Egress::Closed, &[]);
+        if let (Err(why), Err(_)) = (&python, &command) {
+            bail!("{why}");
+        }
+        let gate = Arc::new(gate);
+        config.admission = Some(Admission(Arc::new(move |workload, uses_tools| {
+            let mut needs = vec![match workload {
+                Workload::Python { .. } => Capability::RunCode,
+                Workload::Command { .. } => Capability::Exec,
+            }];
+            if uses_tools {
+                needs.push(Capability::HostTools);
+            }
+            gate.admit(&needs, Egress::Closed, &[]).map_err(|why| {
+                if uses_tools {
+                    format!("{why} (a run that calls no tools can say so with `tools: []`)")
+                } else {
+                    why
+                }
+            })
+        })));
+    }
     config.interpreter = opts.python.clone();
     if let Some(n) = opts.max_concurrent_runs {
         if n == 0 {

@@ -92,27 +92,9 @@ fn bounded(s: &str) -> String {
 
 /// A result for a run that never spawned.
 pub fn before_spawn(refusal: NotStarted, started: Instant) -> RunResult {
-    let status = match refusal.code {
-        ErrorCode::SandboxRefused => RunStatus::Refused,
-        _ => RunStatus::Error,
-    };
-    RunResult {
-        status,
-        stdout: String::new(),
-        stderr: String::new(),
-        exit_code: None,
-        signal: None,
-        error: err(refusal.code, refusal.message),
-        stdout_truncated: false,
-        stderr_truncated: false,
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
-        peak_rss_bytes: 0,
-        tool_calls: 0,
-        enforcement: Vec::new(),
-        egress: Vec::new(),
-    }
+    let mut result = RunResult::not_started(refusal.code, refusal.message);
+    result.wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
+    result
 }
 
 /// Decide the status and error of a run that spawned.

@@ -59,6 +59,22 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Where audit records go (none when None).
     pub audit: Option<Arc<AuditSink>>,
+    /// The host's policy gate, asked before every run is spawned (None admits everything the
+    /// sandbox itself allows). A refusal is answered `sandbox_refused` with its reason.
+    pub admission: Option<Admission>,
+}
+
+/// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
+#[derive(Clone)]
+pub struct Admission(pub Arc<AdmitFn>);
+
+/// The decision function behind an [`Admission`].
+pub type AdmitFn = dyn Fn(&crate::Workload, bool) -> Result<(), String> + Send + Sync;
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission(..)")
+    }
 }
 
 impl ServerConfig {
@@ -77,6 +93,7 @@ impl ServerConfig {
             tool_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(10),
             audit: None,
+            admission: None,
         }
     }
 }

@@ -262,6 +262,14 @@ impl Session {
             ),
             Program::Argv(argv) => (Workload::Command { argv }, "command"),
         };
+        if let Some(admit) = &config.admission {
+            let uses_tools = p.tools.as_ref().is_none_or(|t| !t.is_empty());
+            if let Err(why) = (admit.0)(&workload, uses_tools) {
+                return self
+                    .send(reply::error(Some(id), ErrorCode::SandboxRefused, why))
+                    .await;
+            }
+        }
         let tools = RemoteTools::new(
             run_id.clone(),
             self.outbound.clone(),

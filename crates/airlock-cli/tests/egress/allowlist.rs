@@ -45,7 +45,7 @@ fn allowed_host_answers_through_the_proxy_by_url_and_by_tunnel() {
             "{v:#}"
         );
         assert!(
-            out.contains(&format!("BODY HTTP/1.0 200 OK")) && out.trim_end().ends_with(&good.body),
+            out.contains("BODY HTTP/1.0 200 OK") && out.trim_end().ends_with(&good.body),
             "{v:#}"
         );
         assert_eq!(good.hits(), 2, "one forwarded request and one tunnel");

@@ -92,14 +92,22 @@ fn a_cpu_quota_is_enforced_or_the_run_is_refused() {
     let code = "import time\nend=time.monotonic()+1.5\nwhile time.monotonic()<end: pass\nprint(round(time.process_time()/1.5, 2))";
     for who in identities() {
         let v = run_py(who, code, &["--cpus", "0.2", "--timeout", "20"]);
-        if v["enforcement"].as_array().unwrap().iter().any(|e| e == "cgroup") {
+        if v["enforcement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == "cgroup")
+        {
             assert_completed(&v);
             let share: f64 = v["stdout"].as_str().unwrap().trim().parse().unwrap();
             assert!(share < 0.45, "a 0.2-core quota granted {share} of a core");
         } else {
             // No usable cpu cgroup (the unprivileged user here): refused, never run unbounded.
             assert_eq!(status(&v), "refused", "{who:?}: {v}");
-            assert!(v["error"]["message"].as_str().unwrap().contains("cpu"), "{v}");
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains("cpu"),
+                "{v}"
+            );
         }
     }
 }

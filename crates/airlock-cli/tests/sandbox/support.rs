@@ -1,4 +1,9 @@
 //! Driving the real binary, as root and as an unprivileged user.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers: a failed unwrap is a failed test, with its location"
+)]
 use std::cell::Cell;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,255 @@
+//! `--policy FILE` (or `AIRLOCK_POLICY`): the host's policy.toml applied to a CLI run or a
+//! server, through the same decision the router makes for the local backend.
+//!
+//! Its `[limits]` are both the defaults and the ceilings: a flag above a ceiling is refused with
+//! the key that set it, never clamped. Its floor, denied capabilities and scope floor are checked
+//! against what the local sandbox declares *on this machine* (container only where namespaces and
+//! cgroup limits both hold, else os_process), before anything is spawned. Without a policy file
+//! the invoking user is the host and no gate applies beyond the sandbox's own layers.
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_local::backend::local_declarations;
+use airlock_policy::{
+    decide, BackendProfile, Capability, Egress, Policy, SandboxSpec, MAX_POLICY_BYTES,
+};
+use anyhow::{bail, Context};
+
+/// The policy in force, if any.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    policy: Option<Policy>,
+}
+
+/// Limits a run uses after flags, policy defaults and ceilings are resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resolved {
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// Memory ceiling in MiB.
+    pub memory_mb: u64,
+    /// Tool calls per run.
+    pub max_tool_calls: u32,
+    /// Captured bytes per stream.
+    pub max_output: usize,
+}
+
+/// Flags as given (None = not given).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked {
+    pub timeout: Option<f64>,
+    pub memory_mb: Option<u64>,
+    pub max_tool_calls: Option<u32>,
+    pub max_output: Option<usize>,
+}
+
+const DEFAULT_TIMEOUT_S: f64 = 30.0;
+const DEFAULT_MEMORY_MB: u64 = 512;
+const DEFAULT_TOOL_CALLS: u32 = 128;
+const DEFAULT_OUTPUT: usize = 64 * 1024;
+
+impl Gate {
+    /// Load `path`, else `$AIRLOCK_POLICY`, else no policy.
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Gate> {
+        let path: Option<PathBuf> = path
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("AIRLOCK_POLICY").map(PathBuf::from));
+        let Some(path) = path else {
+            return Ok(Gate::default());
+        };
+        let mut text = String::new();
+        std::fs::File::open(&path)
+            .with_context(|| format!("opening policy {}", path.display()))?
+            .take(MAX_POLICY_BYTES as u64 + 1)
+            .read_to_string(&mut text)
+            .with_context(|| format!("reading policy {}", path.display()))?;
+        let policy =
+            Policy::from_toml_str(&text).with_context(|| format!("policy {}", path.display()))?;
+        Ok(Gate {
+            policy: Some(policy),
+        })
+    }
+
+    /// The policy, if one is in force.
+    pub fn policy(&self) -> Option<&Policy> {
+        self.policy.as_ref()
+    }
+
+    /// Resolve flags against the policy's limits (defaults and ceilings).
+    pub fn resolve(&self, asked: Asked) -> anyhow::Result<Resolved> {
+        let limits = self.policy.as_ref().map(|p| &p.limits);
+        let timeout = pick_f64(
+            asked.timeout,
+            limits.map(|l| l.timeout_seconds as f64),
+            DEFAULT_TIMEOUT_S,
+            "--timeout",
+            "limits.timeout_seconds",
+        )?;
+        if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86_400.0) {
+            bail!("--timeout must be a number of seconds in (0, 86400], got {timeout}");
+        }
+        let memory_mb = pick(
+            asked.memory_mb,
+            limits.map(|l| l.memory_mb),
+            DEFAULT_MEMORY_MB,
+            "--memory",
+            "limits.memory_mb",
+        )?;
+        if memory_mb == 0 || memory_mb > 1024 * 1024 {
+            bail!("--memory must be between 1 and 1048576 MiB, got {memory_mb}");
+        }
+        let max_tool_calls = pick(
+            asked.max_tool_calls.map(u64::from),
+            limits.map(|l| l.max_tool_calls),
+            u64::from(DEFAULT_TOOL_CALLS),
+            "--max-tool-calls",
+            "limits.max_tool_calls",
+        )?;
+        let max_output = pick(
+            asked.max_output.map(|v| v as u64),
+            limits.map(|l| l.max_output_bytes),
+            DEFAULT_OUTPUT as u64,
+            "--max-output",
+            "limits.max_output_bytes",
+        )?;
+        Ok(Resolved {
+            timeout: Duration::from_secs_f64(timeout),
+            memory_mb,
+            max_tool_calls: u32::try_from(max_tool_calls).unwrap_or(u32::MAX),
+            max_output: usize::try_from(max_output).unwrap_or(usize::MAX),
+        })
+    }
+
+    /// Would the policy let the local sandbox serve a workload needing `needs` with `egress`?
+    /// `Err` carries the refusal, naming the check and the fix.
+    pub fn admit(
+        &self,
+        needs: &[Capability],
+        egress: Egress,
+        hosts: &[String],
+    ) -> Result<(), String> {
+        let Some(policy) = &self.policy else {
+            return Ok(());
+        };
+        let mut spec = SandboxSpec::builder("airlock-cli")
+            .requires(needs.iter().copied())
+            .egress(egress);
+        if egress == Egress::Allowlist {
+            spec = spec.egress_allow(hosts.iter().cloned());
+        }
+        let spec = spec.build().map_err(|e| format!("workload: {e}"))?;
+        let probe = airlock_local::probe_rung();
+        let declarations = local_declarations();
+        let backend = BackendProfile {
+            name: "local",
+            isolation: probe.isolation,
+            declarations: &declarations,
+        };
+        decide(&policy.host, backend, &spec)
+            .map(|_| ())
+            .map_err(|refusal| {
+                format!(
+                    "refused by policy: {refusal} (this machine's local sandbox: {})",
+                    probe.detail
+                )
+            })
+    }
+}
+
+fn pick(
+    asked: Option<u64>,
+    ceiling: Option<u64>,
+    default: u64,
+    flag: &str,
+    key: &str,
+) -> anyhow::Result<u64> {
+    match (asked, ceiling) {
+        (Some(v), Some(c)) if v > c => bail!("{flag} {v} exceeds the policy's {key} = {c}"),
+        (Some(v), _) => Ok(v),
+        (None, Some(c)) => Ok(c),
+        (None, None) => Ok(default),
+    }
+}
+
+fn pick_f64(
+    asked: Option<f64>,
+    ceiling: Option<f64>,
+    default: f64,
+    flag: &str,
+    key: &str,
+) -> anyhow::Result<f64> {
+    match (asked, ceiling) {
+        (Some(v), Some(c)) if v > c => bail!("{flag} {v} exceeds the policy's {key} = {c}"),
+        (Some(v), _) => Ok(v),
+        (None, Some(c)) => Ok(c),
+        (None, None) => Ok(default),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(toml: &str) -> Gate {
+        Gate {
+            policy: Some(Policy::from_toml_str(toml).unwrap()),
+        }
+    }
+
+    #[test]
+    fn policy_limits_are_defaults_and_ceilings() {
+        let g = gate("floor = \"none\"\n[limits]\ntimeout_seconds = 10\nmemory_mb = 256\n");
+        let r = g.resolve(Asked::default()).unwrap();
+        assert_eq!(r.timeout, Duration::from_secs(10));
+        assert_eq!(r.memory_mb, 256);
+        let r = g
+            .resolve(Asked {
+                timeout: Some(2.0),
+                ..Asked::default()
+            })
+            .unwrap();
+        assert_eq!(r.timeout, Duration::from_secs(2));
+        let err = g
+            .resolve(Asked {
+                memory_mb: Some(1024),
+                ..Asked::default()
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("limits.memory_mb = 256"), "{err}");
+    }
+
+    #[test]
+    fn no_policy_means_builtin_defaults() {
+        let r = Gate::default().resolve(Asked::default()).unwrap();
+        assert_eq!(r.timeout, Duration::from_secs(30));
+        assert_eq!(r.max_tool_calls, DEFAULT_TOOL_CALLS);
+        assert!(Gate::default()
+            .admit(&[Capability::RunCode], Egress::Closed, &[])
+            .is_ok());
+    }
+
+    #[test]
+    fn the_default_floor_refuses_the_local_sandbox() {
+        // No floor in the file means the production floor, microvm: a shared-kernel sandbox
+        // must be opted into explicitly.
+        let err = gate("")
+            .admit(&[Capability::RunCode], Egress::Closed, &[])
+            .unwrap_err();
+        assert!(err.contains("refused by policy"), "{err}");
+    }
+
+    #[test]
+    fn denied_capabilities_refuse_before_anything_runs() {
+        let g = gate("floor = \"os_process\"\ndenied_capabilities = [\"host_tools\"]\n");
+        assert!(g.admit(&[Capability::RunCode], Egress::Closed, &[]).is_ok());
+        let err = g
+            .admit(
+                &[Capability::RunCode, Capability::HostTools],
+                Egress::Closed,
+                &[],
+            )
+            .unwrap_err();
+        assert!(err.contains("host_tools"), "{err}");
+    }
+}

@@ -1,0 +1,167 @@
+//! `--policy policy.toml`: the host's floor, denied capabilities and limits hold a CLI run and a
+//! server, refusing (never degrading) what they do not admit.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers: a failed unwrap is a failed test, with its location"
+)]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn policy(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+fn airlock(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .env_remove("AIRLOCK_POLICY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn run_json(policy: &tempfile::NamedTempFile, extra: &[&str], code: &str) -> serde_json::Value {
+    let path = policy.path().to_str().unwrap();
+    let mut args = vec!["run", "--json", "--policy", path];
+    args.extend_from_slice(extra);
+    args.push("-");
+    let out = airlock(&args, code);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout:?} / {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn the_default_floor_refuses_a_shared_kernel_sandbox() {
+    // An empty policy means the production floor (microvm): nothing runs, nothing spawns.
+    let p = policy("");
+    let v = run_json(&p, &[], "open('/proc/self/status'); print('RAN')");
+    assert_eq!(v["status"], "refused", "{v}");
+    assert_eq!(v["error"]["code"], -32007);
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("refused by policy") && msg.contains("microvm"),
+        "{msg}"
+    );
+    assert_eq!(v["stdout"], "");
+}
+
+#[test]
+fn an_opted_down_floor_admits_it() {
+    let p = policy("floor = \"os_process\"\n");
+    let v = run_json(&p, &[], "print('ran')");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["stdout"], "ran\n");
+}
+
+#[test]
+fn a_denied_capability_refuses_the_run_that_needs_it() {
+    let p = policy("floor = \"os_process\"\ndenied_capabilities = [\"host_tools\"]\n");
+    let v = run_json(&p, &["--tool", "echo=cat"], "print(call_tool('echo', {}))");
+    assert_eq!(v["status"], "refused", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("host_tools"),
+        "{v}"
+    );
+    let v = run_json(&p, &[], "print('no tools needed')");
+    assert_eq!(v["status"], "completed", "{v}");
+}
+
+#[test]
+fn policy_limits_are_defaults_and_ceilings() {
+    let p = policy("floor = \"os_process\"\n[limits]\ntimeout_seconds = 1\nmemory_mb = 64\n");
+    // The default comes from the policy: a spin ends at 1 s.
+    let v = run_json(&p, &[], "while True: pass");
+    assert_eq!(v["status"], "timeout", "{v}");
+    assert!(v["wall_time_ms"].as_f64().unwrap() < 5000.0, "{v}");
+    // Asking above the ceiling is refused before anything runs, naming the key.
+    let path = p.path().to_str().unwrap();
+    let out = airlock(
+        &["run", "--policy", path, "--timeout", "10", "-"],
+        "print(1)",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("limits.timeout_seconds = 1"), "{err}");
+}
+
+#[test]
+fn a_bad_policy_value_is_a_clear_error() {
+    let p = policy("floor = \"process\"\n");
+    let path = p.path().to_str().unwrap();
+    let out = airlock(&["run", "--policy", path, "-"], "print(1)");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("floor") && err.contains("process"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_server_whose_policy_admits_nothing_refuses_to_start() {
+    let p = policy("");
+    let path = p.path().to_str().unwrap();
+    let out = airlock(&["serve", "--stdio", "--policy", path], "");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused by policy"), "{err}");
+}
+
+#[test]
+fn a_server_refuses_runs_its_policy_denies() {
+    let p = policy("floor = \"os_process\"\ndenied_capabilities = [\"exec\"]\n");
+    let path = p.path().to_str().unwrap();
+    let frame = |body: &str| format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    let input = [
+        frame(r#"{"jsonrpc":"2.0","id":1,"method":"execute","params":{"argv":["/bin/true"]}}"#),
+        frame(r#"{"jsonrpc":"2.0","id":2,"method":"execute","params":{"code":"print(6*7)","tools":[]}}"#),
+    ]
+    .concat();
+    // Keep stdin open until both answers arrived: EOF ends the connection (and cancels its run).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["serve", "--stdio", "--policy", path])
+        .env_remove("AIRLOCK_POLICY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(r#""id":2"#) {
+        use std::io::Read;
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "server closed early: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    let stdout = String::from_utf8_lossy(&seen);
+    assert!(
+        stdout.contains("\"code\":-32007") && stdout.contains("exec"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(r#""stdout":"42\n""#), "{stdout}");
+}
