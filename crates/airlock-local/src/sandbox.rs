@@ -91,6 +91,33 @@ impl LocalSandbox {
         }
     }
 
+    /// A sandbox over an existing host directory the caller owns (e.g. the CLI's work dir):
+    /// the same runs and no-follow file methods, with no backend behind it, so nothing
+    /// disposes or removes the directory.
+    pub fn over_dir(
+        key: SandboxKey,
+        dir: &std::path::Path,
+        spec: &airlock_policy::SandboxSpec,
+        config: LocalConfig,
+    ) -> std::io::Result<LocalSandbox> {
+        let host_dir = std::fs::canonicalize(dir)?;
+        let host_str = host_dir
+            .to_str()
+            .ok_or_else(|| std::io::Error::other("work dir path is not UTF-8"))?
+            .to_owned();
+        let root = DirFd::open(&host_dir)?;
+        Ok(LocalSandbox::new(Parts {
+            key,
+            spec_work_dir: spec.work_dir().to_owned(),
+            host_dir,
+            host_str,
+            root,
+            config: Arc::new(config),
+            files_in: *spec.files_in(),
+            tools: None,
+        }))
+    }
+
     /// The work dir as the guest sees it (an absolute host path).
     #[must_use]
     pub fn work_dir(&self) -> &str {
