@@ -18,7 +18,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use airlock_local::{CommandBody, FileSystemSink, LocalConfig, LocalSandbox, RegistryTools, RunDoor};
+use airlock_local::{
+    CommandBody, FileSystemSink, LocalConfig, LocalSandbox, RegistryTools, RunDoor,
+};
 use airlock_policy::{GuestRelPath, Identity, SandboxKey, SandboxSpec, TransferLimits};
 use airlock_router::host_tools::{HostTool, HostToolLimits, HostToolRegistry, ToolDeclaration};
 use airlock_router::outputs::{collect_outputs, CollectContext, Collected, DeclaredOutput};
@@ -126,7 +128,11 @@ impl Transfers {
     pub async fn put_all(&self) -> anyhow::Result<()> {
         let caps: TransferLimits = *self.spec.files_in();
         if self.puts.len() as u64 > caps.max_files {
-            bail!("--put: {} files, above max_files ({})", self.puts.len(), caps.max_files);
+            bail!(
+                "--put: {} files, above max_files ({})",
+                self.puts.len(),
+                caps.max_files
+            );
         }
         let mut total = 0u64;
         for (local, guest) in &self.puts {

@@ -30,14 +30,28 @@ fn put_and_get_round_trip_exact_bytes() {
     )
     .unwrap();
     let o = airlock(
-        &["run", "--put", "in.txt=data/in.txt", "--get", "out/r.txt=got/r.txt", "prog.py"],
+        &[
+            "run",
+            "--put",
+            "in.txt=data/in.txt",
+            "--get",
+            "out/r.txt=got/r.txt",
+            "prog.py",
+        ],
         t.path(),
     );
     // The destination directory must exist; create it and run again.
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     std::fs::create_dir(t.path().join("got")).unwrap();
     let o = airlock(
-        &["run", "--put", "in.txt=data/in.txt", "--get", "out/r.txt=got/r.txt", "prog.py"],
+        &[
+            "run",
+            "--put",
+            "in.txt=data/in.txt",
+            "--get",
+            "out/r.txt=got/r.txt",
+            "prog.py",
+        ],
         t.path(),
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -48,12 +62,26 @@ fn put_and_get_round_trip_exact_bytes() {
     // Run again: the destination is occupied, refused, and left as it was.
     std::fs::write(t.path().join("got/r.txt"), "mine").unwrap();
     let o = airlock(
-        &["run", "--put", "in.txt=data/in.txt", "--get", "out/r.txt=got/r.txt", "prog.py"],
+        &[
+            "run",
+            "--put",
+            "in.txt=data/in.txt",
+            "--get",
+            "out/r.txt=got/r.txt",
+            "prog.py",
+        ],
         t.path(),
     );
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("already exists"), "{}", text(&o.stderr));
-    assert_eq!(std::fs::read_to_string(t.path().join("got/r.txt")).unwrap(), "mine");
+    assert!(
+        text(&o.stderr).contains("already exists"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("got/r.txt")).unwrap(),
+        "mine"
+    );
 }
 
 #[test]
@@ -90,5 +118,8 @@ fn tools_go_through_the_registry() {
     .unwrap();
     let o = airlock(&["run", "--tool", "echo=cat", "prog.py"], t.path());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), "1\ninvalid_arguments True\nunknown_tool False\n");
+    assert_eq!(
+        text(&o.stdout),
+        "1\ninvalid_arguments True\nunknown_tool False\n"
+    );
 }
