@@ -1,12 +1,35 @@
-//! `airlock bench`: one table, measured in one run on this machine, of airlock (cold and warm)
-//! against the sandboxes a user would pick instead. Work in progress: the scenarios follow.
+//! `airlock bench`: one table, measured in one run on this machine, of airlock (cold, warm and
+//! the CLI process) against the sandboxes a user would pick instead — plain python3 (the
+//! floor), bubblewrap and unshare wrapping it, and the in-process tier (pydantic-monty,
+//! smolagents' LocalPythonExecutor) — each skipped with a reason when it is not installed.
+//!
+//! Scenarios: request-to-result of `print(1)`; tool-call round trip (1,000 echo calls in one
+//! program, each timed inside the guest); throughput with both cores busy; memory of an idle
+//! sandbox; and kill latency from a timeout firing to the whole tree reaped. Every latency row
+//! reports the median and p99 and its ratio to the floor. Timings are reported, never asserted.
+mod airlock;
+mod host;
+mod inproc;
+mod peers;
 pub mod stats;
 pub mod table;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use table::{Report, Row, FLOOR};
+
+/// Echo calls in the round-trip scenario.
+const CALLS: usize = 1000;
+/// The timeout of the kill-latency scenario.
+const KILL_BUDGET: Duration = Duration::from_millis(200);
+/// Concurrent workers in the throughput scenario (one per core of the reference machine).
+const WORKERS: usize = 2;
+/// Idle sandboxes measured per system.
+const IDLE: usize = 4;
 
 /// What to measure and how to print it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Samples per latency scenario.
     pub runs: usize,
@@ -14,17 +37,317 @@ pub struct Options {
     pub json: bool,
     /// The binary whose `__executor` subcommand is the stage.
     pub executor: PathBuf,
+    /// The `airlock` binary, for the `airlock run` (whole process) row; skipped when None.
+    pub cli: Option<PathBuf>,
 }
 
-/// Why the benchmark could not run.
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            runs: 30,
+            json: false,
+            executor: PathBuf::from("airlock"),
+            cli: None,
+        }
+    }
+}
+
+/// Why the benchmark could not run at all (a system that cannot be measured is a skipped row).
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    /// Writing the table failed.
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// No usable python3: nothing can be compared.
+    #[error("no usable python3: {0}")]
+    NoPython(String),
+    /// Writing the output failed.
     #[error("output: {0}")]
     Io(#[from] std::io::Error),
+    /// The report could not be serialised.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
-/// Measure and print.
-pub fn run_and_print(_opts: &Options) -> Result<(), BenchError> {
+fn machine() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    format!("Linux {} x86_64, {cores} cores", release.trim())
+}
+
+const START: &str = "start: print(1), request to result";
+const TOOLS: &str = "tool call round trip (1,000 echo calls)";
+const THROUGHPUT: &str = "throughput, both cores busy";
+const MEMORY: &str = "memory per idle sandbox";
+const KILL: &str = "kill after timeout, to tree reaped";
+
+/// Measure everything; the report's rows are in table order.
+pub fn run(opts: &Options) -> Result<Report, BenchError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .map_err(BenchError::Runtime)?;
+    rt.block_on(measure(opts))
+}
+
+async fn measure(opts: &Options) -> Result<Report, BenchError> {
+    let t0 = Instant::now();
+    let (python, version) = airlock::python().await.map_err(BenchError::NoPython)?;
+    let runs = opts.runs.max(1);
+    let exe = opts.executor.as_path();
+    let peers = peers::peers(&python);
+    let limits = airlock::limits(CALLS);
+    let mut rows = Vec::new();
+
+    // Start latency.
+    for p in &peers {
+        rows.push(host_row(START, p, "ms", "", || {
+            (0..runs)
+                .map(|_| host::start_ms(&p.argv(&python, "print(1)"), "1\n"))
+                .collect()
+        }));
+    }
+    let cold = airlock::start(exe, None, runs, &limits).await;
+    rows.push(Row::from_result(
+        START,
+        "airlock cold",
+        "ms",
+        cold,
+        "fresh executor per run; broker in process",
+    ));
+    let pool = airlock::pool(exe, 1, limits.clone());
+    let warm = airlock::start(exe, Some(&pool), runs, &limits).await;
+    rows.push(Row::from_result(
+        START,
+        "airlock warm (pool)",
+        "ms",
+        warm,
+        "pre-started attested executor, used once",
+    ));
+    match &opts.cli {
+        Some(cli) => {
+            let r = airlock::cli_start(cli, &python, runs);
+            rows.push(Row::from_result(
+                START,
+                "airlock run (CLI process)",
+                "ms",
+                r,
+                "includes interpreter discovery",
+            ));
+        }
+        None => rows.push(Row::skipped(
+            START,
+            "airlock run (CLI process)",
+            "run as `airlock bench` to measure",
+        )),
+    }
+    inproc_rows(&mut rows, &python, START, "start", runs);
+
+    // Tool round trip.
+    for p in &peers {
+        rows.push(host_row(
+            TOOLS,
+            p,
+            "µs",
+            "JSON lines over the process's pipes",
+            || host::tool_round_trips(&p.argv(&python, &host::tool_program(CALLS))),
+        ));
+    }
+    let tools = airlock::tool_round_trips(exe, &pool, CALLS).await;
+    rows.push(Row::from_result(
+        TOOLS,
+        "airlock",
+        "µs",
+        tools,
+        "guest-timed call_tool, in-process Rust echo",
+    ));
+    inproc_rows(&mut rows, &python, TOOLS, "tools", CALLS);
+    pool.shutdown().await;
+
+    // Throughput.
+    let total = (runs * 2).max(WORKERS * 4);
+    for p in &peers {
+        rows.push(host_row(THROUGHPUT, p, "runs/s", "", || {
+            host::throughput(&p.argv(&python, "print(1)"), "1\n", total, WORKERS).map(|r| vec![r])
+        }));
+    }
+    let r = airlock::throughput(exe, None, total, WORKERS, &limits)
+        .await
+        .map(|r| vec![r]);
+    rows.push(Row::from_result(
+        THROUGHPUT,
+        "airlock cold",
+        "runs/s",
+        r,
+        "",
+    ));
+    let pool = airlock::pool(exe, WORKERS, limits.clone());
+    let r = airlock::throughput(exe, Some(&pool), total, WORKERS, &limits)
+        .await
+        .map(|r| vec![r]);
+    let stats = pool.stats();
+    pool.shutdown().await;
+    let note = format!(
+        "refills compete for the cores ({} of {} runs warm)",
+        stats.warm_runs,
+        stats.warm_runs + stats.cold_runs
+    );
+    rows.push(Row::from_result(
+        THROUGHPUT,
+        "airlock warm (pool)",
+        "runs/s",
+        r,
+        &note,
+    ));
+    for (system, label) in [
+        ("monty", "pydantic-monty"),
+        ("smolagents", "smolagents LocalPythonExecutor"),
+    ] {
+        let r = inproc::throughput(&python, system, total, WORKERS).map(|r| vec![r]);
+        rows.push(Row::from_result(
+            THROUGHPUT,
+            label,
+            "runs/s",
+            r,
+            "one process per core",
+        ));
+    }
+
+    // Idle memory.
+    let idle = "import sys\nprint('ready', flush=True)\nsys.stdin.read()";
+    for p in &peers {
+        rows.push(host_row(
+            MEMORY,
+            p,
+            "MiB",
+            "summed VmRSS of the tree",
+            || host::idle_rss_mib(&p.argv(&python, idle), IDLE),
+        ));
+    }
+    let pool = airlock::pool(exe, IDLE, limits.clone());
+    let r = airlock::idle_rss_mib(&pool).await;
+    pool.shutdown().await;
+    rows.push(Row::from_result(
+        MEMORY,
+        "airlock warm (pool)",
+        "MiB",
+        r,
+        "summed VmRSS of stage + guest",
+    ));
+    inproc_rows(&mut rows, &python, MEMORY, "memory", IDLE);
+
+    // Kill latency.
+    let kills = (runs / 4).clamp(3, 10);
+    let busy = "while True:\n    pass";
+    for p in &peers {
+        rows.push(host_row(
+            KILL,
+            p,
+            "ms",
+            "SIGKILL to the tree, then wait",
+            || {
+                (0..kills)
+                    .map(|_| host::kill_latency_ms(&p.argv(&python, busy), KILL_BUDGET))
+                    .collect()
+            },
+        ));
+    }
+    let r = airlock::kill_latency(exe, None, kills, KILL_BUDGET).await;
+    rows.push(Row::from_result(
+        KILL,
+        "airlock cold",
+        "ms",
+        r,
+        "SIGTERM, grace, SIGKILL; pid ns + cgroup",
+    ));
+    let pool = airlock::pool(exe, 1, limits.clone());
+    let r = airlock::kill_latency(exe, Some(&pool), kills, KILL_BUDGET).await;
+    pool.shutdown().await;
+    rows.push(Row::from_result(KILL, "airlock warm (pool)", "ms", r, ""));
+    inproc_rows(&mut rows, &python, KILL, "kill", kills);
+
+    let mut report = Report {
+        machine: machine(),
+        python: format!("{version} ({})", python.display()),
+        runs,
+        rows,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    report.compute_ratios();
+    Ok(report)
+}
+
+fn host_row(
+    scenario: &'static str,
+    p: &peers::Peer,
+    unit: &'static str,
+    note: &str,
+    f: impl FnOnce() -> Result<Vec<f64>, String>,
+) -> Row {
+    match &p.missing {
+        Some(why) => Row::skipped(scenario, p.name, why.clone()),
+        None => Row::from_result(scenario, p.name, unit, f(), note),
+    }
+}
+
+fn inproc_rows(rows: &mut Vec<Row>, python: &Path, scenario: &'static str, mode: &str, n: usize) {
+    let unit = match mode {
+        "tools" => "µs",
+        "memory" => "MiB",
+        _ => "ms",
+    };
+    let monty_note = match mode {
+        "start" => "new worker pool per run",
+        "tools" => "host-timed between external calls",
+        "memory" => "VmRSS of the worker process",
+        "kill" => "max_feed_duration_secs; the worker survives",
+        _ => "",
+    };
+    rows.push(Row::from_result(
+        scenario,
+        "pydantic-monty",
+        unit,
+        inproc::measure(python, mode, "monty", n),
+        monty_note,
+    ));
+    if mode == "start" {
+        let r = inproc::measure(python, mode, "monty-pooled", n);
+        rows.push(Row::from_result(
+            scenario,
+            "pydantic-monty (pooled worker)",
+            unit,
+            r,
+            "checkout, worker recycled per session",
+        ));
+    }
+    let smol_note = match mode {
+        "start" => "AST interpreter in the caller's process",
+        "tools" => "host-timed between tool calls",
+        "memory" => "RSS growth of the caller per executor",
+        "kill" => "timeout_seconds=1; the loop's thread is not stopped",
+        _ => "",
+    };
+    let n = if mode == "kill" { 1 } else { n };
+    rows.push(Row::from_result(
+        scenario,
+        "smolagents LocalPythonExecutor",
+        unit,
+        inproc::measure(python, mode, "smolagents", n),
+        smol_note,
+    ));
+}
+
+/// Measure, then print the markdown table (or the JSON report) to stdout.
+pub fn run_and_print(opts: &Options) -> Result<(), BenchError> {
+    let report = run(opts)?;
+    let text = if opts.json {
+        serde_json::to_string_pretty(&report)?
+    } else {
+        report.markdown()
+    };
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
     Ok(())
 }

@@ -11,10 +11,10 @@ pub struct Summary {
     pub n: usize,
 }
 
-/// The `q`-quantile (0 < q <= 1) of sorted `xs` by nearest rank.
-fn rank(sorted: &[f64], q: f64) -> f64 {
+/// The `pct`-th percentile (1..=100) of non-empty sorted `xs`, by nearest rank.
+fn rank(sorted: &[f64], pct: usize) -> f64 {
     let n = sorted.len();
-    let idx = (q * n as f64).ceil() as usize;
+    let idx = (pct * n).div_ceil(100);
     sorted[idx.clamp(1, n) - 1]
 }
 
@@ -25,7 +25,11 @@ pub fn summarize(mut xs: Vec<f64>) -> Option<Summary> {
         return None;
     }
     xs.sort_by(f64::total_cmp);
-    Some(Summary { p50: rank(&xs, 0.5), p99: rank(&xs, 0.99), n: xs.len() })
+    Some(Summary {
+        p50: rank(&xs, 50),
+        p99: rank(&xs, 99),
+        n: xs.len(),
+    })
 }
 
 #[cfg(test)]

@@ -54,7 +54,11 @@ impl Row {
     }
 
     /// A row for a system that could not be measured here.
-    pub fn skipped(scenario: &'static str, system: impl Into<String>, why: impl Into<String>) -> Self {
+    pub fn skipped(
+        scenario: &'static str,
+        system: impl Into<String>,
+        why: impl Into<String>,
+    ) -> Self {
         Self::measured(scenario, system, "", Vec::new(), why)
     }
 
@@ -98,9 +102,14 @@ impl Report {
             .filter_map(|r| r.p50.map(|p| (r.scenario, p)))
             .collect();
         for row in &mut self.rows {
-            let floor = floors.iter().find(|(s, _)| *s == row.scenario).map(|(_, p)| *p);
+            let floor = floors
+                .iter()
+                .find(|(s, _)| *s == row.scenario)
+                .map(|(_, p)| *p);
             row.ratio = match (row.p50, floor) {
-                (Some(v), Some(f)) if f > 0.0 && v > 0.0 => Some(if row.unit == "runs/s" { f / v } else { v / f }),
+                (Some(v), Some(f)) if f > 0.0 && v > 0.0 => {
+                    Some(if row.unit == "runs/s" { f / v } else { v / f })
+                }
                 _ => None,
             };
         }
@@ -115,9 +124,15 @@ impl Report {
         out.push_str("| scenario | system | p50 | p99 | × floor | notes |\n");
         out.push_str("|---|---|---:|---:|---:|---|\n");
         for r in &self.rows {
-            let fmt = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{} {}", number(v), r.unit));
+            let fmt = |v: Option<f64>| {
+                v.map_or("—".to_string(), |v| format!("{} {}", number(v), r.unit))
+            };
             let ratio = r.ratio.map_or("—".to_string(), |x| format!("{x:.2}"));
-            let p99 = if r.unit == "runs/s" { "—".to_string() } else { fmt(r.p99) };
+            let p99 = if r.unit == "runs/s" {
+                "—".to_string()
+            } else {
+                fmt(r.p99)
+            };
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
                 r.scenario,
@@ -167,9 +182,18 @@ mod tests {
         };
         r.compute_ratios();
         let ratios: Vec<Option<f64>> = r.rows.iter().map(|x| x.ratio).collect();
-        assert_eq!(ratios, vec![Some(1.0), Some(1.5), Some(1.0), Some(4.0), None]);
+        assert_eq!(
+            ratios,
+            vec![Some(1.0), Some(1.5), Some(1.0), Some(4.0), None]
+        );
         let md = r.markdown();
-        assert!(md.contains("| start | airlock | 15.0 ms | 30.0 ms | 1.50 |"), "{md}");
-        assert!(md.contains("| start | bwrap | — | — | — | not installed |"), "{md}");
+        assert!(
+            md.contains("| start | airlock | 15.0 ms | 30.0 ms | 1.50 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| start | bwrap | — | — | — | not installed |"),
+            "{md}"
+        );
     }
 }

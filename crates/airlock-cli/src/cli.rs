@@ -7,6 +7,9 @@ use clap::{Args, Parser, Subcommand};
 // `airlock mcp` lives in its own file, declared here to keep main.rs untouched.
 #[path = "mcp_cmd.rs"]
 mod mcp_cmd;
+// `airlock bench` too.
+#[path = "bench_cmd.rs"]
+mod bench_cmd;
 
 /// Run untrusted code in a rootless, network-isolated, syscall-filtered sandbox.
 #[derive(Debug, Parser)]
@@ -41,6 +44,9 @@ enum Command {
     /// Serve MCP on stdio: sandboxed `execute`/`run_python`/`exec` tools, with upstream MCP
     /// servers' tools callable from the sandboxed program.
     Mcp(mcp_cmd::McpOpts),
+    /// Benchmark airlock (cold, warm, CLI) against plain python3, bubblewrap, unshare and the
+    /// in-process interpreters, measured now on this machine; prints one markdown table.
+    Bench(bench_cmd::BenchOpts),
     /// Show which isolation layers this machine offers, and how to fix the missing ones.
     Doctor {
         /// Print JSON.
@@ -106,5 +112,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
         Command::Serve(opts) => crate::serve_cmd::serve(opts),
         Command::Mcp(opts) => mcp_cmd::mcp(opts),
+        Command::Bench(opts) => bench_cmd::bench(opts),
     }
 }

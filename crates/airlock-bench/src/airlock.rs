@@ -1,0 +1,249 @@
+//! airlock's own rows: the broker library cold, the warm pool, and the `airlock run` process.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use airlock_broker::{
+    Limits, Pool, PoolConfig, RunResult, RunSpec, RunStatus, ToolFailure, ToolHandler, Workload,
+};
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+/// The in-process Rust tool the round-trip scenario calls: returns its arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct Echo;
+
+impl ToolHandler for Echo {
+    fn call<'a>(
+        &'a self,
+        _name: &'a str,
+        args: Value,
+    ) -> BoxFuture<'a, Result<Value, ToolFailure>> {
+        Box::pin(async move { Ok(args) })
+    }
+}
+
+/// The program of the round-trip scenario: `calls` echo calls, each timed inside the guest.
+pub fn tool_program(calls: usize) -> String {
+    format!(
+        "import json, time\nns = []\nfor i in range({calls}):\n    t = time.perf_counter_ns()\n    \
+         call_tool('echo', {{'i': i}})\n    ns.append(time.perf_counter_ns() - t)\nprint(json.dumps(ns))"
+    )
+}
+
+/// Limits of every airlock run of the bench: the defaults, with room for the 1,000 calls.
+pub fn limits(calls: usize) -> Limits {
+    Limits {
+        max_tool_calls: u32::try_from(calls + 16).unwrap_or(u32::MAX),
+        ..Limits::default()
+    }
+}
+
+/// A Python run spec.
+pub fn spec(executor: &Path, code: &str, limits: Limits) -> RunSpec {
+    RunSpec {
+        workload: Workload::Python {
+            code: code.into(),
+            interpreter: None,
+        },
+        limits,
+        work_dir: None,
+        env: Vec::new(),
+        executor: executor.to_path_buf(),
+    }
+}
+
+fn check(r: &RunResult, want: RunStatus) -> Result<(), String> {
+    if r.status == want {
+        Ok(())
+    } else {
+        let why = r
+            .error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        Err(format!("run ended {}: {why}", r.status.as_str()))
+    }
+}
+
+/// The pool the warm rows use.
+pub fn pool(executor: &Path, size: usize, limits: Limits) -> Pool {
+    let mut config = PoolConfig::new(size, executor.to_path_buf());
+    config.limits = limits;
+    Pool::start(config)
+}
+
+async fn ready(pool: &Pool) -> Result<(), String> {
+    if pool.wait_full(Duration::from_secs(30)).await {
+        Ok(())
+    } else {
+        Err(format!(
+            "the pool did not fill: {:?}",
+            pool.stats().last_error
+        ))
+    }
+}
+
+/// Request-to-result of `print(1)`, cold (`warm` None) or from the pool; ms.
+pub async fn start(
+    executor: &Path,
+    warm: Option<&Pool>,
+    runs: usize,
+    limits: &Limits,
+) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for i in 0..=runs {
+        if let Some(p) = warm {
+            ready(p).await?;
+        }
+        let s = spec(executor, "print(1)", limits.clone());
+        let t0 = Instant::now();
+        let r = match warm {
+            Some(p) => p.run(s, &Echo).await,
+            None => airlock_broker::run(s, &Echo).await,
+        };
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        check(&r, RunStatus::Completed)?;
+        if r.stdout != "1\n" {
+            return Err(format!("unexpected output {:?}", r.stdout));
+        }
+        // The first run warms the interpreter-discovery cache and the page cache; not a sample.
+        if i > 0 {
+            out.push(ms);
+        }
+    }
+    Ok(out)
+}
+
+/// `airlock run --python PY -` as a whole process (discovery included); ms.
+pub fn cli_start(cli: &Path, python: &Path, runs: usize) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for i in 0..=runs {
+        let t0 = Instant::now();
+        let mut child = Command::new(cli)
+            .args(["run", "--python"])
+            .arg(python)
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write;
+            let _ = stdin.write_all(b"print(1)\n");
+        }
+        let o = child.wait_with_output().map_err(|e| e.to_string())?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        if o.stdout != b"1\n" {
+            return Err(format!(
+                "airlock run failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        if i > 0 {
+            out.push(ms);
+        }
+    }
+    Ok(out)
+}
+
+/// 1,000 echo calls in one run; per-call µs measured inside the guest.
+pub async fn tool_round_trips(
+    executor: &Path,
+    pool: &Pool,
+    calls: usize,
+) -> Result<Vec<f64>, String> {
+    ready(pool).await?;
+    let r = pool
+        .run(spec(executor, &tool_program(calls), limits(calls)), &Echo)
+        .await;
+    check(&r, RunStatus::Completed)?;
+    let ns: Vec<f64> =
+        serde_json::from_str(r.stdout.trim()).map_err(|e| format!("{e}: {:?}", r.stdout))?;
+    if ns.len() != calls {
+        return Err(format!("{} of {calls} calls timed", ns.len()));
+    }
+    Ok(ns.into_iter().map(|n| n / 1e3).collect())
+}
+
+/// `total` runs of `print(1)`, `workers` at a time, cold or from the pool; runs per second.
+pub async fn throughput(
+    executor: &Path,
+    warm: Option<&Pool>,
+    total: usize,
+    workers: usize,
+    limits: &Limits,
+) -> Result<f64, String> {
+    if let Some(p) = warm {
+        ready(p).await?;
+    }
+    let per = total.div_ceil(workers);
+    let t0 = Instant::now();
+    let worker = |_| async {
+        for _ in 0..per {
+            let s = spec(executor, "print(1)", limits.clone());
+            let r = match warm {
+                Some(p) => p.run(s, &Echo).await,
+                None => airlock_broker::run(s, &Echo).await,
+            };
+            check(&r, RunStatus::Completed)?;
+        }
+        Ok::<(), String>(())
+    };
+    let results = futures_util::future::join_all((0..workers).map(worker)).await;
+    results.into_iter().collect::<Result<Vec<()>, String>>()?;
+    Ok((per * workers) as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// Summed RSS of each idle, attested executor tree of a full pool; MiB.
+pub async fn idle_rss_mib(pool: &Pool) -> Result<Vec<f64>, String> {
+    ready(pool).await?;
+    // Let start-up allocations settle.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(pool
+        .idle_stage_pids()
+        .into_iter()
+        .map(|pid| airlock_jail::procfs::tree_rss_bytes(pid) as f64 / (1024.0 * 1024.0))
+        .collect())
+}
+
+/// A busy loop with a `budget` timeout; ms from the timeout firing to the result (tree reaped).
+pub async fn kill_latency(
+    executor: &Path,
+    warm: Option<&Pool>,
+    runs: usize,
+    budget: Duration,
+) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for _ in 0..runs {
+        if let Some(p) = warm {
+            ready(p).await?;
+        }
+        let mut l = limits(0);
+        l.timeout = budget;
+        let s = spec(executor, "while True:\n    pass", l);
+        let t0 = Instant::now();
+        let r = match warm {
+            Some(p) => p.run(s, &Echo).await,
+            None => airlock_broker::run(s, &Echo).await,
+        };
+        check(&r, RunStatus::Timeout)?;
+        out.push((t0.elapsed().saturating_sub(budget)).as_secs_f64() * 1e3);
+    }
+    Ok(out)
+}
+
+/// The interpreter every system runs: what airlock itself discovers for `python3`.
+pub async fn python() -> Result<(PathBuf, String), String> {
+    let i = airlock_broker::interpreter::discover(None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let version = i
+        .version
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(".");
+    Ok((i.executable, version))
+}

@@ -1,0 +1,28 @@
+//! `airlock bench`: measure airlock (cold, warm, the CLI process) against the sandboxes a user
+//! would pick instead, in one run on this machine, and print one table.
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+/// Options of `airlock bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchOpts {
+    /// Samples per latency scenario (the default keeps the whole bench well under 2 minutes).
+    #[arg(long, default_value_t = 30)]
+    pub runs: usize,
+    /// Print the report as JSON instead of the markdown table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bench(opts: BenchOpts) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("locating the airlock binary")?;
+    let options = airlock_bench::Options {
+        runs: opts.runs,
+        json: opts.json,
+        executor: exe.clone(),
+        cli: Some(exe),
+    };
+    airlock_bench::run_and_print(&options)?;
+    Ok(ExitCode::SUCCESS)
+}
