@@ -33,8 +33,8 @@ fn parse(line: &str) -> Result<Vec<f64>, String> {
 pub fn measure(python: &Path, mode: &str, system: &str, n: usize) -> Result<Vec<f64>, String> {
     let child = spawn(python, mode, system, n)?;
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(READ_CAP_BYTES)])
-        .into_owned();
+    let text =
+        String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(READ_CAP_BYTES)]).into_owned();
     parse(text.lines().last().unwrap_or(""))
 }
 
