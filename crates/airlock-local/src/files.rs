@@ -243,6 +243,14 @@ pub fn list(root: &DirFd, rel: Option<&str>) -> Result<Vec<DirEntry>, SandboxErr
 /// Removes the entry at `rel`: a file or link is unlinked (never followed), an empty
 /// directory removed. Nothing there is [`SandboxError::NotFound`].
 pub fn remove(root: &DirFd, rel: &str) -> Result<(), SandboxError> {
+    // Missing (the leaf or a parent) is success; a link in the way is still refused.
+    match remove_present(root, rel) {
+        Err(SandboxError::NotFound { .. }) => Ok(()),
+        other => other,
+    }
+}
+
+fn remove_present(root: &DirFd, rel: &str) -> Result<(), SandboxError> {
     let (segs, leaf) = split(rel);
     let dir = walk_parents(root, rel, &segs, false)?;
     let m = dir.stat_at(leaf).map_err(|e| map_err("stat", rel, &e))?;

@@ -115,9 +115,12 @@ async fn each_fault_fails_its_probe() {
             Fault::IgnoreRemove,
             &[
                 ("files_delete", "remove_deletes"),
-                ("files_delete", "remove_missing_not_found"),
                 ("files_delete", "reclaim_removes_tree_only"),
             ],
+        ),
+        (
+            Fault::StrictRemove,
+            &[("files_delete", "remove_missing_is_success")],
         ),
         (
             Fault::FailReclaim,

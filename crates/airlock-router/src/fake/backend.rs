@@ -27,6 +27,8 @@ pub enum Fault {
     IgnoreRemove,
     /// `reclaim` fails.
     FailReclaim,
+    /// `remove` of a missing path reports `NotFound` instead of success.
+    StrictRemove,
     /// Standard error is written into standard output.
     MergeStderr,
     /// Every command and program reports exit code 0.

@@ -402,13 +402,12 @@ impl Sandbox for FakeSandbox {
         if self.has(Fault::IgnoreRemove) {
             return Ok(());
         }
-        let mut rec = lock(&self.rec);
-        rec.files
-            .remove(&abs(working_directory, path))
-            .map(|_| ())
-            .ok_or_else(|| SandboxError::NotFound {
-                path: path.to_string(),
-            })
+        // Missing is success: removal is idempotent.
+        let removed = lock(&self.rec).files.remove(&abs(working_directory, path));
+        if removed.is_none() && self.has(Fault::StrictRemove) {
+            return Err(SandboxError::NotFound { path: path.to_string() });
+        }
+        Ok(())
     }
 
     async fn reclaim(
