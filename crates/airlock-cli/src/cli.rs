@@ -73,6 +73,13 @@ pub struct RunOpts {
     /// Offer a tool: NAME=CMD runs `sh -c CMD` on the host with JSON args on stdin (repeatable).
     #[arg(long = "tool", value_name = "NAME=CMD")]
     pub tools: Vec<String>,
+    /// Copy a host file into the work dir before the run (repeatable; GUEST is relative to the
+    /// work dir, parents are created, links are never followed).
+    #[arg(long = "put", value_name = "LOCAL=GUEST")]
+    pub put: Vec<String>,
+    /// Collect a work-dir file after the run (repeatable; LOCAL must not exist yet).
+    #[arg(long = "get", value_name = "GUEST=LOCAL")]
+    pub get: Vec<String>,
     /// Maximum tool calls per run [default: 128, or the policy's limits.max_tool_calls].
     #[arg(long)]
     pub max_tool_calls: Option<u32>,

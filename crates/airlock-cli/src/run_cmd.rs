@@ -1,5 +1,5 @@
 //! `airlock run` and `airlock exec`.
-use airlock_broker::{CommandTools, Limits, RunResult, RunSpec, RunStatus, Workload};
+use airlock_broker::{Limits, RunResult, RunSpec, RunStatus, Workload};
 use airlock_policy::{Capability, Egress};
 use airlock_protocol::ErrorCode;
 use anyhow::{bail, Context};
@@ -8,6 +8,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::RunOpts;
+
+#[path = "transfer.rs"]
+mod transfer;
 use crate::policy_gate::{Asked, Gate};
 
 /// A program file larger than this is refused before it is read in full.
@@ -94,11 +97,9 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|e| parse_pair(e, "--env"))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut tools = CommandTools::new();
-    for t in &opts.tools {
-        let (name, cmd) = parse_pair(t, "--tool")?;
-        tools.insert(name, cmd);
-    }
+    // --tool NAME=CMD registers through the host-tool registry (see transfer.rs).
+    let tools = transfer::tool_handler(&opts.tools, resolved.max_tool_calls)?;
+    let transfers = transfer::Transfers::prepare(&opts.put, &opts.get, opts.work_dir.as_deref())?;
     let limits = Limits {
         timeout: resolved.timeout,
         memory_bytes: resolved.memory_mb * 1024 * 1024,
@@ -121,7 +122,10 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
     let spec = RunSpec {
         workload,
         limits,
-        work_dir: opts.work_dir,
+        work_dir: transfers
+            .as_ref()
+            .map(transfer::Transfers::work_dir)
+            .or(opts.work_dir),
         env,
         executor: std::env::current_exe().context("locating the airlock binary")?,
     };
@@ -130,8 +134,19 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let result = runtime.block_on(airlock_broker::run(spec, &tools));
-    report(&result, opts.json)
+    let (result, gets_ok) = runtime.block_on(async {
+        if let Some(t) = &transfers {
+            t.put_all().await?;
+        }
+        let result = airlock_broker::run(spec, &tools).await;
+        let gets_ok = match &transfers {
+            Some(t) => t.get_all().await,
+            None => true,
+        };
+        anyhow::Ok((result, gets_ok))
+    })?;
+    let code = report(&result, opts.json)?;
+    Ok(if gets_ok { code } else { ExitCode::from(2) })
 }
 
 /// Closed unless `--allow-host` names something; the other egress flags need it.

@@ -11,10 +11,17 @@ use std::sync::Arc;
 use airlock_local::{LocalBackend, LocalConfig, LocalSandbox};
 use airlock_policy::{Capability, Egress, Isolation, IsolationScope, SandboxKey, SandboxSpec};
 use airlock_router::conformance::{
-    call_scope_suite, exec_suite, files_delete_suite, files_in_suite, files_out_suite,
-    run_code_suite,
+    call_scope_suite, egress_suite, exec_suite, files_delete_suite, files_in_suite,
+    files_out_suite, run_code_suite, EgressProbe, Fetch,
 };
 use airlock_router::{Backend, Router, Sandbox};
+
+#[path = "egress/server.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the egress suite; not every helper is used here"
+)]
+mod egress_server;
 
 fn backend() -> LocalBackend {
     LocalBackend::new(LocalConfig::new(env!("CARGO_BIN_EXE_airlock"))).unwrap()
@@ -77,10 +84,13 @@ async fn the_rung_and_declarations_are_honest() {
     for c in [Capability::Snapshot, Capability::AttachedIdentity] {
         assert!(!caps.contains(&c));
     }
-    assert_eq!(
-        b.declarations().effective_egress_modes(),
-        [Egress::Closed].into_iter().collect()
-    );
+    // allowlist is declared exactly where the broker-side proxy can be enforced here.
+    let proxy = airlock_egress::availability().is_ok();
+    let mut modes: std::collections::BTreeSet<Egress> = [Egress::Closed].into_iter().collect();
+    if proxy {
+        modes.insert(Egress::Allowlist);
+    }
+    assert_eq!(b.declarations().effective_egress_modes(), modes);
     // Under the default microvm floor the router refuses it; opted down, it serves.
     assert!(
         Router::builder(vec![Arc::new(backend()) as Arc<dyn Backend>])
@@ -96,7 +106,35 @@ async fn the_rung_and_declarations_are_honest() {
         .egress(Egress::Allowlist)
         .build()
         .unwrap();
-    assert!(router.ensure_can_serve(&allowlist).is_err());
+    assert_eq!(router.ensure_can_serve(&allowlist).is_ok(), proxy);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_passes_the_egress_suite() {
+    // Stand-ins on loopback addresses: one allowlisted (with its port), one not. The host opts
+    // the loopback range in; the spec only names hosts.
+    let allowed = egress_server::Server::start("127.0.0.2");
+    let denied = egress_server::Server::start("127.0.0.3");
+    let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
+    config.egress_allow_private = vec!["127.0.0.0/8".into()];
+    let b = LocalBackend::new(config).unwrap();
+    let spec = SandboxSpec::builder("egress")
+        .egress(Egress::Allowlist)
+        .egress_allow([allowed.addr.to_string()])
+        .build()
+        .unwrap();
+    let k = key("egress");
+    b.acquire(&k, &spec).await.unwrap();
+    let sb = b.sandbox(&k).unwrap();
+    let fetch = "import urllib.request, sys\ntry:\n    urllib.request.urlopen('{url}', timeout=10).read()\nexcept Exception as e:\n    print(e); sys.exit(1)";
+    let probe = EgressProbe {
+        allowed_url: format!("http://{}/", allowed.addr),
+        denied_url: format!("http://{}/", denied.addr),
+        fetch: Fetch::Python(fetch.into()),
+    };
+    egress_suite(sb.as_ref(), &probe).await.assert_passed();
+    assert!(allowed.hits() >= 1);
+    assert_eq!(denied.hits(), 0, "the denied stand-in saw a connection");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

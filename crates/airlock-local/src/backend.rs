@@ -219,6 +219,7 @@ impl Backend for LocalBackend {
         if let Some(e) = map.get(key) {
             return Ok(Arc::clone(&e.sandbox) as Arc<dyn Sandbox>);
         }
+        let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
         let other = |e: std::io::Error| BackendError::Other(format!("work dir: {}", e.kind()));
         let name = fresh_name().map_err(other)?;
         self.root.mkdir_at(&name, 0o700).map_err(other)?;
@@ -237,6 +238,7 @@ impl Backend for LocalBackend {
             config: Arc::clone(&self.config),
             files_in: *spec.files_in(),
             tools: self.tools.clone(),
+            egress,
         }));
         map.insert(
             key.clone(),

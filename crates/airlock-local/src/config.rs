@@ -17,6 +17,8 @@ pub struct LocalConfig {
     pub limits: Limits,
     /// The Python interpreter for `run_code` (`python3` on PATH when `None`).
     pub python: Option<PathBuf>,
+    /// Private/loopback ranges (CIDR) an allowlisted host may resolve into; refused otherwise.
+    pub egress_allow_private: Vec<String>,
 }
 
 impl LocalConfig {
@@ -28,6 +30,7 @@ impl LocalConfig {
             root: None,
             limits: Limits::default(),
             python: None,
+            egress_allow_private: Vec::new(),
         }
     }
 }

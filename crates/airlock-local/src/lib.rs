@@ -15,6 +15,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod egress;
 pub mod files;
 pub mod rung;
 pub mod sandbox;

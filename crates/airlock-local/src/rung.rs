@@ -80,14 +80,16 @@ pub fn decide(missing_namespaces: &[&str], missing_cgroups: &[&str]) -> RungProb
     }
 }
 
-/// The egress modes the local backend enforces: `closed` (the executor's net namespace has
-/// loopback only).
-///
-/// EGRESS HOOK: the egress engineer adds `allowlist` here from `airlock_egress::availability()`
-/// once the broker-side proxy exists and `egress_suite` passes against this backend.
+/// The egress modes the local backend enforces on this machine: `closed` (the executor's net
+/// namespace has loopback only), and `allowlist` only where the broker-side proxy can be
+/// enforced (`airlock_egress::availability`: Landlock TCP rules, ...).
 #[must_use]
 pub fn egress_modes() -> BTreeSet<Egress> {
-    BTreeSet::from([Egress::Closed])
+    let mut modes = BTreeSet::from([Egress::Closed]);
+    if airlock_egress::availability().is_ok() {
+        modes.insert(Egress::Allowlist);
+    }
+    modes
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ pub struct LocalSandbox {
     config: Arc<LocalConfig>,
     files_in: TransferLimits,
     tools: Option<Arc<dyn ToolsForRun>>,
+    egress: airlock_egress::EgressSpec,
     run_lock: Mutex<()>,
     disposed: watch::Sender<bool>,
 }
@@ -67,6 +68,7 @@ pub(crate) struct Parts {
     pub(crate) config: Arc<LocalConfig>,
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
+    pub(crate) egress: airlock_egress::EgressSpec,
 }
 
 fn backend(detail: impl Into<String>) -> SandboxError {
@@ -86,6 +88,7 @@ impl LocalSandbox {
             config: p.config,
             files_in: p.files_in,
             tools: p.tools,
+            egress: p.egress,
             run_lock: Mutex::new(()),
             disposed: watch::channel(false).0,
         }
@@ -106,6 +109,7 @@ impl LocalSandbox {
             .ok_or_else(|| std::io::Error::other("work dir path is not UTF-8"))?
             .to_owned();
         let root = DirFd::open(&host_dir)?;
+        let egress = crate::egress::for_spec(spec, &config).map_err(std::io::Error::other)?;
         Ok(LocalSandbox::new(Parts {
             key,
             spec_work_dir: spec.work_dir().to_owned(),
@@ -115,6 +119,7 @@ impl LocalSandbox {
             config: Arc::new(config),
             files_in: *spec.files_in(),
             tools: None,
+            egress,
         }))
     }
 
@@ -204,6 +209,7 @@ impl LocalSandbox {
         };
         let mut limits = self.config.limits.clone();
         limits.timeout = remaining;
+        limits.egress = self.egress.clone();
         let spec = RunSpec {
             workload,
             limits,

@@ -243,8 +243,16 @@ impl SandboxSpecBuilder {
 }
 
 /// A DNS name of letters, digits and hyphens, optionally prefixed by `*.`.
+/// `name`, `*.suffix`, or either with `:port` (1-65535), as the egress proxy's rules read them.
 fn valid_host(host: &str) -> bool {
-    let name = host.strip_prefix("*.").unwrap_or(host);
+    let bare = match host.rsplit_once(':') {
+        Some((name, port)) => match port.parse::<u16>() {
+            Ok(p) if p != 0 && !port.starts_with('+') => name,
+            _ => return false,
+        },
+        None => host,
+    };
+    let name = bare.strip_prefix("*.").unwrap_or(bare);
     !name.is_empty()
         && host.len() <= MAX_HOST_BYTES
         && name.split('.').all(|label| {
@@ -281,6 +289,31 @@ mod tests {
         assert_eq!(s.isolation_scope(), IsolationScope::Conversation);
         assert_eq!(s.requires(), &crate::capability::default_capabilities());
         assert_eq!(s.work_dir(), "/work");
+    }
+
+    #[test]
+    fn allowlist_hosts_may_carry_a_port() {
+        let ok = SandboxSpec::builder("k")
+            .egress(Egress::Allowlist)
+            .egress_allow(["api.example.org:8443", "*.pypi.org:443", "127.0.0.2:8080"])
+            .build();
+        assert!(ok.is_ok(), "{ok:?}");
+        for bad in [
+            "example.org:0",
+            "example.org:99999",
+            "example.org:",
+            "example.org:+80",
+            ":80",
+        ] {
+            let r = SandboxSpec::builder("k")
+                .egress(Egress::Allowlist)
+                .egress_allow([bad])
+                .build();
+            assert!(
+                matches!(r, Err(SpecError::InvalidHost { .. })),
+                "{bad}: {r:?}"
+            );
+        }
     }
 
     #[test]

@@ -202,7 +202,6 @@ pub struct CollectContext<'a> {
     pub key: Option<&'a SandboxKey>,
 }
 
-
 /// Collects `outputs` from `sandbox` under `spec`'s work dir and `files_out` caps, landing the
 /// landing ones in `sink` (see the module docs for the phase order).
 pub async fn collect_outputs(

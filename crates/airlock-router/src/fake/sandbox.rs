@@ -405,7 +405,9 @@ impl Sandbox for FakeSandbox {
         // Missing is success: removal is idempotent.
         let removed = lock(&self.rec).files.remove(&abs(working_directory, path));
         if removed.is_none() && self.has(Fault::StrictRemove) {
-            return Err(SandboxError::NotFound { path: path.to_string() });
+            return Err(SandboxError::NotFound {
+                path: path.to_string(),
+            });
         }
         Ok(())
     }
