@@ -61,7 +61,7 @@ async fn ws_execute_relays_tool_calls_and_returns_one_result() {
     );
     let run_id = r["run_id"].as_str().unwrap().to_string();
     drop(c);
-    let audit = server.audit();
+    let audit = server.audit_at_least(1, Duration::from_secs(5));
     assert_eq!(audit.len(), 1, "{audit:?}");
     let a = &audit[0];
     assert_eq!(a["run_id"], run_id.as_str());
@@ -371,7 +371,7 @@ async fn ws_queued_runs_wait_for_a_slot_and_honour_cancellation() {
     assert_eq!(result_of(&a.finish(1, &echo_tools).await)["stdout"], "a\n");
     let rc = c.finish(1, &echo_tools).await;
     assert_eq!(result_of(&rc)["stdout"], "c\n");
-    let audit = server.audit();
+    let audit = server.audit_at_least(2, Duration::from_secs(5));
     assert_eq!(
         audit.len(),
         2,

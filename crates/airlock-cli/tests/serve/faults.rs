@@ -58,7 +58,7 @@ async fn fault_client_vanishes_mid_run() {
         let left = settle(server.pid(), Duration::from_secs(10));
         assert!(left.is_empty(), "{hold}: {left:?}");
     }
-    let audit = server.audit();
+    let audit = server.audit_at_least(2, Duration::from_secs(5));
     assert_eq!(audit.len(), 2);
     assert!(
         audit.iter().all(|a| a["status"] == "cancelled"),

@@ -109,6 +109,19 @@ impl WsServer {
             .collect()
     }
 
+    /// The audit records once there are at least `n` (the record of a cancelled run is written
+    /// after its executor is reaped), or whatever is there after `within`.
+    pub fn audit_at_least(&self, n: usize, within: Duration) -> Vec<Value> {
+        let until = std::time::Instant::now() + within;
+        loop {
+            let audit = self.audit();
+            if audit.len() >= n || std::time::Instant::now() > until {
+                return audit;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
     }

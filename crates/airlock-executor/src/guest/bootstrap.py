@@ -3,7 +3,9 @@
 # Order: read filter -> install seccomp (TSYNC) -> attest -> wait for `execute` -> run the program
 # with `call_tool` injected -> report a result hint. Nothing here is a control the program cannot
 # undo once it runs: every guarantee lives in the kernel layers and in the broker.
-import builtins, ctypes, io, json, os, signal, sys  # traceback: imported when needed
+# Only C modules at start-up: `json` (it pulls in `re` and `enum`) and `ctypes` (`struct`) cost
+# more than the interpreter itself; the program imports them when it wants them.
+import _ctypes, _json, builtins, os, signal, sys  # traceback: imported when needed
 
 SOCK = 3
 FILTER_FD = 4
@@ -12,8 +14,48 @@ MAX_HEADER = 4096
 _buf = bytearray()
 
 
+class _JsonContext:
+    """What the C scanner of `_json` reads: strict JSON, no hooks, no NaN or Infinity."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo = {}
+
+    @staticmethod
+    def parse_constant(name):
+        raise ValueError("non-finite number in JSON: " + name)
+
+
+_scan = _json.make_scanner(_JsonContext)
+
+
+def _unencodable(obj):
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _dumps(obj):
+    encode = _json.make_encoder(
+        {}, _unencodable, _json.encode_basestring_ascii, None, ":", ",", False, False, False
+    )
+    return "".join(encode(obj, 0))
+
+
+def _loads(body):
+    text = body.decode("utf-8")
+    try:
+        obj, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("invalid JSON") from None
+    if end != len(text):
+        raise ValueError("trailing data after JSON")
+    return obj
+
+
 def _send(msg):
-    body = json.dumps(msg, separators=(",", ":")).encode()
+    body = _dumps(msg).encode()
     if len(body) > MAX_FRAME:
         raise ValueError("message exceeds the frame cap")
     data = b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -50,7 +92,7 @@ def _read_frame():
         _fill()
     body = bytes(_buf[:length])
     del _buf[:length]
-    return json.loads(body)
+    return _loads(body)
 
 
 def _install_seccomp():
@@ -64,17 +106,35 @@ def _install_seccomp():
     if not raw or len(raw) % 8 or len(raw) > 65536:
         raise RuntimeError("seccomp filter missing or malformed")
 
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    class Long(_ctypes._SimpleCData):
+        _type_ = "l"
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    prog_buf = ctypes.create_string_buffer(raw, len(raw))
-    prog = SockFprog(len(raw) // 8, ctypes.cast(prog_buf, ctypes.c_void_p))
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    class Char(_ctypes._SimpleCData):
+        _type_ = "c"
+
+    class Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Long
+
+    def buffer(data):
+        kind = type("Buffer", (_ctypes.Array,), {"_type_": Char, "_length_": len(data)})
+        return kind.from_buffer_copy(data)
+
+    libc = _ctypes.dlopen(None, os.RTLD_NOW)
+    prctl = Function(_ctypes.dlsym(libc, "prctl"))
+    syscall = Function(_ctypes.dlsym(libc, "syscall"))
+    program = buffer(raw)
+    # struct sock_fprog { unsigned short len; /* 6 bytes padding */ struct sock_filter *filter; }
+    order = sys.byteorder
+    fprog = buffer(
+        (len(raw) // 8).to_bytes(2, order) + bytes(6) + _ctypes.addressof(program).to_bytes(8, order)
+    )
+    if prctl(Long(38), Long(1), Long(0), Long(0), Long(0)) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(_ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog): syscall 317 on x86_64
-    if libc.syscall(317, 1, 1, ctypes.byref(prog)) != 0:
-        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")
+    if syscall(Long(317), Long(1), Long(1), Long(_ctypes.addressof(fprog))) != 0:
+        raise OSError(_ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")
+    del program, fprog
 
 
 def _attest():
