@@ -35,16 +35,22 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 
 say "cargo tests"
+logs="$(mktemp -d)"
 cargo build --workspace --all-targets
-cargo test --workspace
+cargo test --workspace 2>&1 | tee "$logs/cargo.log"
 
 if [ -d clients/python/tests ]; then
     say "python client tests"
     python3 -m pip install --quiet --disable-pip-version-check -e clients/python
-    AIRLOCK_BIN="$root/target/debug/airlock" python3 -m pytest -q clients/python/tests
+    AIRLOCK_BIN="$root/target/debug/airlock" python3 -m pytest -q clients/python/tests \
+        2>&1 | tee "$logs/pytest.log"
 fi
 
 say "fuzz smoke (${FUZZ_SECONDS}s)"
 bash scripts/fuzz-smoke.sh "$FUZZ_SECONDS"
 
+# One closing line for the whole suite (cargo's last line is a doc-test binary's "0 passed").
+passed=$(cat "$logs"/*.log | sed -nE 's/.*test result: ok\. ([0-9]+) passed.*/\1/p; s/^([0-9]+) passed.*/\1/p' \
+    | awk '{ n += $1 } END { print n + 0 }')
 say "all green"
+echo "summary: ${passed} passed, 0 failed"

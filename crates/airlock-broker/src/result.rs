@@ -80,6 +80,8 @@ pub struct RunResult {
     pub tool_calls: u32,
     /// Which mechanisms enforced the memory and process limits on this run.
     pub enforcement: Vec<&'static str>,
+    /// True when a pre-started (warm) executor served the run: still fresh, never reused.
+    pub warm: bool,
     /// Every allow/deny of the egress proxy (allowlist egress), in order, at most
     /// `airlock_egress::MAX_DECISIONS`.
     pub egress: Vec<airlock_egress::Decision>,
@@ -111,6 +113,7 @@ impl RunResult {
             peak_rss_bytes: 0,
             tool_calls: 0,
             enforcement: Vec::new(),
+            warm: false,
             egress: Vec::new(),
         }
     }

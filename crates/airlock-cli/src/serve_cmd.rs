@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use airlock_broker::server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use airlock_broker::Limits;
-use airlock_broker::Workload;
+use airlock_broker::{Pool, PoolConfig, Workload};
 use airlock_policy::{Capability, Egress};
 use anyhow::{bail, Context};
 
@@ -99,6 +99,10 @@ pub struct ServeOpts {
     /// every run is admitted by it first (also read from $AIRLOCK_POLICY).
     #[arg(long, value_name = "PATH")]
     pub policy: Option<PathBuf>,
+    /// Keep N executors pre-started, isolated and attested (each still serves one run); runs
+    /// whose limits or interpreter differ from the defaults run cold. 0 = always cold.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warm: usize,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -247,6 +251,15 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    let mut config = config;
+    if opts.warm > 0 {
+        // The pool spawns its executors on the runtime.
+        let _entered = runtime.enter();
+        let mut pool = PoolConfig::new(opts.warm, config.executor.clone());
+        pool.limits = config.defaults.clone();
+        pool.interpreter = config.interpreter.clone();
+        config.pool = Some(Arc::new(Pool::start(pool)));
+    }
     let server = Server::new(config);
     runtime.block_on(async {
         tokio::spawn(on_signal(server.clone()));

@@ -186,7 +186,9 @@ impl Pool {
                 // Refill once the run is over (even if this future is dropped), so a pre-start
                 // never competes with a run for the cores; an empty pool runs cold meanwhile.
                 let _refill = RefillOnDrop(&self.shared.refill);
-                return warm.run(&spec, tools, cancel, started).await;
+                let mut result = warm.run(&spec, tools, cancel, started).await;
+                result.warm = true;
+                return result;
             }
         }
         self.shared.stats().cold_runs += 1;

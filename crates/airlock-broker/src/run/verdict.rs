@@ -236,6 +236,7 @@ pub fn result(o: Observed) -> RunResult {
         peak_rss_bytes: o.peak_rss,
         tool_calls: o.tool_calls,
         enforcement: o.enforcement,
+        warm: false,
         egress: Vec::new(),
     }
 }

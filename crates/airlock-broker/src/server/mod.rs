@@ -62,6 +62,8 @@ pub struct ServerConfig {
     /// The host's policy gate, asked before every run is spawned (None admits everything the
     /// sandbox itself allows). A refusal is answered `sandbox_refused` with its reason.
     pub admission: Option<Admission>,
+    /// Pre-started executors (each still used once); runs that do not fit it run cold.
+    pub pool: Option<Arc<crate::Pool>>,
 }
 
 /// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
@@ -94,6 +96,7 @@ impl ServerConfig {
             shutdown_timeout: Duration::from_secs(10),
             audit: None,
             admission: None,
+            pool: None,
         }
     }
 }

@@ -60,23 +60,15 @@ mod tests {
     use crate::result::RunStatus;
 
     fn result(stdout: String) -> RunResult {
-        RunResult {
-            status: RunStatus::Completed,
-            stdout,
-            stderr: "e".into(),
-            exit_code: Some(0),
-            signal: None,
-            error: None,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            stdout_bytes: 0,
-            stderr_bytes: 1,
-            wall_time_ms: 1.0,
-            peak_rss_bytes: 0,
-            tool_calls: 0,
-            enforcement: vec![],
-            egress: vec![],
-        }
+        let mut r = RunResult::not_started(airlock_protocol::ErrorCode::InternalError, "");
+        r.status = RunStatus::Completed;
+        r.error = None;
+        r.stdout = stdout;
+        r.stderr = "e".into();
+        r.exit_code = Some(0);
+        r.stderr_bytes = 1;
+        r.wall_time_ms = 1.0;
+        r
     }
 
     #[test]

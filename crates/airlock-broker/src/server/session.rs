@@ -349,7 +349,10 @@ impl Job {
                 () = conn_gone.cancelled() => {}
             }
         });
-        let result = run::run_cancellable(spec, &tools, cancel).await;
+        let result = match &self.shared.config.pool {
+            Some(pool) => pool.run_cancellable(spec, &tools, cancel).await,
+            None => run::run_cancellable(spec, &tools, cancel).await,
+        };
         drop(permit);
         tracing::info!(
             status = result.status.as_str(),

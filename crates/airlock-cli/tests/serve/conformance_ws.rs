@@ -136,6 +136,34 @@ async fn ws_sequential_runs_each_get_a_fresh_executor() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn ws_warm_executors_serve_one_run_each_with_every_layer() {
+    let server = WsServer::start(&["--warm", "2"]);
+    let mut c = server.connect().await;
+    // Every run, warm or cold, sees an empty work dir of its own, no fork, no network, and the
+    // broker's environment nowhere.
+    let code = "import os, socket\nprint(sorted(os.listdir('.')), os.getcwd())\nopen('m','w').write('x')\ntry:\n    os.fork(); print('FORKED')\nexcept OSError:\n    print('no fork')\ntry:\n    socket.socket(); print('SOCKET')\nexcept OSError:\n    print('no socket')";
+    let mut dirs = std::collections::BTreeSet::new();
+    let mut warm = 0;
+    for id in 1..=4 {
+        // Give the pool a moment to refill between runs, as a quiet server would.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let r = result_of(&c.execute(id, json!({"code": code}), &echo_tools).await).clone();
+        assert_eq!(r["status"], "completed", "{r}");
+        let out = r["stdout"].as_str().unwrap();
+        assert!(
+            out.starts_with("[] ") && out.contains("no fork\nno socket"),
+            "{out}"
+        );
+        dirs.insert(out.lines().next().unwrap().to_string());
+        if r["warm"] == true {
+            warm += 1;
+        }
+    }
+    assert_eq!(dirs.len(), 4, "a work dir was reused: {dirs:?}");
+    assert!(warm >= 2, "the pool served {warm} of 4 runs");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn ws_requests_refused_before_the_run_get_typed_errors() {
     let server = WsServer::start(&["--ceiling-timeout", "20", "--ceiling-memory", "256"]);
     let mut c = server.connect().await;
