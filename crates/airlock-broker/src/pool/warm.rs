@@ -39,19 +39,27 @@ impl Warm {
             launched.discard().await;
             return Err(why);
         }
-        let attested = tokio::time::timeout(config.startup_timeout, await_ready(&mut launched));
-        match attested.await {
-            Ok(Ok(())) => Ok(Self { launched, prepared }),
-            Ok(Err(why)) => {
-                launched.discard().await;
-                Err(why)
-            }
-            Err(_) => {
-                launched.discard().await;
+        let ready = tokio::time::timeout(config.startup_timeout, await_ready(&mut launched))
+            .await
+            .unwrap_or_else(|_| {
                 Err(format!(
                     "executor not ready within {:?}",
                     config.startup_timeout
                 ))
+            });
+        // Pooled only once it is in its cgroup too: a warm run must hold the same layers.
+        let ready = match ready {
+            Ok(()) => {
+                let cpu = config.limits.cpu_millicores.is_some();
+                launched.attached(cpu).await
+            }
+            Err(why) => Err(why),
+        };
+        match ready {
+            Ok(()) => Ok(Self { launched, prepared }),
+            Err(why) => {
+                launched.discard().await;
+                Err(why)
             }
         }
     }

@@ -1,4 +1,5 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
+mod cgroup_attach;
 mod egress;
 pub(crate) mod prepare;
 pub(crate) mod relay;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_executor::attest::{own_namespaces, Attestation};
@@ -21,6 +22,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::cgroup_attach::{self, Attach};
 use super::prepare::{NotStarted, Prepared};
 use super::teardown;
 use super::verdict::{self, End, Hint, Observed};
@@ -111,13 +113,15 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
     })
 }
 
+/// Create the run's cgroup and write its limits (fast); the move into it happens in
+/// [`cgroup_attach::start`], overlapped with the guest's start-up.
 fn try_cgroup(child: &tokio::process::Child, limits: &Limits) -> Result<RunCgroup, String> {
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or("executor has no pid")?;
     let name = format!("airlock-{pid}-{}", std::process::id());
-    let cg = RunCgroup::create(
+    RunCgroup::create(
         &name,
         &CgroupLimits {
             memory_bytes: Some(limits.memory_bytes),
@@ -125,9 +129,7 @@ fn try_cgroup(child: &tokio::process::Child, limits: &Limits) -> Result<RunCgrou
             cpu_millicores: limits.cpu_millicores,
         },
     )
-    .map_err(|e| e.to_string())?;
-    cg.add_process(pid).map_err(|e| e.to_string())?;
-    Ok(cg)
+    .map_err(|e| e.to_string())
 }
 
 fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Message {
@@ -138,7 +140,9 @@ fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Messag
 pub(crate) struct Launched {
     s: Spawned,
     stage_pid: i32,
-    cgroup: Option<RunCgroup>,
+    cgroup: Option<Arc<RunCgroup>>,
+    /// The move of the tree into `cgroup`, settled before any code is sent.
+    attach: Option<Attach>,
     /// Set when the run must end before it starts (a requested layer is unavailable).
     refused: Option<End>,
     enforcement: Vec<&'static str>,
@@ -171,7 +175,7 @@ pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStart
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(0);
     let (cgroup, refused) = match try_cgroup(&s.child, limits) {
-        Ok(cg) => (Some(cg), None),
+        Ok(cg) => (Some(Arc::new(cg)), None),
         // Memory and pids have rootless stand-ins (watchdog, rlimits); a cpu quota does not.
         Err(e) if limits.cpu_millicores.is_some() => (
             None,
@@ -192,11 +196,16 @@ pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStart
             .outbox
             .try_send(Message::notification(SETUP_METHOD, Some(setup)));
     }
+    let attach = match (&cgroup, &refused) {
+        (Some(cg), None) => Some(cgroup_attach::start(Arc::clone(cg), stage_pid)),
+        _ => None,
+    };
     let python = p.code.is_some();
     Ok(Launched {
         s,
         stage_pid,
         cgroup,
+        attach,
         refused,
         enforcement,
         python,
@@ -235,9 +244,20 @@ impl Launched {
         !matches!(self.s.child.try_wait(), Ok(None))
     }
 
+    /// Wait until the tree is in its cgroup (see [`cgroup_attach`]); Err is a refusal.
+    pub(crate) async fn attached(&mut self, cpu_requested: bool) -> Result<(), String> {
+        cgroup_attach::settle(
+            &mut self.attach,
+            &mut self.cgroup,
+            &mut self.enforcement,
+            cpu_requested,
+        )
+        .await
+    }
+
     /// Kill the whole tree and reap it, for a stage that will never run anything.
     pub(crate) async fn discard(mut self) {
-        let _ = teardown::kill(&mut self.s.child, self.cgroup.as_ref()).await;
+        let _ = teardown::kill(&mut self.s.child, self.cgroup.as_deref()).await;
         for t in &self.s.io_tasks {
             t.abort();
         }
@@ -287,9 +307,10 @@ pub(crate) async fn drive(
     let Launched {
         mut s,
         stage_pid,
-        cgroup,
+        mut cgroup,
+        mut attach,
         refused: cgroup_refusal,
-        enforcement,
+        mut enforcement,
         python,
     } = launched;
     let broker_ns: BTreeMap<String, String> = own_namespaces();
@@ -375,6 +396,11 @@ pub(crate) async fn drive(
                             if let Err(why) = check_ready(n.params, &broker_ns) {
                                 break End::Refused(format!("the sandbox could not prove its isolation: {why}"));
                             }
+                            // No code before the tree is in its cgroup.
+                            let cpu = limits.cpu_millicores.is_some();
+                            if let Err(why) = cgroup_attach::settle(&mut attach, &mut cgroup, &mut enforcement, cpu).await {
+                                break End::Refused(why);
+                            }
                             let go = match code {
                                 Some(code) => Message::request(
                                     Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path }))),
@@ -451,12 +477,12 @@ pub(crate) async fn drive(
             exit = teardown::terminate(&mut s.child, limits.grace).await;
         }
         if exit.is_none() {
-            exit = teardown::kill(&mut s.child, cgroup.as_ref()).await;
+            exit = teardown::kill(&mut s.child, cgroup.as_deref()).await;
         }
     }
     // The stage is reaped; make sure no descendant lingers (cgroup members included).
-    let _ = teardown::kill(&mut s.child, cgroup.as_ref()).await;
-    let oom_killed = cgroup.as_ref().is_some_and(RunCgroup::oom_killed);
+    let _ = teardown::kill(&mut s.child, cgroup.as_deref()).await;
+    let oom_killed = cgroup.as_deref().is_some_and(RunCgroup::oom_killed);
     if let Some(cg) = &cgroup {
         peak_rss = peak_rss.max(cg.peak_memory_bytes().unwrap_or(0));
     }

@@ -111,3 +111,28 @@ fn a_cpu_quota_is_enforced_or_the_run_is_refused() {
         }
     }
 }
+
+#[test]
+fn the_program_runs_inside_its_cgroup_from_its_first_line() {
+    // The move into the run's cgroup overlaps interpreter start-up; code is sent only after it.
+    let code = "print(open('/proc/self/cgroup').read())";
+    for who in identities() {
+        let v = run_py(who, code, &[]);
+        assert_completed(&v);
+        let cgroups = v["stdout"].as_str().unwrap();
+        let memory = cgroups
+            .lines()
+            .find(|l| l.contains(":memory:"))
+            .unwrap_or("");
+        if v["enforcement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == "cgroup")
+        {
+            assert!(memory.contains("/airlock-"), "{who:?}: {cgroups}");
+        } else {
+            assert!(!memory.contains("/airlock-"), "{who:?}: {cgroups}");
+        }
+    }
+}
