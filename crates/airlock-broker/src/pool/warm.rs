@@ -35,10 +35,6 @@ impl Warm {
         };
         let prepared = prepare::prepare(&spec).await.map_err(|n| n.message)?;
         let mut launched = relay::launch(&prepared, &config.limits).map_err(|n| n.message)?;
-        if let Some(why) = launched.refusal() {
-            launched.discard().await;
-            return Err(why);
-        }
         let ready = tokio::time::timeout(config.startup_timeout, await_ready(&mut launched))
             .await
             .unwrap_or_else(|_| {

@@ -1,62 +1,42 @@
 //! Putting a run into its cgroup without making the run wait for it.
 //!
-//! On cgroup v1 the first write to `memory/cgroup.procs` costs a grace period (~15 ms here),
-//! more than the interpreter's own start-up. So the cgroup is created (and its limits written)
-//! before the stage is told anything, the stage starts at once, and the move happens while the
-//! guest interpreter starts: once pid 1 exists, pid 1 and the stage are written to the
-//! cgroup. **Invariant:** the broker sends `execute` (or `start`) only after the move
-//! succeeded, and until then only trusted code runs in the tree (the stage, the bootstrap),
-//! which creates no process besides pid 1. What pid 1 allocated before the move (the bare
-//! interpreter) is charged to the parent cgroup; the RSS watchdog counts it all the same.
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use airlock_jail::cgroup::RunCgroup;
+//! On cgroup v1, writing a memory limit and the first write to `memory/cgroup.procs` each cost
+//! milliseconds (the latter a grace period), more than the interpreter's own start-up. So the
+//! stage starts at once and, in parallel, the broker creates the run's cgroup, writes its
+//! limits, moves the stage into it (every later fork lands inside) and then moves whatever the
+//! stage already forked (pid 1, if it won the race).
+//!
+//! **Invariant:** the broker sends `execute` (or `start`) only after [`settle`] saw the move
+//! succeed; until then only trusted code runs in the tree (the stage, the bootstrap), which
+//! creates no process besides pid 1. What that trusted code allocated before the move is charged
+//! to the parent cgroup; the RSS watchdog counts it all the same.
+use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
 use airlock_jail::procfs;
 use tokio::task::JoinHandle;
 
-/// How long the stage may take to fork pid 1.
-const PID1_WAIT: Duration = Duration::from_secs(10);
-/// How often to look for pid 1 meanwhile.
-const POLL: Duration = Duration::from_micros(200);
+/// The cgroup being set up.
+pub(crate) type Attach = JoinHandle<Result<RunCgroup, String>>;
 
-/// The move in flight.
-pub(crate) type Attach = JoinHandle<Result<(), String>>;
-
-/// Start moving the stage's tree into `cg` as soon as pid 1 exists.
-pub(crate) fn start(cg: Arc<RunCgroup>, stage_pid: i32) -> Attach {
+/// Create `name` with `limits` and move the stage's tree into it, off the run's critical path.
+pub(crate) fn start(name: String, limits: CgroupLimits, stage_pid: i32) -> Attach {
     tokio::task::spawn_blocking(move || {
-        let until = Instant::now() + PID1_WAIT;
-        loop {
-            let tree = procfs::descendants(stage_pid);
-            if let Some(&pid1) = tree.first() {
-                if tree.len() != 1 {
-                    return Err(format!(
-                        "the stage has {} processes, expected 1",
-                        tree.len()
-                    ));
-                }
-                cg.add_process(pid1).map_err(|e| e.to_string())?;
-                cg.add_process(stage_pid).map_err(|e| e.to_string())?;
-                return Ok(());
-            }
-            if !procfs::process_exists(stage_pid) {
-                return Err("the executor exited before it forked".into());
-            }
-            if Instant::now() > until {
-                return Err(format!("the executor did not fork within {PID1_WAIT:?}"));
-            }
-            std::thread::sleep(POLL);
+        let cg = RunCgroup::create(&name, &limits).map_err(|e| e.to_string())?;
+        cg.add_process(stage_pid).map_err(|e| e.to_string())?;
+        // A fork is serialised against the move: it finished before it (listed here) or lands
+        // inside after it.
+        for pid in procfs::descendants(stage_pid) {
+            cg.add_process(pid).map_err(|e| e.to_string())?;
         }
+        Ok(cg)
     })
 }
 
-/// Wait for the move (once). On failure the run goes on without the cgroup — memory and
-/// processes have rootless stand-ins — unless it asked for a cpu quota, which has none: then
-/// the refusal is returned.
+/// Wait for the cgroup (once). On failure the run goes on without it — memory and processes
+/// have rootless stand-ins — unless it asked for a cpu quota, which has none: then the refusal
+/// is returned.
 pub(crate) async fn settle(
     attach: &mut Option<Attach>,
-    cgroup: &mut Option<Arc<RunCgroup>>,
+    cgroup: &mut Option<RunCgroup>,
     enforcement: &mut Vec<&'static str>,
     cpu_requested: bool,
 ) -> Result<(), String> {
@@ -65,17 +45,28 @@ pub(crate) async fn settle(
     };
     let outcome = match handle.await {
         Ok(r) => r,
-        Err(e) => Err(format!("cgroup attach task failed: {e}")),
+        Err(e) => Err(format!("cgroup set-up task failed: {e}")),
     };
     match outcome {
-        Ok(()) => Ok(()),
-        Err(why) if cpu_requested => Err(format!(
-            "a cpu quota was requested but the run could not be put in its cpu cgroup ({why})"
-        )),
-        Err(_) => {
-            *cgroup = None;
-            enforcement.retain(|e| *e != "cgroup");
+        Ok(cg) => {
+            *cgroup = Some(cg);
+            enforcement.push("cgroup");
             Ok(())
+        }
+        Err(why) if cpu_requested => Err(format!(
+            "a cpu quota was requested but no cpu cgroup is usable here ({why}); run the broker \
+             as root or delegate a cgroup subtree to its user (see airlock doctor)"
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
+/// For a run that ended before [`settle`]: wait for the set-up to finish, then kill whatever
+/// is in the cgroup and remove it (on drop).
+pub(crate) async fn abandon(attach: Option<Attach>) {
+    if let Some(handle) = attach {
+        if let Ok(Ok(cg)) = handle.await {
+            let _ = cg.kill_all();
         }
     }
 }

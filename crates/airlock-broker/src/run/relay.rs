@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_executor::attest::{own_namespaces, Attestation};
@@ -113,23 +112,16 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
     })
 }
 
-/// Create the run's cgroup and write its limits (fast); the move into it happens in
-/// [`cgroup_attach::start`], overlapped with the guest's start-up.
-fn try_cgroup(child: &tokio::process::Child, limits: &Limits) -> Result<RunCgroup, String> {
-    let pid = child
-        .id()
-        .and_then(|p| i32::try_from(p).ok())
-        .ok_or("executor has no pid")?;
-    let name = format!("airlock-{pid}-{}", std::process::id());
-    RunCgroup::create(
-        &name,
-        &CgroupLimits {
+/// The cgroup a run gets (where the machine allows): its name and limits.
+fn cgroup_for(stage_pid: i32, limits: &Limits) -> (String, CgroupLimits) {
+    (
+        format!("airlock-{stage_pid}-{}", std::process::id()),
+        CgroupLimits {
             memory_bytes: Some(limits.memory_bytes),
             pids: Some(limits.max_processes),
             cpu_millicores: limits.cpu_millicores,
         },
     )
-    .map_err(|e| e.to_string())
 }
 
 fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Message {
@@ -140,11 +132,9 @@ fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Messag
 pub(crate) struct Launched {
     s: Spawned,
     stage_pid: i32,
-    cgroup: Option<Arc<RunCgroup>>,
-    /// The move of the tree into `cgroup`, settled before any code is sent.
+    cgroup: Option<RunCgroup>,
+    /// The cgroup being set up (see [`cgroup_attach`]), settled before any code is sent.
     attach: Option<Attach>,
-    /// Set when the run must end before it starts (a requested layer is unavailable).
-    refused: Option<End>,
     enforcement: Vec<&'static str>,
     python: bool,
 }
@@ -174,39 +164,20 @@ pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStart
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(0);
-    let (cgroup, refused) = match try_cgroup(&s.child, limits) {
-        Ok(cg) => (Some(Arc::new(cg)), None),
-        // Memory and pids have rootless stand-ins (watchdog, rlimits); a cpu quota does not.
-        Err(e) if limits.cpu_millicores.is_some() => (
-            None,
-            Some(End::Refused(format!(
-                "a cpu quota was requested but no cpu cgroup is usable here ({e}); run the \
-                 broker as root or delegate a cgroup subtree to its user (see airlock doctor)"
-            ))),
-        ),
-        Err(_) => (None, None),
-    };
-    let mut enforcement = vec!["rlimits", "rss_watchdog"];
-    if cgroup.is_some() {
-        enforcement.push("cgroup");
-    }
+    let (name, cg_limits) = cgroup_for(stage_pid, limits);
+    let attach = Some(cgroup_attach::start(name, cg_limits, stage_pid));
+    let enforcement = vec!["rlimits", "rss_watchdog"];
     let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
-    if refused.is_none() {
-        let _ = s
-            .outbox
-            .try_send(Message::notification(SETUP_METHOD, Some(setup)));
-    }
-    let attach = match (&cgroup, &refused) {
-        (Some(cg), None) => Some(cgroup_attach::start(Arc::clone(cg), stage_pid)),
-        _ => None,
-    };
+    let _ = s
+        .outbox
+        .try_send(Message::notification(SETUP_METHOD, Some(setup)));
+    let cgroup = None;
     let python = p.code.is_some();
     Ok(Launched {
         s,
         stage_pid,
         cgroup,
         attach,
-        refused,
         enforcement,
         python,
     })
@@ -216,14 +187,6 @@ impl Launched {
     /// The stage's pid (0 if unknown).
     pub(crate) fn stage_pid(&self) -> i32 {
         self.stage_pid
-    }
-
-    /// Why this run cannot start at all, if it cannot.
-    pub(crate) fn refusal(&self) -> Option<String> {
-        match &self.refused {
-            Some(End::Refused(m)) => Some(m.clone()),
-            _ => None,
-        }
     }
 
     /// The next message from the executor; None once its socket is closed or broken.
@@ -257,7 +220,8 @@ impl Launched {
 
     /// Kill the whole tree and reap it, for a stage that will never run anything.
     pub(crate) async fn discard(mut self) {
-        let _ = teardown::kill(&mut self.s.child, self.cgroup.as_deref()).await;
+        let _ = teardown::kill(&mut self.s.child, self.cgroup.as_ref()).await;
+        cgroup_attach::abandon(self.attach.take()).await;
         for t in &self.s.io_tasks {
             t.abort();
         }
@@ -309,7 +273,6 @@ pub(crate) async fn drive(
         stage_pid,
         mut cgroup,
         mut attach,
-        refused: cgroup_refusal,
         mut enforcement,
         python,
     } = launched;
@@ -328,9 +291,7 @@ pub(crate) async fn drive(
     let mut peak_rss: u64 = 0;
     let mut exit = None;
 
-    let end = if let Some(refused) = cgroup_refusal {
-        refused
-    } else {
+    let end = {
         loop {
             let reported_by = match phase {
                 Phase::Reported { by } => tokio::time::Instant::from_std(by),
@@ -477,12 +438,13 @@ pub(crate) async fn drive(
             exit = teardown::terminate(&mut s.child, limits.grace).await;
         }
         if exit.is_none() {
-            exit = teardown::kill(&mut s.child, cgroup.as_deref()).await;
+            exit = teardown::kill(&mut s.child, cgroup.as_ref()).await;
         }
     }
     // The stage is reaped; make sure no descendant lingers (cgroup members included).
-    let _ = teardown::kill(&mut s.child, cgroup.as_deref()).await;
-    let oom_killed = cgroup.as_deref().is_some_and(RunCgroup::oom_killed);
+    let _ = teardown::kill(&mut s.child, cgroup.as_ref()).await;
+    cgroup_attach::abandon(attach.take()).await;
+    let oom_killed = cgroup.as_ref().is_some_and(RunCgroup::oom_killed);
     if let Some(cg) = &cgroup {
         peak_rss = peak_rss.max(cg.peak_memory_bytes().unwrap_or(0));
     }
