@@ -12,12 +12,17 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
-const PROBE: &str = "import sys, json; print(json.dumps({'executable': sys.executable, \
+/// Also compiles the guest bootstrap (read from stdin) with this very interpreter, so a run
+/// hands it over as a code object instead of paying for its compilation every time.
+const PROBE: &str = "import sys, json, marshal; src = sys.stdin.read(); \
+code = marshal.dumps(compile(src, '<airlock-bootstrap>', 'exec', dont_inherit=True)); \
+print(json.dumps({'executable': sys.executable, \
 'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}), \
-'path': [p for p in sys.path if p], 'version': list(sys.version_info[:3])}))";
+'path': [p for p in sys.path if p], 'version': list(sys.version_info[:3]), \
+'bootstrap': code.hex()}))";
 
 /// The probe prints a few hundred bytes; anything past this is not a CPython answering.
-const PROBE_OUTPUT_CAP: u64 = 64 * 1024;
+const PROBE_OUTPUT_CAP: u64 = 1024 * 1024;
 
 /// What a run needs to know about an interpreter.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -30,6 +35,8 @@ pub struct Interpreter {
     pub path: Vec<PathBuf>,
     /// `sys.version_info[:3]`.
     pub version: Vec<u32>,
+    /// The guest bootstrap compiled by this interpreter (`marshal`), hex-encoded.
+    pub bootstrap: String,
 }
 
 /// Why an interpreter could not be used.
@@ -48,9 +55,23 @@ pub enum InterpreterError {
     },
 }
 
-fn cache() -> &'static Mutex<HashMap<PathBuf, Interpreter>> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Interpreter>>> = OnceLock::new();
+type CacheKey = (PathBuf, Option<(u64, u64, i64, i64)>);
+
+fn cache() -> &'static Mutex<HashMap<CacheKey, Interpreter>> {
+    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Interpreter>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
+}
+
+/// Device, inode, size and mtime of what `path` resolves to.
+fn identity(path: &Path) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        i64::try_from(m.size()).unwrap_or(i64::MAX),
+        m.mtime_nsec() + m.mtime() * 1_000_000_000,
+    ))
 }
 
 /// Resolve a command name against PATH (a path with a slash is taken as given).
@@ -78,8 +99,11 @@ pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, Interpret
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or("python3".into());
     let path = which(&name).ok_or_else(|| InterpreterError::NotFound(name.clone()))?;
+    // Keyed by the binary's identity too: an upgraded interpreter must not get code objects
+    // compiled by its predecessor.
+    let key = (path.clone(), identity(&path));
     if let Ok(c) = cache().lock() {
-        if let Some(found) = c.get(&path) {
+        if let Some(found) = c.get(&key) {
             return Ok(found.clone());
         }
     }
@@ -89,12 +113,18 @@ pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, Interpret
     };
     let mut child = tokio::process::Command::new(&path)
         .args(["-I", "-c", PROBE])
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| not_cpython(e.to_string()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        let _ = stdin
+            .write_all(airlock_executor::BOOTSTRAP_PY.as_bytes())
+            .await;
+    }
     let mut out = Vec::new();
     let stdout = child
         .stdout
@@ -115,7 +145,7 @@ pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, Interpret
     found.executable = std::fs::canonicalize(&found.executable)
         .map_err(|e| not_cpython(format!("{}: {e}", found.executable.display())))?;
     if let Ok(mut c) = cache().lock() {
-        c.insert(path, found.clone());
+        c.insert(key, found.clone());
     }
     Ok(found)
 }

@@ -40,6 +40,10 @@ pub enum Mode {
     Python {
         /// Absolute path of the real interpreter binary.
         interpreter: PathBuf,
+        /// The guest bootstrap compiled by that interpreter (`marshal`, hex); the source is run
+        /// instead when absent.
+        #[serde(default)]
+        bootstrap: Option<String>,
     },
     /// A command, started after the broker answers `ready` with `start`.
     Command {

@@ -26,6 +26,26 @@ pub const GUEST_FILTER_FD: i32 = 4;
 /// Staging fds above anything the stage holds, so the final placement never collides.
 const STAGING_SOCKET_FD: i32 = 100;
 const STAGING_FILTER_FD: i32 = 101;
+const STAGING_CODE_FD: i32 = 102;
+/// fd of the precompiled bootstrap inside the Python guest (read, then closed, by [`LOADER`]).
+pub const GUEST_CODE_FD: i32 = 5;
+/// A pipe's default capacity is 64 KiB; the code is written before anyone reads it.
+const MAX_CODE_BYTES: usize = 60 * 1024;
+
+/// What CPython runs when the broker handed in the bootstrap as a code object (compiled by this
+/// very interpreter at discovery): read it from fd 5, close it, run it as `__main__`.
+const LOADER: &str = r#"import marshal, posix
+def _airlock_load():
+    data = bytearray()
+    while len(data) <= 1 << 20:
+        chunk = posix.read(5, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    posix.close(5)
+    return marshal.loads(bytes(data))
+exec(_airlock_load(), {'__name__': '__main__', '__builtins__': __builtins__})
+"#;
 
 /// A setup step that failed, named by the layer it belongs to.
 #[derive(Debug)]
@@ -134,12 +154,12 @@ fn pid1(mut chan: Channel, cfg: &ExecutorConfig, egress: Option<OwnedFd>) -> ! {
     // Drop every other handle of the socket, then place it (and the filter) where the guest
     // expects them.
     drop(chan);
-    let (mut guest, filter) = match place(staged) {
+    let (mut guest, placed) = match place(staged) {
         Ok(placed) => placed,
         // No channel is left to report on; the broker sees EOF and this exit status.
         Err(_) => std::process::exit(EXIT_REFUSED),
     };
-    let r = match lock_down(cfg, filter.is_some()).and_then(|()| start(&mut guest, cfg)) {
+    let r = match lock_down(cfg, &placed).and_then(|()| start(&mut guest, cfg, &placed)) {
         Ok(never) => match never {},
         Err(r) => r,
     };
@@ -149,6 +169,30 @@ fn pid1(mut chan: Channel, cfg: &ExecutorConfig, egress: Option<OwnedFd>) -> ! {
 struct Staged {
     socket: OwnedFd,
     filter: Option<OwnedFd>,
+    code: Option<OwnedFd>,
+}
+
+/// The bootstrap's code object, if the broker sent one that fits a pipe.
+fn bootstrap_code(cfg: &ExecutorConfig) -> Option<Vec<u8>> {
+    match &cfg.mode {
+        Mode::Python {
+            bootstrap: Some(hex),
+            ..
+        } => decode_hex(hex).filter(|b| !b.is_empty() && b.len() <= MAX_CODE_BYTES),
+        _ => None,
+    }
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    let digits = hex.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    let nibble = |c: u8| (c as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    digits
+        .chunks(2)
+        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .collect()
 }
 
 /// Mount, uts and network set-up, stdin, and the fds the guest needs, staged high.
@@ -184,24 +228,51 @@ fn prepare(
         }
         Mode::Command { .. } => None,
     };
-    Ok(Staged { socket, filter })
+    let code = match bootstrap_code(cfg) {
+        Some(bytes) => {
+            let (reader, mut writer) = std::io::pipe().layer("bootstrap")?;
+            // At most MAX_CODE_BYTES, below a pipe's capacity, so this cannot block.
+            writer.write_all(&bytes).layer("bootstrap")?;
+            drop(writer);
+            Some(airlock_jail::fd::dup_to(reader.as_fd(), STAGING_CODE_FD).layer("fds")?)
+        }
+        None => None,
+    };
+    Ok(Staged {
+        socket,
+        filter,
+        code,
+    })
 }
 
-fn place(staged: Staged) -> Result<(Channel, Option<OwnedFd>), Refusal> {
+/// The guest's inherited fds, held open until execve.
+struct Placed {
+    filter: Option<OwnedFd>,
+    code: Option<OwnedFd>,
+}
+
+fn place(staged: Staged) -> Result<(Channel, Placed), Refusal> {
     let socket = airlock_jail::fd::dup_to(staged.socket.as_fd(), GUEST_SOCKET_FD).layer("fds")?;
     let filter = match &staged.filter {
         Some(f) => Some(airlock_jail::fd::dup_to(f.as_fd(), GUEST_FILTER_FD).layer("fds")?),
         None => None,
     };
+    let code = match &staged.code {
+        Some(f) => Some(airlock_jail::fd::dup_to(f.as_fd(), GUEST_CODE_FD).layer("fds")?),
+        None => None,
+    };
     drop(staged);
-    Ok((Channel::from_owned(socket), filter))
+    Ok((Channel::from_owned(socket), Placed { filter, code }))
 }
 
 /// rlimits, fds, Landlock, capabilities, no_new_privs.
-fn lock_down(cfg: &ExecutorConfig, with_filter: bool) -> Result<(), Refusal> {
+fn lock_down(cfg: &ExecutorConfig, placed: &Placed) -> Result<(), Refusal> {
     let mut keep = vec![0, 1, 2, GUEST_SOCKET_FD];
-    if with_filter {
+    if placed.filter.is_some() {
         keep.push(GUEST_FILTER_FD);
+    }
+    if placed.code.is_some() {
+        keep.push(GUEST_CODE_FD);
     }
     process::close_fds_except(&keep).layer("fds")?;
     rlimits::apply(&rlimits::Rlimits {
@@ -227,15 +298,23 @@ fn lock_down(cfg: &ExecutorConfig, with_filter: bool) -> Result<(), Refusal> {
 }
 
 /// Hand over to the workload. Returns only on failure.
-fn start(guest: &mut Channel, cfg: &ExecutorConfig) -> Result<Infallible, Refusal> {
+fn start(
+    guest: &mut Channel,
+    cfg: &ExecutorConfig,
+    placed: &Placed,
+) -> Result<Infallible, Refusal> {
     let env = cstrings(cfg.env.iter().map(|(k, v)| format!("{k}={v}")))?;
     match &cfg.mode {
-        Mode::Python { interpreter } => {
+        Mode::Python { interpreter, .. } => {
             let interp = path_str(interpreter)?;
+            let program = if placed.code.is_some() {
+                LOADER
+            } else {
+                BOOTSTRAP_PY
+            };
             // -S: no `site` start-up (it can import arbitrary .pth code and costs more than the
             // rest of start-up); the discovered sys.path arrives with `execute` instead.
-            let argv =
-                cstrings([interp, "-I", "-B", "-S", "-c", BOOTSTRAP_PY].map(str::to_string))?;
+            let argv = cstrings([interp, "-I", "-B", "-S", "-c", program].map(str::to_string))?;
             Err(exec(interpreter, &argv, &env))
         }
         Mode::Command { program, argv } => {
@@ -295,4 +374,17 @@ fn cstring(s: String) -> Result<CString, Refusal> {
 
 fn cstrings(items: impl IntoIterator<Item = String>) -> Result<Vec<CString>, Refusal> {
     items.into_iter().map(cstring).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_hex;
+
+    #[test]
+    fn hex_decodes_exactly_or_not_at_all() {
+        assert_eq!(decode_hex("00ff7a"), Some(vec![0, 255, 0x7a]));
+        assert_eq!(decode_hex("0"), None);
+        assert_eq!(decode_hex("zz"), None);
+        assert_eq!(decode_hex(""), Some(vec![]));
+    }
 }

@@ -105,6 +105,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
             (
                 Mode::Python {
                     interpreter: interp.executable,
+                    bootstrap: Some(interp.bootstrap),
                 },
                 fs,
                 Some(code.clone()),

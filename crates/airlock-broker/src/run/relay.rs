@@ -431,6 +431,10 @@ pub(crate) async fn drive(
     let end = match (end, refusal) {
         (End::Exited, Some(r)) => End::Refused(r),
         (End::Protocol(_), Some(r)) => End::Refused(r),
+        // No code was ever sent: whatever ended the executor, the sandbox did not come up.
+        (End::Exited, None) if matches!(phase, Phase::AwaitReady) => {
+            End::Refused("the executor exited before proving its isolation (see stderr)".into())
+        }
         (end, _) => end,
     };
     if exit.is_none() {

@@ -3,9 +3,9 @@
 # Order: read filter -> install seccomp (TSYNC) -> attest -> wait for `execute` -> run the program
 # with `call_tool` injected -> report a result hint. Nothing here is a control the program cannot
 # undo once it runs: every guarantee lives in the kernel layers and in the broker.
-# Only C modules at start-up: `json` (it pulls in `re` and `enum`) and `ctypes` (`struct`) cost
-# more than the interpreter itself; the program imports them when it wants them.
-import _ctypes, _json, builtins, os, signal, sys  # traceback: imported when needed
+# Only C modules at start-up: `json` (it pulls in `re` and `enum`), `ctypes` (`struct`) and
+# `signal` (`enum`) cost more than the interpreter itself; the program imports them if it wants.
+import _ctypes, _json, _signal, builtins, os, sys  # traceback: imported when needed
 
 SOCK = 3
 FILTER_FD = 4
@@ -237,7 +237,7 @@ def main():
     sys.stdout.reconfigure(line_buffering=True)
     sys.argv = ["<program>"]
     sys.path.append(os.getcwd())
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    _signal.signal(_signal.SIGTERM, _on_sigterm)
     result = {"status": "completed", "exit_code": 0}
     try:
         _run(code)
