@@ -117,6 +117,8 @@ async fn local_passes_the_egress_suite() {
     let denied = egress_server::Server::start("127.0.0.3");
     let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
     config.egress_allow_private = vec!["127.0.0.0/8".into()];
+    let seen = Arc::new(EgressRecorder::default());
+    config.observer = airlock_router::Observers::new(Some(seen.clone()));
     let b = LocalBackend::new(config).unwrap();
     let spec = SandboxSpec::builder("egress")
         .egress(Egress::Allowlist)
@@ -135,6 +137,28 @@ async fn local_passes_the_egress_suite() {
     egress_suite(sb.as_ref(), &probe).await.assert_passed();
     assert!(allowed.hits() >= 1);
     assert_eq!(denied.hits(), 0, "the denied stand-in saw a connection");
+    // Every decision reached the observer, keyed by the sandbox.
+    let events = seen.0.lock().unwrap().clone();
+    let port = |s: &egress_server::Server| s.addr.port();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.allowed && e.port == port(&allowed) && e.key == k),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| !e.allowed && e.port == port(&denied)),
+        "{events:?}"
+    );
+}
+
+#[derive(Default)]
+struct EgressRecorder(std::sync::Mutex<Vec<airlock_router::EgressDecided>>);
+
+impl airlock_router::SandboxObserver for EgressRecorder {
+    fn egress_decided(&self, event: &airlock_router::EgressDecided) {
+        self.0.lock().unwrap().push(event.clone());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

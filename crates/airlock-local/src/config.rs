@@ -19,6 +19,10 @@ pub struct LocalConfig {
     pub python: Option<PathBuf>,
     /// Private/loopback ranges (CIDR) an allowlisted host may resolve into; refused otherwise.
     pub egress_allow_private: Vec<String>,
+    /// Where egress decisions are reported (each as an [`EgressDecided`] event).
+    ///
+    /// [`EgressDecided`]: airlock_router::EgressDecided
+    pub observer: airlock_router::Observers,
 }
 
 impl LocalConfig {
@@ -31,6 +35,7 @@ impl LocalConfig {
             limits: Limits::default(),
             python: None,
             egress_allow_private: Vec::new(),
+            observer: airlock_router::Observers::default(),
         }
     }
 }

@@ -19,6 +19,7 @@ use airlock_broker::run::run_cancellable;
 use airlock_broker::{RunSpec, ToolHandler, Workload};
 use airlock_jail::dirfd::DirFd;
 use airlock_policy::{GuestRelPath, SandboxKey, TransferLimits};
+use airlock_router::EgressDecided;
 use airlock_router::{
     DirEntry, ExecOptions, ExecResult, FileStat, RunOptions, RunResult, RunStatus, Sandbox,
     SandboxError,
@@ -226,6 +227,15 @@ impl LocalSandbox {
             None => Box::new(airlock_broker::NoTools),
         };
         let result = run_cancellable(spec, handler.as_ref(), cancel).await;
+        for d in &result.egress {
+            self.config.observer.emit(
+                || {
+                    let allowed = d.decision == "allow";
+                    EgressDecided::new(self.key.clone(), d.host.clone(), d.port, allowed, d.reason)
+                },
+                |o, e| o.egress_decided(e),
+            );
+        }
         match result.status {
             airlock_broker::RunStatus::Refused => Err(backend(format!(
                 "the sandbox refused to start: {}",

@@ -26,8 +26,8 @@ pub use backend::{Backend, BackendError, ScopePurge};
 pub use call::{CallError, CallSession, ReclaimDisposal, ReclaimFailure, CALLS_DIR};
 pub use disposal::ScopeRecord;
 pub use observe::{
-    ErrorKind, HostToolCalled, HostToolOutcome, Observers, OutputsCollected, SandboxAcquired,
-    SandboxDisposed, SandboxObserver, StoreFileRead, ToolCallEnded,
+    EgressDecided, ErrorKind, HostToolCalled, HostToolOutcome, Observers, OutputsCollected,
+    SandboxAcquired, SandboxDisposed, SandboxObserver, StoreFileRead, ToolCallEnded,
 };
 pub use router::{AcquireError, ReclaimHook, Router, RouterBuilder, RouterConfigError, Selection};
 pub use sandbox::{

@@ -131,7 +131,45 @@ pub struct ToolCallEnded {
     pub failure: Option<&'static str>,
 }
 
-/// Receives the six events; every method defaults to doing nothing.
+/// One allow/deny decision of a sandbox's egress proxy (emitted by a backend that serves the
+/// `allowlist` egress mode, e.g. `local`). Host and port are what the guest asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EgressDecided {
+    /// The sandbox the request came from.
+    pub key: SandboxKey,
+    /// The host asked for (bounded, guest-chosen).
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// Whether the proxy let it through.
+    pub allowed: bool,
+    /// `"allowed"`, or the deny reason's kind.
+    pub reason: &'static str,
+}
+
+impl EgressDecided {
+    /// A decision record.
+    #[must_use]
+    pub fn new(
+        key: SandboxKey,
+        host: String,
+        port: u16,
+        allowed: bool,
+        reason: &'static str,
+    ) -> Self {
+        EgressDecided {
+            key,
+            host,
+            port,
+            allowed,
+            reason,
+        }
+    }
+}
+
+/// Receives the six events of the reference, plus egress decisions; every method defaults to
+/// doing nothing.
 pub trait SandboxObserver: Send + Sync {
     /// An acquire was served or refused.
     fn sandbox_acquired(&self, _event: &SandboxAcquired) {}
@@ -145,6 +183,8 @@ pub trait SandboxObserver: Send + Sync {
     fn outputs_collected(&self, _event: &OutputsCollected) {}
     /// A tool call ended.
     fn tool_call_ended(&self, _event: &ToolCallEnded) {}
+    /// An egress proxy decision.
+    fn egress_decided(&self, _event: &EgressDecided) {}
 }
 
 /// An optional observer with containment: the one door every event goes through.
