@@ -51,6 +51,17 @@ impl ToolsForRun for RegistryTools {
 #[derive(Debug)]
 pub struct RunDoor(HostToolRun);
 
+/// A registry denial as the broker relays it into the sandbox: a protocol code the program's
+/// `ToolError.code` carries, the sanitized reason, and the structured denial as data. One table
+/// for every door (the local backend's, `airlock mcp`'s).
+pub fn failure(d: &airlock_router::host_tools::Denial) -> ToolFailure {
+    ToolFailure {
+        code: code(d.code),
+        message: d.reason.clone(),
+        data: Some(d.to_json()),
+    }
+}
+
 fn code(c: DenialCode) -> ErrorCode {
     match c {
         DenialCode::UnknownTool => ErrorCode::UnknownTool,
@@ -64,13 +75,7 @@ fn code(c: DenialCode) -> ErrorCode {
 
 impl ToolHandler for RunDoor {
     fn call<'a>(&'a self, name: &'a str, args: Value) -> BoxFuture<'a, Result<Value, ToolFailure>> {
-        Box::pin(async move {
-            self.0.call(name, args).await.map_err(|d| ToolFailure {
-                code: code(d.code),
-                message: d.reason.clone(),
-                data: Some(d.to_json()),
-            })
-        })
+        Box::pin(async move { self.0.call(name, args).await.map_err(|d| failure(&d)) })
     }
 }
 

@@ -14,9 +14,8 @@ use std::sync::Arc;
 
 use airlock_broker::{ToolFailure, ToolHandler};
 use airlock_policy::Identity;
-use airlock_protocol::ErrorCode;
 use airlock_router::host_tools::{
-    DenialCode, HostTool, HostToolLimits, HostToolRegistry, HostToolRun, SealedRegistry, ToolBody,
+    HostTool, HostToolLimits, HostToolRegistry, HostToolRun, SealedRegistry, ToolBody,
     ToolBodyError, ToolCall, ToolDeclaration,
 };
 use async_trait::async_trait;
@@ -214,18 +213,6 @@ impl RunTools {
     }
 }
 
-/// The protocol code for a registry denial (the same table as the local backend's door).
-fn code(c: DenialCode) -> ErrorCode {
-    match c {
-        DenialCode::UnknownTool => ErrorCode::UnknownTool,
-        DenialCode::CallCapExhausted => ErrorCode::ToolCallLimit,
-        DenialCode::InvalidArguments => ErrorCode::InvalidParams,
-        DenialCode::ToolFailed => ErrorCode::ToolError,
-        DenialCode::IdentityUnavailable | DenialCode::ResponseTooLarge => ErrorCode::ToolDenied,
-        _ => ErrorCode::ToolDenied,
-    }
-}
-
 impl ToolHandler for RunTools {
     fn call<'a>(&'a self, name: &'a str, args: Value) -> BoxFuture<'a, Result<Value, ToolFailure>> {
         Box::pin(async move {
@@ -235,11 +222,10 @@ impl ToolHandler for RunTools {
             } else {
                 args
             };
-            self.0.call(name, args).await.map_err(|d| ToolFailure {
-                code: code(d.code),
-                message: d.reason.clone(),
-                data: Some(d.to_json()),
-            })
+            self.0
+                .call(name, args)
+                .await
+                .map_err(|d| airlock_local::tools::failure(&d))
         })
     }
 }
@@ -326,11 +312,11 @@ mod tests {
         let reg = UpstreamTools::from_upstreams(Vec::new(), limits);
         let run = reg.for_run();
         let err = run.call("x.y\u{1b}", json!({})).await.unwrap_err();
-        assert_eq!(err.code, ErrorCode::UnknownTool);
+        assert_eq!(err.code, airlock_protocol::ErrorCode::UnknownTool);
         assert!(!err.message.contains('\u{1b}'));
         assert_eq!(err.data.unwrap()["code"], "unknown_tool");
         let err = run.call("x.y", json!({})).await.unwrap_err();
-        assert_eq!(err.code, ErrorCode::ToolCallLimit);
+        assert_eq!(err.code, airlock_protocol::ErrorCode::ToolCallLimit);
         assert_eq!(err.data.unwrap()["code"], "call_cap_exhausted");
         assert_eq!(run.calls(), 2);
     }
