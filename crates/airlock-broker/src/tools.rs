@@ -109,25 +109,23 @@ impl CommandTools {
             .stderr
             .take()
             .ok_or_else(|| fail("no stderr".into()))?;
-        let cap = self.max_output_bytes as u64;
+        let cap_bytes = self.max_output_bytes;
         let work = async {
             let write = async {
                 let _ = stdin.write_all(&input).await;
                 drop(stdin);
             };
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            let mut bounded_out = (&mut stdout).take(cap + 1);
-            let mut bounded_err = (&mut stderr).take(4096);
-            let read_out = bounded_out.read_to_end(&mut out);
-            let read_err = bounded_err.read_to_end(&mut err);
-            let (_, _, _, status) = tokio::join!(write, read_out, read_err, child.wait());
+            // Drain both pipes to the end, keeping only their heads, so a tool that writes past
+            // a cap still runs to its exit (and fails at once) instead of blocking on a pipe.
+            let read_out = crate::output::capture(&mut stdout, cap_bytes.saturating_add(1));
+            let read_err = crate::output::capture(&mut stderr, 4096);
+            let (_, out, err, status) = tokio::join!(write, read_out, read_err, child.wait());
             (out, err, status)
         };
         let (out, err, status) = tokio::time::timeout(self.timeout, work)
             .await
             .map_err(|_| fail(format!("tool timed out after {:?}", self.timeout)))?;
-        if out.len() as u64 > cap {
+        if out.truncated() || out.kept.len() > cap_bytes {
             return Err(fail(format!(
                 "tool output exceeds {} bytes",
                 self.max_output_bytes
@@ -135,10 +133,11 @@ impl CommandTools {
         }
         let status = status.map_err(|e| fail(e.to_string()))?;
         if !status.success() {
-            let detail = String::from_utf8_lossy(&err).trim().to_string();
+            let detail = err.text().trim().to_string();
             return Err(fail(format!("tool exited with {status}: {detail}")));
         }
-        serde_json::from_slice(&out).map_err(|e| fail(format!("tool printed invalid JSON: {e}")))
+        serde_json::from_slice(&out.kept)
+            .map_err(|e| fail(format!("tool printed invalid JSON: {e}")))
     }
 }
 
@@ -182,6 +181,25 @@ mod tests {
         let err = tools.call("missing\u{7}", Value::Null).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::UnknownTool);
         assert!(!err.message.contains('\u{7}'));
+    }
+
+    #[tokio::test]
+    async fn floods_past_the_caps_fail_or_pass_at_once_not_at_the_timeout() {
+        // A tool that writes far past both pipe buffers must not block on them (review #16).
+        let mut tools = CommandTools::new();
+        tools.timeout = Duration::from_secs(20);
+        tools.insert("big", "head -c 400000 /dev/zero | tr '\\0' x; echo");
+        tools.insert("noisy", "head -c 300000 /dev/zero >&2; echo '{\"ok\": 1}'");
+        let started = std::time::Instant::now();
+        let err = tools.call("big", Value::Null).await.unwrap_err();
+        assert!(err.message.contains("exceeds"), "{err:?}");
+        let ok = tools.call("noisy", Value::Null).await.unwrap();
+        assert_eq!(ok, serde_json::json!({"ok": 1}));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]

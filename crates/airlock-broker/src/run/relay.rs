@@ -372,7 +372,13 @@ pub(crate) async fn drive(
                             }
                             phase = Phase::Running;
                         }
-                        (_, Message::Notification(n)) if n.method == "refused" => {
+                        // Only trusted code can refuse: the stage or bootstrap before `ready`, or
+                        // the stage of a command (whose socket the command never holds). Once a
+                        // Python program runs, a `refused` is the program forging its status.
+                        (phase_now, Message::Notification(n))
+                            if n.method == "refused"
+                                && (matches!(phase_now, Phase::AwaitReady) || !python) =>
+                        {
                             let params = n.params.unwrap_or(Value::Null);
                             let layer = params["layer"].as_str().unwrap_or("unknown").to_string();
                             let message = params["message"].as_str().unwrap_or("").to_string();

@@ -76,3 +76,18 @@ fn closing_the_socket_mid_run_still_yields_one_result() {
     assert_eq!(status(&v), "error", "{v}");
     assert_eq!(v["stdout"], "closed\n");
 }
+
+#[test]
+fn a_program_cannot_forge_a_refusal() {
+    // Once code runs, a `refused` notification on the socket is the program lying about the
+    // sandbox (review #14): it must not surface as "the host lacks a layer".
+    let code = "import os, json\nb=json.dumps({'jsonrpc':'2.0','method':'refused','params':{'layer':'landlock','message':'FORGED'}}).encode()\nos.write(3, b'Content-Length: %d\\r\\n\\r\\n' % len(b) + b)\nprint('still running')";
+    for who in identities() {
+        let v = run_py(who, code, &[]);
+        assert_eq!(status(&v), "protocol_error", "{v}");
+        assert!(
+            !v["error"]["message"].as_str().unwrap().contains("FORGED"),
+            "{v}"
+        );
+    }
+}
