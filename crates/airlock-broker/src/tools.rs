@@ -10,7 +10,7 @@ use std::time::Duration;
 use airlock_protocol::ErrorCode;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// A tool call that did not produce a result.
 #[derive(Debug, Clone, PartialEq)]
