@@ -22,6 +22,10 @@ pub struct Limits {
     pub max_open_files: u64,
     /// Processes in the run (cgroup pids.max, `RLIMIT_NPROC` inside its user namespace).
     pub max_processes: u64,
+    /// Bytes the run may add to its work dir, all files together (the disk watchdog).
+    pub max_disk_bytes: u64,
+    /// Entries (files, directories, links) the run may add to its work dir.
+    pub max_disk_entries: u64,
     /// CPU quota in thousandths of a core (cgroup cpu controller); None = no quota. A run that
     /// asks for a quota on a machine without a usable cpu cgroup is refused, not run unbounded.
     pub cpu_millicores: Option<u64>,
@@ -43,6 +47,8 @@ impl Default for Limits {
             max_file_bytes: 64 * 1024 * 1024,
             max_open_files: 256,
             max_processes: 64,
+            max_disk_bytes: 1024 * 1024 * 1024,
+            max_disk_entries: 100_000,
             cpu_millicores: None,
             egress: airlock_egress::EgressSpec::Closed,
         }

@@ -14,6 +14,8 @@ pub enum RunStatus {
     Timeout,
     /// The memory ceiling was hit (watchdog, cgroup OOM, or the address-space backstop).
     MemoryLimit,
+    /// The run wrote more into its work dir than its disk limits allow.
+    DiskLimit,
     /// The executor died by a signal it was not sent by the broker (seccomp kill, crash).
     Killed,
     /// The executor broke the wire protocol (bad frame, oversized, out-of-order message).
@@ -32,6 +34,7 @@ impl RunStatus {
             Self::Error => "error",
             Self::Timeout => "timeout",
             Self::MemoryLimit => "memory_limit",
+            Self::DiskLimit => "disk_limit",
             Self::Killed => "killed",
             Self::ProtocolError => "protocol_error",
             Self::Refused => "refused",

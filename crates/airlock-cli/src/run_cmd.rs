@@ -196,5 +196,6 @@ fn exit_code(r: &RunResult) -> u8 {
         RunStatus::ProtocolError => 125,
         RunStatus::Refused => 126,
         RunStatus::Cancelled => 130,
+        RunStatus::DiskLimit => 137,
     }
 }

@@ -295,6 +295,7 @@ impl Sandbox for LocalSandbox {
             B::Completed => RunStatus::Completed,
             B::Timeout => RunStatus::Timeout,
             B::MemoryLimit => RunStatus::MemoryLimit,
+            B::DiskLimit => RunStatus::OutputLimit,
             B::Error | B::Killed | B::ProtocolError | B::Refused | B::Cancelled => {
                 RunStatus::Failed
             }

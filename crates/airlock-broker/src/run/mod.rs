@@ -1,5 +1,6 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
 mod cgroup_attach;
+mod disk_watch;
 mod egress;
 pub(crate) mod prepare;
 pub(crate) mod relay;

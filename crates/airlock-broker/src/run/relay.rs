@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::cgroup_attach::{self, Attach};
+use super::disk_watch;
 use super::prepare::{NotStarted, Prepared};
 use super::teardown;
 use super::verdict::{self, End, Hint, Observed};
@@ -137,6 +138,8 @@ pub(crate) struct Launched {
     attach: Option<Attach>,
     enforcement: Vec<&'static str>,
     python: bool,
+    /// The run's work dir (host path), for the disk watchdog.
+    work_dir: PathBuf,
 }
 
 /// Where supervision starts.
@@ -166,7 +169,7 @@ pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStart
         .unwrap_or(0);
     let (name, cg_limits) = cgroup_for(stage_pid, limits);
     let attach = Some(cgroup_attach::start(name, cg_limits, stage_pid));
-    let enforcement = vec!["rlimits", "rss_watchdog"];
+    let enforcement = vec!["rlimits", "rss_watchdog", "disk_watchdog"];
     let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
     let _ = s
         .outbox
@@ -180,6 +183,7 @@ pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStart
         attach,
         enforcement,
         python,
+        work_dir: p.config.work_dir.clone(),
     })
 }
 
@@ -275,7 +279,10 @@ pub(crate) async fn drive(
         mut attach,
         mut enforcement,
         python,
+        work_dir,
     } = launched;
+    let mut disk = disk_watch::watch(work_dir, limits.max_disk_bytes, limits.max_disk_entries);
+    let mut disk_watching = true;
     let broker_ns: BTreeMap<String, String> = own_namespaces();
     let (code, sys_path, mut phase) = match start {
         Start::Cold { code, sys_path } => (code, sys_path, Phase::AwaitReady),
@@ -307,6 +314,10 @@ pub(crate) async fn drive(
                     break End::NoExitAfterResult;
                 }
                 _ = &mut cancel => break End::Cancelled,
+                over = &mut disk, if disk_watching => match over {
+                    Ok(why) => break End::Disk(why),
+                    Err(_) => disk_watching = false,
+                },
                 _ = watchdog.tick() => {
                     let rss = procfs::tree_rss_bytes(stage_pid);
                     peak_rss = peak_rss.max(rss);

@@ -25,6 +25,8 @@ pub enum End {
     Timeout,
     /// The RSS watchdog saw the tree over its ceiling.
     Memory,
+    /// The disk watchdog saw the work dir grow past its limits.
+    Disk(String),
     /// The guest broke the protocol.
     Protocol(String),
     /// A layer was refused (by the stage, or by the broker's check of the attestation).
@@ -119,6 +121,12 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
             )
         }
         End::Memory => return memory(),
+        End::Disk(why) => {
+            return (
+                RunStatus::DiskLimit,
+                err(ErrorCode::OutputLimit, bounded(why)),
+            );
+        }
         End::Protocol(m) => {
             return (
                 RunStatus::ProtocolError,

@@ -67,6 +67,25 @@ fn a_disk_fill_is_capped_by_the_file_size_limit() {
 }
 
 #[test]
+fn many_files_cannot_fill_the_host_disk() {
+    // Each file is under RLIMIT_FSIZE; the sum is what the disk watchdog bounds (review #11).
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let code = "i = 0\nwhile i < 200000:\n    open('f%d' % i, 'wb').write(b'x' * 65536)\n    i += 1\nprint('WROTE ALL')";
+    let v = run_py(As::Me, code, &["--work-dir", d, "--timeout", "60"]);
+    assert_eq!(status(&v), "disk_limit", "{v}");
+    assert_eq!(v["error"]["code"], -32004);
+    assert!(!v["stdout"].as_str().unwrap().contains("WROTE ALL"));
+    // Stopped near the 1 GiB default, far below what the loop would write (12.5 GiB).
+    let written: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
+    assert!(written < 3 * (1 << 30), "{written} bytes written");
+}
+
+#[test]
 fn a_fork_bomb_is_contained_and_nothing_survives() {
     for who in identities() {
         let _only = exclusive();
