@@ -190,6 +190,30 @@ pub fn parse(head: &[u8]) -> Result<Request, HeadError> {
 }
 
 impl Request {
+    /// The length of the request body that follows the head: `Content-Length` (0 if absent).
+    /// Chunked or otherwise transfer-encoded bodies, and conflicting lengths, are refused: the
+    /// proxy forwards exactly one request per connection and must know where it ends.
+    pub fn body_length(&self) -> Result<u64, String> {
+        let mut length: Option<u64> = None;
+        for (k, v) in &self.headers {
+            if k.eq_ignore_ascii_case("transfer-encoding") {
+                return Err("transfer-encoded request bodies are not forwarded".into());
+            }
+            if k.eq_ignore_ascii_case("content-length") {
+                let v = v.trim();
+                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(format!("bad Content-Length {v:?}"));
+                }
+                let n: u64 = v.parse().map_err(|_| format!("bad Content-Length {v:?}"))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err("conflicting Content-Length headers".into());
+                }
+                length = Some(n);
+            }
+        }
+        Ok(length.unwrap_or(0))
+    }
+
     /// The head to send the origin server for a plain-HTTP request.
     pub fn origin_head(&self) -> Vec<u8> {
         let path = match &self.target {
@@ -204,22 +228,20 @@ impl Request {
             .map(|t| t.trim().to_ascii_lowercase())
             .collect();
         let mut out = format!("{} {} {}\r\n", self.method, path, self.version);
-        let mut host_seen = false;
         for (k, v) in &self.headers {
             let lower = k.to_ascii_lowercase();
-            if HOP_BY_HOP.contains(&lower.as_str()) || listed.contains(&lower) {
+            // The client's Host is never forwarded: the origin hears the host that was vetted,
+            // not a virtual host the guest picked behind an allowed address.
+            if HOP_BY_HOP.contains(&lower.as_str()) || listed.contains(&lower) || lower == "host" {
                 continue;
             }
-            host_seen |= lower == "host";
             out.push_str(&format!("{k}: {v}\r\n"));
         }
-        if !host_seen {
-            let host = match self.port {
-                80 => self.host.to_string(),
-                p => format!("{}:{p}", self.host),
-            };
-            out.push_str(&format!("Host: {host}\r\n"));
-        }
+        let host = match self.port {
+            80 => self.host.to_string(),
+            p => format!("{}:{p}", self.host),
+        };
+        out.push_str(&format!("Host: {host}\r\n"));
         out.push_str("Connection: close\r\n\r\n");
         out.into_bytes()
     }

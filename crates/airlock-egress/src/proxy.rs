@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -165,6 +165,19 @@ impl Proxy {
             Err(_) => return,
         };
         let host = req.host.to_string();
+        // A plain-HTTP request whose end cannot be known is refused before any origin is
+        // contacted (one request per connection is forwarded, see `forward_one`).
+        if let (Target::Http { .. }, Err(m)) = (&req.target, req.body_length()) {
+            self.refuse(
+                &mut client,
+                &host,
+                req.port,
+                &req.method,
+                DenyReason::BadRequest(m),
+            )
+            .await;
+            return;
+        }
         let addrs = match vet(
             &self.rules,
             self.resolver.as_ref(),
@@ -215,9 +228,7 @@ impl Proxy {
                 rest
             }
             Target::Http { .. } => {
-                let mut h = req.origin_head();
-                h.extend_from_slice(&rest);
-                h
+                return self.forward_one(client, upstream, req, rest).await;
             }
         };
         if !first.is_empty()
@@ -229,6 +240,59 @@ impl Proxy {
             return;
         }
         let _ = pump(client, upstream, idle).await;
+    }
+
+    /// Plain HTTP: forward exactly one request (head rewritten, body by its declared length),
+    /// then only the response. Bytes after the body — a pipelined second request — are never
+    /// sent, so every request that reaches an origin had its own decision.
+    async fn forward_one<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        mut client: S,
+        mut upstream: TcpStream,
+        req: &Request,
+        rest: Vec<u8>,
+    ) {
+        let idle = self.limits.idle_timeout;
+        // Checked in `handle` before the origin was contacted.
+        let Ok(body) = req.body_length() else { return };
+        let buffered = usize::try_from(body).unwrap_or(usize::MAX).min(rest.len());
+        let mut first = req.origin_head();
+        first.extend_from_slice(&rest[..buffered]);
+        if !matches!(
+            tokio::time::timeout(idle, upstream.write_all(&first)).await,
+            Ok(Ok(()))
+        ) {
+            return;
+        }
+        let mut remaining = body - buffered as u64;
+        let mut buf = vec![0u8; 16 * 1024];
+        while remaining > 0 {
+            let want = usize::try_from(remaining)
+                .unwrap_or(buf.len())
+                .min(buf.len());
+            let n = match tokio::time::timeout(idle, client.read(&mut buf[..want])).await {
+                Ok(Ok(n)) if n > 0 => n,
+                _ => return,
+            };
+            if !matches!(
+                tokio::time::timeout(idle, upstream.write_all(&buf[..n])).await,
+                Ok(Ok(()))
+            ) {
+                return;
+            }
+            remaining -= n as u64;
+        }
+        let _ = upstream.shutdown().await;
+        loop {
+            let n = match tokio::time::timeout(idle, upstream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => n,
+                _ => break,
+            };
+            if client.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = client.shutdown().await;
     }
 
     /// Connect to the vetted addresses in order; never resolves again.

@@ -280,3 +280,65 @@ async fn connections_beyond_the_cap_get_a_503() {
     let resp = exchange(h.proxy, "CONNECT x.test:443 HTTP/1.1\r\n\r\n").await;
     assert!(resp.starts_with("HTTP/1.1 503"), "{resp}");
 }
+
+/// A stand-in that records every byte it receives on its first connection.
+async fn recorder(ip: &str) -> (SocketAddr, Arc<std::sync::Mutex<Vec<u8>>>) {
+    let l = TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    tokio::spawn(async move {
+        if let Ok((mut s, _)) = l.accept().await {
+            let mut buf = vec![0u8; 4096];
+            loop {
+                match tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await {
+                    Ok(Ok(n)) if n > 0 => {
+                        s2.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if s2.lock().unwrap().windows(4).any(|w| w == b"\r\n\r\n") {
+                            let _ = s
+                                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                                .await;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn plain_http_forwards_one_request_with_the_vetted_host() {
+    // Review #19: a forged Host must not reach the origin, and a pipelined second request (or
+    // one hidden after a declared body) must not be forwarded without its own decision.
+    let (addr, seen) = recorder("127.0.0.2").await;
+    let h = proxy(
+        rules(&[addr.to_string()], &[], &["127.0.0.0/8"]),
+        StaticResolver::default(),
+        ProxyLimits::default(),
+    )
+    .await;
+    let req = format!(
+        "POST http://{addr}/a HTTP/1.1\r\nHost: evil.example:8767\r\nContent-Length: 4\r\n\r\nbody\
+         GET http://{addr}/second HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+    );
+    let out = exchange(h.proxy, &req).await;
+    assert!(out.contains("200 OK"), "{out}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    assert!(got.starts_with("POST /a HTTP/1.1\r\n"), "{got}");
+    assert!(got.contains(&format!("Host: {addr}\r\n")), "{got}");
+    assert!(!got.contains("evil.example"), "{got}");
+    assert!(got.ends_with("\r\n\r\nbody"), "{got}");
+    assert!(
+        !got.contains("/second"),
+        "pipelined request forwarded: {got}"
+    );
+    // Chunked bodies are refused rather than guessed at.
+    let chunked = format!(
+        "POST http://{addr}/c HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    );
+    let refused = exchange(h.proxy, &chunked).await;
+    assert!(refused.contains(" 400 "), "{refused}");
+}
