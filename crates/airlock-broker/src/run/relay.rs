@@ -427,6 +427,9 @@ pub(crate) async fn drive(
                                 Ok(v) => serde_json::from_value(v).ok(),
                                 Err(_) => None,
                             };
+                            // The guest is still alive at its peak: a run shorter than the
+                            // watchdog's period would otherwise report its start-up size.
+                            peak_rss = peak_rss.max(procfs::tree_rss_bytes(stage_pid));
                             phase = Phase::Reported { by: Instant::now() + limits.grace };
                         }
                         (_, other) => {

@@ -165,8 +165,11 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
     if o.oom_killed {
         return memory();
     }
+    // The address-space backstop surfaces as a MemoryError the bootstrap reports and then exits
+    // non-zero on; a program claiming one and exiting 0 is only lying about itself.
     if let Some(hint) = &o.hint {
-        if hint.error.as_ref().is_some_and(|e| e.kind == "MemoryError") {
+        let claimed = hint.error.as_ref().is_some_and(|e| e.kind == "MemoryError");
+        if claimed && code.is_some_and(|c| c != 0) {
             return memory();
         }
     }

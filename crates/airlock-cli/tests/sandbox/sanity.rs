@@ -163,3 +163,12 @@ fn each_run_gets_a_fresh_executor_and_work_dir() {
         "run work dir {dir_a} was not removed"
     );
 }
+
+#[test]
+fn tool_calls_from_many_threads_each_get_their_own_answer() {
+    // call_tool is serialised in the guest (review #17): no thread swallows another's reply.
+    let code = "import threading\nout = {}\ndef work(i):\n    out[i] = call_tool('echo', {'i': i})['i']\nts = [threading.Thread(target=work, args=(i,)) for i in range(20)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(all(out[i] == i for i in range(20)), len(out))";
+    let v = run_py(As::Me, code, &["--tool", "echo=cat", "--timeout", "20"]);
+    assert_completed(&v);
+    assert_eq!(v["stdout"], "True 20\n", "{v}");
+}

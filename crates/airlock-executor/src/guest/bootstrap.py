@@ -5,7 +5,7 @@
 # undo once it runs: every guarantee lives in the kernel layers and in the broker.
 # Only C modules at start-up: `json` (it pulls in `re` and `enum`), `ctypes` (`struct`) and
 # `signal` (`enum`) cost more than the interpreter itself; the program imports them if it wants.
-import _ctypes, _json, _signal, builtins, os, sys  # traceback: imported when needed
+import _ctypes, _json, _signal, _thread, builtins, os, sys  # traceback: imported when needed
 
 SOCK = 3
 FILTER_FD = 4
@@ -177,21 +177,27 @@ class ToolError(Exception):
 _next_id = [100]
 
 
+_call_lock = _thread.allocate_lock()
+
+
 def call_tool(name, args=None):
-    """Call a host tool by name with JSON-serialisable args; returns its JSON result."""
+    """Call a host tool by name with JSON-serialisable args; returns its JSON result.
+
+    Safe to call from several threads: calls are serialised (the broker serves one at a time)."""
     if not isinstance(name, str):
         raise TypeError("tool name must be a string")
-    _next_id[0] += 1
-    rid = _next_id[0]
-    _send({"jsonrpc": "2.0", "id": rid, "method": "call_tool",
-           "params": {"tool": name, "args": {} if args is None else args}})
-    while True:
-        msg = _read_frame()
-        if msg.get("id") == rid and "method" not in msg:
-            if "error" in msg:
-                err = msg["error"] or {}
-                raise ToolError(err.get("code"), err.get("message", ""), err.get("data"))
-            return msg.get("result")
+    with _call_lock:
+        _next_id[0] += 1
+        rid = _next_id[0]
+        _send({"jsonrpc": "2.0", "id": rid, "method": "call_tool",
+               "params": {"tool": name, "args": {} if args is None else args}})
+        while True:
+            msg = _read_frame()
+            if msg.get("id") == rid and "method" not in msg:
+                if "error" in msg:
+                    err = msg["error"] or {}
+                    raise ToolError(err.get("code"), err.get("message", ""), err.get("data"))
+                return msg.get("result")
 
 
 def _run(code):
