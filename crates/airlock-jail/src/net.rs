@@ -1,7 +1,7 @@
 //! The network namespace's one interface: bring `lo` up, and list what interfaces exist.
 
 use std::ffi::CStr;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::sys::check;
 
@@ -10,8 +10,8 @@ pub(crate) const IFF_UP: libc::c_short = 0x1;
 const IFF_RUNNING: libc::c_short = 0x40;
 use crate::{JailError, Result};
 
-/// Brings the loopback interface up (`IFF_UP`) in the current network namespace.
-pub fn loopback_up() -> Result<()> {
+/// A socket to ask about `lo`, and its current `ifreq` (name set, flags read).
+fn loopback_request() -> Result<(OwnedFd, libc::ifreq)> {
     let raw = check(
         // SAFETY: socket only takes integers.
         unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
@@ -19,7 +19,6 @@ pub fn loopback_up() -> Result<()> {
     )?;
     // SAFETY: `raw` is a fresh fd we own; OwnedFd closes it on drop.
     let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    use std::os::fd::AsRawFd;
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
@@ -30,7 +29,13 @@ pub fn loopback_up() -> Result<()> {
         unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) },
         "ioctl(SIOCGIFFLAGS, lo)",
     )?;
-    // SAFETY: the kernel just filled the flags member of the union.
+    Ok((sock, req))
+}
+
+/// Brings the loopback interface up (`IFF_UP`) in the current network namespace.
+pub fn loopback_up() -> Result<()> {
+    let (sock, mut req) = loopback_request()?;
+    // SAFETY: SIOCGIFFLAGS just filled the flags member of the union.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
     req.ifr_ifru.ifru_flags = flags | IFF_UP | IFF_RUNNING;
     check(
@@ -70,25 +75,8 @@ pub fn interface_names() -> Result<Vec<String>> {
 
 /// Whether `lo` is up (`IFF_UP`) in the current network namespace.
 pub fn loopback_is_up() -> Result<bool> {
-    let raw = check(
-        // SAFETY: socket only takes integers.
-        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
-        "socket(AF_INET) for loopback ioctl",
-    )?;
-    // SAFETY: `raw` is a fresh fd we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    use std::os::fd::AsRawFd;
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    check(
-        // SAFETY: SIOCGIFFLAGS writes into `req`, which we own.
-        unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) },
-        "ioctl(SIOCGIFFLAGS, lo)",
-    )?;
-    // SAFETY: the kernel filled the flags member.
+    let (_sock, req) = loopback_request()?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
     Ok(flags & IFF_UP != 0)
 }
