@@ -247,6 +247,34 @@ fn cap(cap: TransferField, file: &ArtifactName, value: u64, limit: u64) -> Colle
     }
 }
 
+/// Charge one file of `size` bytes against the per-file and total byte caps (the same check for
+/// the stat'ed sizes of phase 2 and the bytes actually read in phase 3).
+fn charge(
+    limits: &TransferLimits,
+    name: &ArtifactName,
+    size: u64,
+    total: &mut u64,
+) -> Result<(), CollectError> {
+    if size > limits.max_bytes_per_file {
+        return Err(cap(
+            TransferField::MaxBytesPerFile,
+            name,
+            size,
+            limits.max_bytes_per_file,
+        ));
+    }
+    *total = total.saturating_add(size);
+    if *total > limits.max_total_bytes {
+        return Err(cap(
+            TransferField::MaxTotalBytes,
+            name,
+            *total,
+            limits.max_total_bytes,
+        ));
+    }
+    Ok(())
+}
+
 /// Phase 1: everything the declaration alone decides.
 fn declaration_checks(
     outputs: &[DeclaredOutput],
@@ -324,23 +352,7 @@ async fn collect(
         let size = st.size.ok_or_else(|| CollectError::SizeUnknown {
             file: name.to_string(),
         })?;
-        if size > limits.max_bytes_per_file {
-            return Err(cap(
-                TransferField::MaxBytesPerFile,
-                name,
-                size,
-                limits.max_bytes_per_file,
-            ));
-        }
-        total = total.saturating_add(size);
-        if total > limits.max_total_bytes {
-            return Err(cap(
-                TransferField::MaxTotalBytes,
-                name,
-                total,
-                limits.max_total_bytes,
-            ));
-        }
+        charge(limits, name, size, &mut total)?;
         sizes.push(Some(size));
     }
 
@@ -376,23 +388,7 @@ async fn collect(
             Err(e) => return Err(sandbox_err(name, e)),
         };
         let got = bytes.len() as u64;
-        if got > limits.max_bytes_per_file {
-            return Err(cap(
-                TransferField::MaxBytesPerFile,
-                name,
-                got,
-                limits.max_bytes_per_file,
-            ));
-        }
-        read_total = read_total.saturating_add(got);
-        if read_total > limits.max_total_bytes {
-            return Err(cap(
-                TransferField::MaxTotalBytes,
-                name,
-                read_total,
-                limits.max_total_bytes,
-            ));
-        }
+        charge(limits, name, got, &mut read_total)?;
         if got != size {
             return Err(CollectError::Changed {
                 file: name.to_string(),
