@@ -10,6 +10,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use airlock_broker::Workload;
 use airlock_local::backend::local_declarations;
 use airlock_policy::{
     decide, BackendProfile, Capability, Egress, Policy, SandboxSpec, MAX_POLICY_BYTES,
@@ -79,7 +80,7 @@ impl Gate {
     /// Resolve flags against the policy's limits (defaults and ceilings).
     pub fn resolve(&self, asked: Asked) -> anyhow::Result<Resolved> {
         let limits = self.policy.as_ref().map(|p| &p.limits);
-        let timeout = pick_f64(
+        let timeout = pick(
             asked.timeout,
             limits.map(|l| l.timeout_seconds as f64),
             DEFAULT_TIMEOUT_S,
@@ -157,28 +158,27 @@ impl Gate {
     }
 }
 
-fn pick(
-    asked: Option<u64>,
-    ceiling: Option<u64>,
-    default: u64,
-    flag: &str,
-    key: &str,
-) -> anyhow::Result<u64> {
-    match (asked, ceiling) {
-        (Some(v), Some(c)) if v > c => bail!("{flag} {v} exceeds the policy's {key} = {c}"),
-        (Some(v), _) => Ok(v),
-        (None, Some(c)) => Ok(c),
-        (None, None) => Ok(default),
+/// What a workload needs of the sandbox, in the policy layer's vocabulary.
+pub fn needs(workload: &Workload, uses_tools: bool) -> Vec<Capability> {
+    let mut needs = vec![match workload {
+        Workload::Python { .. } => Capability::RunCode,
+        Workload::Command { .. } => Capability::Exec,
+    }];
+    if uses_tools {
+        needs.push(Capability::HostTools);
     }
+    needs
 }
 
-fn pick_f64(
-    asked: Option<f64>,
-    ceiling: Option<f64>,
-    default: f64,
+/// The flag if given (refused above the policy's ceiling), else the policy's value, else the
+/// built-in default.
+fn pick<T: PartialOrd + Copy + std::fmt::Display>(
+    asked: Option<T>,
+    ceiling: Option<T>,
+    default: T,
     flag: &str,
     key: &str,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<T> {
     match (asked, ceiling) {
         (Some(v), Some(c)) if v > c => bail!("{flag} {v} exceeds the policy's {key} = {c}"),
         (Some(v), _) => Ok(v),

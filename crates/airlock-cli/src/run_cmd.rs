@@ -1,6 +1,6 @@
 //! `airlock run` and `airlock exec`.
 use airlock_broker::{Limits, RunResult, RunSpec, RunStatus, Workload};
-use airlock_policy::{Capability, Egress};
+use airlock_policy::Egress;
 use airlock_protocol::ErrorCode;
 use anyhow::{bail, Context};
 use std::io::{Read, Write};
@@ -11,7 +11,7 @@ use crate::cli::RunOpts;
 
 #[path = "transfer.rs"]
 mod transfer;
-use crate::policy_gate::{Asked, Gate};
+use crate::policy_gate::{needs, Asked, Gate};
 
 /// A program file larger than this is refused before it is read in full.
 const MAX_PROGRAM_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -59,18 +59,6 @@ fn millicores(cores: f64) -> u64 {
     (cores * 1000.0).round() as u64
 }
 
-/// What a workload needs of the sandbox, in the policy layer's vocabulary.
-fn needs(workload: &Workload, opts: &RunOpts) -> Vec<Capability> {
-    let mut needs = vec![match workload {
-        Workload::Python { .. } => Capability::RunCode,
-        Workload::Command { .. } => Capability::Exec,
-    }];
-    if !opts.tools.is_empty() {
-        needs.push(Capability::HostTools);
-    }
-    needs
-}
-
 fn egress_mode(opts: &RunOpts) -> Egress {
     if opts.allow_hosts.is_empty() {
         Egress::Closed
@@ -110,7 +98,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         ..Limits::default()
     };
     if let Err(refusal) = gate.admit(
-        &needs(&workload, &opts),
+        &needs(&workload, !opts.tools.is_empty()),
         egress_mode(&opts),
         &opts.allow_hosts,
     ) {

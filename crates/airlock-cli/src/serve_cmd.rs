@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use airlock_broker::server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use airlock_broker::Limits;
-use airlock_broker::{Pool, PoolConfig, Workload};
+use airlock_broker::{Pool, PoolConfig};
 use airlock_policy::{Capability, Egress};
 use anyhow::{bail, Context};
 
-use crate::policy_gate::Gate;
+use crate::policy_gate::{needs, Gate};
 use clap::{Args, ValueEnum};
 use std::io::Write;
 
@@ -182,13 +182,7 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         }
         let gate = Arc::new(gate);
         config.admission = Some(Admission(Arc::new(move |workload, uses_tools| {
-            let mut needs = vec![match workload {
-                Workload::Python { .. } => Capability::RunCode,
-                Workload::Command { .. } => Capability::Exec,
-            }];
-            if uses_tools {
-                needs.push(Capability::HostTools);
-            }
+            let needs = needs(workload, uses_tools);
             gate.admit(&needs, Egress::Closed, &[]).map_err(|why| {
                 if uses_tools {
                     format!("{why} (a run that calls no tools can say so with `tools: []`)")
