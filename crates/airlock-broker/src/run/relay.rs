@@ -298,143 +298,141 @@ pub(crate) async fn drive(
     let mut peak_rss: u64 = 0;
     let mut exit = None;
 
-    let end = {
-        loop {
-            let reported_by = match phase {
-                Phase::Reported { by } => tokio::time::Instant::from_std(by),
-                _ => deadline,
-            };
-            tokio::select! {
-                status = s.child.wait() => {
-                    exit = status.ok();
-                    break End::Exited;
+    let end = loop {
+        let reported_by = match phase {
+            Phase::Reported { by } => tokio::time::Instant::from_std(by),
+            _ => deadline,
+        };
+        tokio::select! {
+            status = s.child.wait() => {
+                exit = status.ok();
+                break End::Exited;
+            }
+            _ = tokio::time::sleep_until(deadline) => break End::Timeout,
+            _ = tokio::time::sleep_until(reported_by), if matches!(phase, Phase::Reported { .. }) => {
+                break End::NoExitAfterResult;
+            }
+            _ = &mut cancel => break End::Cancelled,
+            over = &mut disk, if disk_watching => match over {
+                Ok(why) => break End::Disk(why),
+                Err(_) => disk_watching = false,
+            },
+            _ = watchdog.tick() => {
+                let rss = procfs::tree_rss_bytes(stage_pid);
+                peak_rss = peak_rss.max(rss);
+                if rss > limits.memory_bytes {
+                    break End::Memory;
                 }
-                _ = tokio::time::sleep_until(deadline) => break End::Timeout,
-                _ = tokio::time::sleep_until(reported_by), if matches!(phase, Phase::Reported { .. }) => {
-                    break End::NoExitAfterResult;
+            }
+            done = async {
+                match in_flight.as_mut() {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
                 }
-                _ = &mut cancel => break End::Cancelled,
-                over = &mut disk, if disk_watching => match over {
-                    Ok(why) => break End::Disk(why),
-                    Err(_) => disk_watching = false,
-                },
-                _ = watchdog.tick() => {
-                    let rss = procfs::tree_rss_bytes(stage_pid);
-                    peak_rss = peak_rss.max(rss);
-                    if rss > limits.memory_bytes {
-                        break End::Memory;
+            }, if in_flight.is_some() => {
+                in_flight = None;
+                let (id, outcome) = done;
+                let reply = match outcome {
+                    Ok(value) => {
+                        let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
+                        if size > limits.max_tool_response_bytes {
+                            error_response(id, ErrorCode::OutputLimit, format!(
+                                "tool response of {size} bytes exceeds the {} byte cap",
+                                limits.max_tool_response_bytes))
+                        } else {
+                            Message::Response(Response::success(id, value))
+                        }
                     }
+                    Err(f) => Message::Response(Response::error(
+                        id, ErrorObject { code: f.code.code(), message: f.message, data: f.data })),
+                };
+                if s.outbox.try_send(reply).is_err() {
+                    break End::Protocol("executor stopped reading its socket".into());
                 }
-                done = async {
-                    match in_flight.as_mut() {
-                        Some(f) => f.await,
-                        None => std::future::pending().await,
+            }
+            msg = s.inbox.recv() => {
+                let msg = match msg {
+                    Some(Ok(Some(m))) => m,
+                    // Clean EOF: the guest closed its end; wait for the process to exit.
+                    Some(Ok(None)) | None => {
+                        match wait_exit(&mut s.child, deadline).await {
+                            Some(status) => { exit = Some(status); break End::Exited; }
+                            None => break End::Timeout,
+                        }
                     }
-                }, if in_flight.is_some() => {
-                    in_flight = None;
-                    let (id, outcome) = done;
-                    let reply = match outcome {
-                        Ok(value) => {
-                            let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
-                            if size > limits.max_tool_response_bytes {
-                                error_response(id, ErrorCode::OutputLimit, format!(
-                                    "tool response of {size} bytes exceeds the {} byte cap",
-                                    limits.max_tool_response_bytes))
-                            } else {
-                                Message::Response(Response::success(id, value))
-                            }
+                    Some(Err(e)) => break End::Protocol(e.to_string()),
+                };
+                match (&phase, msg) {
+                    (Phase::AwaitReady, Message::Notification(n)) if n.method == "ready" => {
+                        if let Err(why) = check_ready(n.params, &broker_ns) {
+                            break End::Refused(format!("the sandbox could not prove its isolation: {why}"));
                         }
-                        Err(f) => Message::Response(Response::error(
-                            id, ErrorObject { code: f.code.code(), message: f.message, data: f.data })),
-                    };
-                    if s.outbox.try_send(reply).is_err() {
-                        break End::Protocol("executor stopped reading its socket".into());
+                        // No code before the tree is in its cgroup.
+                        let cpu = limits.cpu_millicores.is_some();
+                        if let Err(why) = cgroup_attach::settle(&mut attach, &mut cgroup, &mut enforcement, cpu).await {
+                            break End::Refused(why);
+                        }
+                        let go = match code {
+                            Some(code) => Message::request(
+                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path }))),
+                            None => Message::notification("start", None),
+                        };
+                        if s.outbox.try_send(go).is_err() {
+                            break End::Internal("executor socket closed".into());
+                        }
+                        phase = Phase::Running;
                     }
-                }
-                msg = s.inbox.recv() => {
-                    let msg = match msg {
-                        Some(Ok(Some(m))) => m,
-                        // Clean EOF: the guest closed its end; wait for the process to exit.
-                        Some(Ok(None)) | None => {
-                            match wait_exit(&mut s.child, deadline).await {
-                                Some(status) => { exit = Some(status); break End::Exited; }
-                                None => break End::Timeout,
-                            }
-                        }
-                        Some(Err(e)) => break End::Protocol(e.to_string()),
-                    };
-                    match (&phase, msg) {
-                        (Phase::AwaitReady, Message::Notification(n)) if n.method == "ready" => {
-                            if let Err(why) = check_ready(n.params, &broker_ns) {
-                                break End::Refused(format!("the sandbox could not prove its isolation: {why}"));
-                            }
-                            // No code before the tree is in its cgroup.
-                            let cpu = limits.cpu_millicores.is_some();
-                            if let Err(why) = cgroup_attach::settle(&mut attach, &mut cgroup, &mut enforcement, cpu).await {
-                                break End::Refused(why);
-                            }
-                            let go = match code {
-                                Some(code) => Message::request(
-                                    Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path }))),
-                                None => Message::notification("start", None),
-                            };
-                            if s.outbox.try_send(go).is_err() {
-                                break End::Internal("executor socket closed".into());
-                            }
-                            phase = Phase::Running;
-                        }
-                        // Only trusted code can refuse: the stage or bootstrap before `ready`, or
-                        // the stage of a command (whose socket the command never holds). Once a
-                        // Python program runs, a `refused` is the program forging its status.
-                        (phase_now, Message::Notification(n))
-                            if n.method == "refused"
-                                && (matches!(phase_now, Phase::AwaitReady) || !python) =>
-                        {
-                            let params = n.params.unwrap_or(Value::Null);
-                            let layer = params["layer"].as_str().unwrap_or("unknown").to_string();
-                            let message = params["message"].as_str().unwrap_or("").to_string();
-                            refusal = Some(format!("sandbox layer {layer} unavailable: {message}"));
-                        }
-                        (Phase::Running, Message::Request(req)) if req.method == "call_tool" => {
-                            tool_calls = tool_calls.saturating_add(1);
-                            let id = req.id.clone();
-                            let reject = |code, m: String| error_response(id.clone(), code, m);
-                            let reply = if tool_calls > limits.max_tool_calls {
-                                Some(reject(ErrorCode::ToolCallLimit, format!(
-                                    "tool call limit of {} per run reached", limits.max_tool_calls)))
-                            } else if in_flight.is_some() {
-                                Some(reject(ErrorCode::Busy, "one tool call at a time".into()))
-                            } else {
-                                match parse_call(req.params) {
-                                    Ok((name, args)) => {
-                                        in_flight = Some(Box::pin(async move {
-                                            let outcome = tools.call(&name, args).await;
-                                            (id, outcome)
-                                        }));
-                                        None
-                                    }
-                                    Err(m) => Some(reject(ErrorCode::InvalidParams, m)),
+                    // Only trusted code can refuse: the stage or bootstrap before `ready`, or
+                    // the stage of a command (whose socket the command never holds). Once a
+                    // Python program runs, a `refused` is the program forging its status.
+                    (phase_now, Message::Notification(n))
+                        if n.method == "refused"
+                            && (matches!(phase_now, Phase::AwaitReady) || !python) =>
+                    {
+                        let params = n.params.unwrap_or(Value::Null);
+                        let layer = params["layer"].as_str().unwrap_or("unknown").to_string();
+                        let message = params["message"].as_str().unwrap_or("").to_string();
+                        refusal = Some(format!("sandbox layer {layer} unavailable: {message}"));
+                    }
+                    (Phase::Running, Message::Request(req)) if req.method == "call_tool" => {
+                        tool_calls = tool_calls.saturating_add(1);
+                        let id = req.id.clone();
+                        let reject = |code, m: String| error_response(id.clone(), code, m);
+                        let reply = if tool_calls > limits.max_tool_calls {
+                            Some(reject(ErrorCode::ToolCallLimit, format!(
+                                "tool call limit of {} per run reached", limits.max_tool_calls)))
+                        } else if in_flight.is_some() {
+                            Some(reject(ErrorCode::Busy, "one tool call at a time".into()))
+                        } else {
+                            match parse_call(req.params) {
+                                Ok((name, args)) => {
+                                    in_flight = Some(Box::pin(async move {
+                                        let outcome = tools.call(&name, args).await;
+                                        (id, outcome)
+                                    }));
+                                    None
                                 }
-                            };
-                            if let Some(r) = reply {
-                                if s.outbox.try_send(r).is_err() {
-                                    break End::Protocol("executor floods requests without reading".into());
-                                }
+                                Err(m) => Some(reject(ErrorCode::InvalidParams, m)),
+                            }
+                        };
+                        if let Some(r) = reply {
+                            if s.outbox.try_send(r).is_err() {
+                                break End::Protocol("executor floods requests without reading".into());
                             }
                         }
-                        (Phase::Running, Message::Response(resp)) if resp.id == Some(Id::Number(EXECUTE_ID)) && python => {
-                            hint = match resp.outcome {
-                                Ok(v) => serde_json::from_value(v).ok(),
-                                Err(_) => None,
-                            };
-                            // The guest is still alive at its peak: a run shorter than the
-                            // watchdog's period would otherwise report its start-up size.
-                            peak_rss = peak_rss.max(procfs::tree_rss_bytes(stage_pid));
-                            phase = Phase::Reported { by: Instant::now() + limits.grace };
-                        }
-                        (_, other) => {
-                            break End::Protocol(format!("unexpected message: {}", describe(&other)));
-                        }
+                    }
+                    (Phase::Running, Message::Response(resp)) if resp.id == Some(Id::Number(EXECUTE_ID)) && python => {
+                        hint = match resp.outcome {
+                            Ok(v) => serde_json::from_value(v).ok(),
+                            Err(_) => None,
+                        };
+                        // The guest is still alive at its peak: a run shorter than the
+                        // watchdog's period would otherwise report its start-up size.
+                        peak_rss = peak_rss.max(procfs::tree_rss_bytes(stage_pid));
+                        phase = Phase::Reported { by: Instant::now() + limits.grace };
+                    }
+                    (_, other) => {
+                        break End::Protocol(format!("unexpected message: {}", describe(&other)));
                     }
                 }
             }
