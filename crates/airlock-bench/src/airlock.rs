@@ -47,7 +47,8 @@ pub fn spec(executor: &Path, code: &str, limits: Limits) -> RunSpec {
             interpreter: None,
         },
         limits,
-        work_dir: None,
+        sandbox: None,
+        cwd: None,
         env: Vec::new(),
         executor: executor.to_path_buf(),
     }

@@ -18,7 +18,8 @@ fn spec(code: &str) -> RunSpec {
             interpreter: None,
         },
         limits: Limits::default(),
-        work_dir: None,
+        sandbox: None,
+        cwd: None,
         env: Vec::new(),
         executor: executor(),
     }
@@ -172,13 +173,12 @@ async fn a_warm_run_is_timed_from_assignment_and_killed_on_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_that_does_not_fit_runs_cold() {
     let pool = pool(1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = spec("import os\nprint(os.getcwd())");
-    s.work_dir = Some(dir.path().to_path_buf());
+    let mut s = spec("import os\nos.makedirs('/work/sub', exist_ok=True)\nprint(os.getcwd())");
+    s.cwd = Some("sub".into());
     assert!(!pool.fits(&s));
     let r = pool.run(s, &NoTools).await;
-    let canonical = std::fs::canonicalize(dir.path()).unwrap();
-    assert_eq!(completed(&r).trim(), canonical.to_str().unwrap());
+    // The directory does not exist when the run starts: the stage refuses to enter it.
+    assert_eq!(r.status, RunStatus::Refused, "{r:#?}");
     let mut s = spec("print(1)");
     s.limits.memory_bytes /= 2;
     assert_eq!(completed(&pool.run(s, &NoTools).await), "1\n");

@@ -13,11 +13,15 @@ pub mod output;
 pub mod pool;
 pub mod result;
 pub mod run;
+pub mod sandbox_fs;
 pub mod server;
 pub mod tools;
 
+pub use airlock_executor::config::GUEST_WORK_DIR;
+pub use airlock_executor::DataBounds;
 pub use limits::Limits;
 pub use pool::{Pool, PoolConfig, PoolStats};
 pub use result::{RunResult, RunStatus};
 pub use run::{run, RunSpec, Workload};
+pub use sandbox_fs::{RootSpec, SandboxFs, SandboxFsError};
 pub use tools::{CommandTools, NoTools, ToolFailure, ToolHandler};

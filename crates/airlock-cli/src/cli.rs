@@ -64,17 +64,14 @@ pub struct RunOpts {
     /// Memory limit in MiB [default: 512, or the policy's limits.memory_mb].
     #[arg(long)]
     pub memory: Option<u64>,
-    /// Use this host directory as the work dir (default: a fresh private one, removed after).
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
     /// Set an environment variable in the sandbox (repeatable); nothing else is inherited.
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
     /// Offer a tool: NAME=CMD runs `sh -c CMD` on the host with JSON args on stdin (repeatable).
     #[arg(long = "tool", value_name = "NAME=CMD")]
     pub tools: Vec<String>,
-    /// Copy a host file into the work dir before the run (repeatable; GUEST is relative to the
-    /// work dir, parents are created, links are never followed).
+    /// Copy a host file into the sandbox's /work before the run (repeatable; GUEST is relative
+    /// to /work, parents are created, links are never followed).
     #[arg(long = "put", value_name = "LOCAL=GUEST")]
     pub put: Vec<String>,
     /// Collect a work-dir file after the run (repeatable; LOCAL must not exist yet).

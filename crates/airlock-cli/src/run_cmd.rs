@@ -1,11 +1,12 @@
 //! `airlock run` and `airlock exec`.
-use airlock_broker::{Limits, RunResult, RunSpec, RunStatus, Workload};
+use airlock_broker::{Limits, RunResult, RunSpec, RunStatus, SandboxFs, Workload};
 use airlock_policy::Egress;
 use airlock_protocol::ErrorCode;
 use anyhow::{bail, Context};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use crate::cli::RunOpts;
 
@@ -87,7 +88,6 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     // --tool NAME=CMD registers through the host-tool registry (see transfer.rs).
     let tools = transfer::tool_handler(&opts.tools, resolved.max_tool_calls)?;
-    let transfers = transfer::Transfers::prepare(&opts.put, &opts.get, opts.work_dir.as_deref())?;
     let limits = Limits {
         timeout: resolved.timeout,
         memory_bytes: resolved.memory_mb * 1024 * 1024,
@@ -107,13 +107,11 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
             opts.json,
         );
     }
-    let spec = RunSpec {
+    let mut spec = RunSpec {
         workload,
         limits,
-        work_dir: transfers
-            .as_ref()
-            .map(transfer::Transfers::work_dir)
-            .or(opts.work_dir),
+        sandbox: None,
+        cwd: None,
         env,
         executor: std::env::current_exe().context("locating the airlock binary")?,
     };
@@ -122,6 +120,17 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    let transfers = if opts.put.is_empty() && opts.get.is_empty() {
+        None
+    } else {
+        // Files move in and out of the run's own sandbox filesystem, created here first.
+        let fs = match runtime.block_on(sandbox_for(&spec)) {
+            Ok(fs) => Arc::new(fs),
+            Err(refused) => return report(&refused, opts.json),
+        };
+        spec.sandbox = Some(Arc::clone(&fs));
+        transfer::Transfers::prepare(&opts.put, &opts.get, &fs)?
+    };
     let (result, gets_ok) = runtime.block_on(async {
         if let Some(t) = &transfers {
             t.put_all().await?;
@@ -135,6 +144,16 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
     })?;
     let code = report(&result, opts.json)?;
     Ok(if gets_ok { code } else { ExitCode::from(2) })
+}
+
+/// A fresh sandbox filesystem for `spec`, or the result that says why none could be made.
+async fn sandbox_for(spec: &RunSpec) -> Result<SandboxFs, RunResult> {
+    let root = airlock_broker::run::root_for(spec)
+        .await
+        .map_err(|n| RunResult::not_started(n.code, n.message))?;
+    SandboxFs::create(&spec.executor, root)
+        .await
+        .map_err(|e| RunResult::not_started(ErrorCode::SandboxRefused, e.to_string()))
 }
 
 /// Closed unless `--allow-host` names something; the other egress flags need it.

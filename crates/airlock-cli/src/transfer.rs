@@ -6,8 +6,8 @@
 //! limits. `--get` collects after the run with `collect_outputs` (required output, declared
 //! `application/octet-stream`, the default `files_out` caps) into a `FileSystemSink` rooted at
 //! LOCAL's parent directory: LOCAL must not exist (exclusive create), and a symlink in the way
-//! is refused. Without `--work-dir`, a fresh private work dir is made for the run and removed
-//! after it.
+//! is refused. The work dir is the run's own sandbox filesystem (`/work`), which exists only
+//! in the sandbox's namespaces and is freed after the run.
 //!
 //! `--tool NAME=CMD` registers through the host-tool registry with a fixed declaration:
 //! source `host-command`, sink `host-command`, identity `app` (a host command runs with the
@@ -18,6 +18,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use airlock_broker::SandboxFs;
 use airlock_local::{
     CommandBody, FileSystemSink, LocalConfig, LocalSandbox, RegistryTools, RunDoor,
 };
@@ -58,14 +59,12 @@ pub fn tool_handler(tools: &[String], max_calls: u32) -> anyhow::Result<RunDoor>
     Ok(RegistryTools::new(reg.seal()).handler(None))
 }
 
-/// The puts and gets of one run, and the work dir they share.
+/// The puts and gets of one run, over the sandbox filesystem the run uses.
 pub struct Transfers {
     sandbox: LocalSandbox,
     spec: SandboxSpec,
     puts: Vec<(PathBuf, GuestRelPath)>,
     gets: Vec<(GuestRelPath, PathBuf)>,
-    dir: PathBuf,
-    _tmp: Option<tempfile::TempDir>,
 }
 
 impl Transfers {
@@ -73,7 +72,7 @@ impl Transfers {
     pub fn prepare(
         put: &[String],
         get: &[String],
-        work_dir: Option<&Path>,
+        fs: &Arc<SandboxFs>,
     ) -> anyhow::Result<Option<Transfers>> {
         if put.is_empty() && get.is_empty() {
             return Ok(None);
@@ -94,34 +93,18 @@ impl Transfers {
                 Ok((guest, PathBuf::from(local)))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let (dir, tmp) = match work_dir {
-            Some(d) => (d.to_path_buf(), None),
-            None => {
-                let t = tempfile::Builder::new()
-                    .prefix("airlock-run-")
-                    .tempdir()
-                    .context("creating a work dir")?;
-                (t.path().to_path_buf(), Some(t))
-            }
-        };
         let spec = SandboxSpec::builder("cli").build()?;
         let key = SandboxKey::new("cli", "run", "transfer")?;
         let exe = std::env::current_exe().context("locating the airlock binary")?;
-        let sandbox = LocalSandbox::over_dir(key, &dir, &spec, LocalConfig::new(exe))
+        let sandbox = LocalSandbox::over_fs(key, &spec, LocalConfig::new(exe), Arc::clone(fs))
+            .map_err(anyhow::Error::msg)
             .context("opening the work dir")?;
         Ok(Some(Transfers {
             sandbox,
             spec,
             puts,
             gets,
-            dir,
-            _tmp: tmp,
         }))
-    }
-
-    /// The work dir the run must use.
-    pub fn work_dir(&self) -> PathBuf {
-        self.dir.clone()
     }
 
     /// Copies every `--put` in, within the `files_in` caps.

@@ -6,7 +6,16 @@ use std::os::unix::net::UnixStream;
 use airlock_protocol::{FrameReader, Message};
 use serde_json::{json, Value};
 
-use crate::config::{ExecutorConfig, SETUP_METHOD};
+use crate::config::{AssembleConfig, ExecutorConfig, ASSEMBLE_METHOD, SETUP_METHOD};
+
+/// The frame that opens a stage's life: a run, or the assembly of a sandbox's root.
+#[derive(Debug)]
+pub enum First {
+    /// Isolate and run.
+    Setup(Box<ExecutorConfig>),
+    /// Build a sandbox root and hand it back.
+    Assemble(AssembleConfig),
+}
 
 /// A framed connection to the broker.
 #[derive(Debug)]
@@ -52,13 +61,21 @@ impl Channel {
         }
     }
 
-    /// Read the `setup` notification that opens every run.
-    pub fn read_setup(&mut self) -> Result<ExecutorConfig, ChannelError> {
+    /// Read the `setup` or `assemble` notification that opens every stage.
+    pub fn read_first(&mut self) -> Result<First, ChannelError> {
+        let bad = |e: serde_json::Error| ChannelError::Protocol(format!("bad setup: {e}"));
         match self.next_message()? {
             Message::Notification(n) if n.method == SETUP_METHOD => {
                 let params = n.params.unwrap_or(Value::Null);
                 serde_json::from_value(params)
-                    .map_err(|e| ChannelError::Protocol(format!("bad setup: {e}")))
+                    .map(First::Setup)
+                    .map_err(bad)
+            }
+            Message::Notification(n) if n.method == ASSEMBLE_METHOD => {
+                let params = n.params.unwrap_or(Value::Null);
+                serde_json::from_value(params)
+                    .map(First::Assemble)
+                    .map_err(bad)
             }
             other => Err(ChannelError::Protocol(format!(
                 "expected setup, got {other:?}"

@@ -1,10 +1,52 @@
 //! What the broker tells the stage, in the first frame on the socket.
 use std::path::PathBuf;
 
+pub use airlock_jail::identity::HostId;
 use serde::{Deserialize, Serialize};
 
 /// The method name of the first frame (a notification) carrying an [`ExecutorConfig`].
 pub const SETUP_METHOD: &str = "setup";
+
+/// The method name of the first frame (a notification) carrying an [`AssembleConfig`]: build a
+/// sandbox's root and hand its namespaces back, run nothing.
+pub const ASSEMBLE_METHOD: &str = "assemble";
+
+/// The stage's fd of the socket over which an assembling stage hands back, in order, the
+/// sandbox's user namespace, its mount namespace and its work dir (one `SCM_RIGHTS` message
+/// each).
+pub const SANDBOX_CHANNEL_FD: i32 = 6;
+/// In a run, the stage's fd of the sandbox's user namespace (joined first).
+pub const SANDBOX_USERNS_FD: i32 = 6;
+/// In a run, the stage's fd of the sandbox's mount namespace (joined second).
+pub const SANDBOX_MNTNS_FD: i32 = 7;
+
+/// Where the sandbox's root is assembled inside its mount namespace (a tmpfs mounted over this
+/// directory, never visible on the host); a run pivots into it.
+pub const ROOT_STAGING: &str = "/tmp";
+/// The guest path of the work dir, the same for every sandbox.
+pub const GUEST_WORK_DIR: &str = "/work";
+
+/// What an assembling stage builds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AssembleConfig {
+    /// The host identity to become first (a root broker's sandboxes); None keeps the caller's.
+    #[serde(default)]
+    pub identity: Option<HostId>,
+    /// Host paths bound read-only, nosuid, nodev at the same path in the root (files or
+    /// directories; a symlink is reproduced and its target bound).
+    pub binds: Vec<PathBuf>,
+    /// The bound on everything the sandbox can write (/work, /tmp, /dev/shm together).
+    pub data: DataBounds,
+}
+
+/// Kernel bounds on a sandbox's writable filesystem.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DataBounds {
+    /// Bytes.
+    pub bytes: u64,
+    /// Files, directories and links.
+    pub inodes: u64,
+}
 
 /// In allowlist egress, the stage's fd (mapped by the broker at spawn) of the socket over
 /// which pid 1 hands the proxy listener to the broker.
@@ -15,8 +57,11 @@ pub const EGRESS_CHANNEL_FD: i32 = 5;
 pub struct ExecutorConfig {
     /// What to run once isolated.
     pub mode: Mode,
-    /// The run's work directory (host path; the only writable place).
-    pub work_dir: PathBuf,
+    /// The guest's working directory (a guest path: /work or beneath it).
+    pub cwd: PathBuf,
+    /// The host identity to become before joining the sandbox (a root broker's sandboxes).
+    #[serde(default)]
+    pub identity: Option<HostId>,
     /// The complete environment of the guest; nothing else is inherited.
     pub env: Vec<(String, String)>,
     /// Kernel-enforced backstops.

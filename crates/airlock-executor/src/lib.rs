@@ -11,13 +11,14 @@
 //! place, and it refuses (a `refused` notification, exit 70) rather than continue with one
 //! missing.
 
+pub mod assemble;
 pub mod attest;
 pub mod channel;
 pub mod config;
 pub mod stage;
 
 pub use attest::Attestation;
-pub use config::{ExecutorConfig, FsSpec, Mode, RlimitSpec};
+pub use config::{AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec};
 pub use stage::stage_main;
 
 /// The guest bootstrap that CPython runs with `-c` before the untrusted program.

@@ -1,8 +1,9 @@
 //! The executor stage: isolate, fork pid 1 of a fresh pid namespace, supervise it.
 //!
 //! Order matters and is the contract documented in docs/executor.md:
-//! user ns (single-entry maps) -> net/ipc/uts/mount/pid/cgroup ns -> fork ->
-//! [child, pid 1] private mounts, fresh /proc, hostname, loopback up, fds, rlimits, Landlock,
+//! (root broker: become the sandbox's unprivileged host id) -> join the sandbox's user and mount
+//! namespaces (built by [`crate::assemble`]) -> net/ipc/uts/mount/pid/cgroup ns -> fork ->
+//! [child, pid 1] fresh /proc, pivot into the sandbox root, hostname, loopback up, fds, rlimits, Landlock,
 //! drop caps, no_new_privs -> (python) execve the interpreter, whose bootstrap installs the run
 //! seccomp filter | (command) install the exec filter, attest, wait for `start`, execve.
 use std::convert::Infallible;
@@ -11,12 +12,15 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use airlock_jail::{caps, fdpass, landlock, net, ns, process, rlimits, seccomp, userns};
+use airlock_jail::{caps, fdpass, identity, landlock, mounts, net, ns, process, rlimits, seccomp};
 use airlock_protocol::Message;
 
+use crate::assemble;
 use crate::attest::Attestation;
-use crate::channel::Channel;
-use crate::config::{ExecutorConfig, Mode, EGRESS_CHANNEL_FD};
+use crate::channel::{Channel, First};
+use crate::config::{
+    ExecutorConfig, Mode, EGRESS_CHANNEL_FD, ROOT_STAGING, SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD,
+};
 use crate::{BOOTSTRAP_PY, EXIT_REFUSED};
 
 /// fd of the socket inside the guest.
@@ -81,8 +85,18 @@ pub fn stage_main() -> ! {
             std::process::exit(EXIT_REFUSED);
         }
     };
-    let cfg = match chan.read_setup().layer("setup") {
-        Ok(cfg) => cfg,
+    let cfg = match chan.read_first().layer("setup") {
+        Ok(First::Setup(cfg)) => cfg,
+        Ok(First::Assemble(cfg)) => match assemble::assemble(&cfg) {
+            Ok(()) => std::process::exit(0),
+            Err(e) => refuse(
+                &mut chan,
+                &Refusal {
+                    layer: "sandbox root",
+                    message: format!("{}: {}", e.step, e.message),
+                },
+            ),
+        },
         Err(r) => refuse(&mut chan, &r),
     };
     let egress = match cfg.egress_proxy_port {
@@ -92,7 +106,7 @@ pub fn stage_main() -> ! {
         },
         None => None,
     };
-    match isolate() {
+    match isolate(&cfg) {
         Ok(process::Fork::Parent { child }) => {
             drop(egress);
             supervise(chan, child)
@@ -102,9 +116,16 @@ pub fn stage_main() -> ! {
     }
 }
 
-/// Enter the user namespace, then every other one, then fork pid 1.
-fn isolate() -> Result<process::Fork, Refusal> {
-    // Die with the broker: a sandbox never outlives the process supervising it.
+/// Become the sandbox's host identity, join its user and mount namespaces, unshare every other
+/// one (and a private copy of the mount namespace), then fork pid 1.
+fn isolate(cfg: &ExecutorConfig) -> Result<process::Fork, Refusal> {
+    let userns = fdpass::take_inherited(SANDBOX_USERNS_FD).layer("sandbox")?;
+    let mntns = fdpass::take_inherited(SANDBOX_MNTNS_FD).layer("sandbox")?;
+    if let Some(id) = cfg.identity {
+        identity::become_id(id).layer("identity")?;
+    }
+    // Die with the broker: a sandbox never outlives the process supervising it. (After the
+    // identity change, which clears the parent-death signal.)
     let broker = std::os::unix::process::parent_id();
     process::set_parent_death_signal_kill().layer("pdeathsig")?;
     if std::os::unix::process::parent_id() != broker {
@@ -113,16 +134,10 @@ fn isolate() -> Result<process::Fork, Refusal> {
             message: "broker exited during setup".into(),
         });
     }
-    userns::enter_user_namespace(INSIDE_ID, INSIDE_ID).layer("userns")?;
-    let namespaces = ns::Namespaces {
-        net: true,
-        ipc: true,
-        uts: true,
-        mount: true,
-        pid: true,
-        cgroup: true,
-    };
-    ns::unshare(namespaces).layer("namespaces")?;
+    identity::join_user_namespace(userns.as_fd()).layer("userns")?;
+    identity::join_mount_namespace(mntns.as_fd()).layer("mount namespace")?;
+    drop((userns, mntns));
+    ns::unshare(ns::Namespaces::all()).layer("namespaces")?;
     process::fork().layer("fork")
 }
 
@@ -202,8 +217,9 @@ fn prepare(
     egress: Option<OwnedFd>,
 ) -> Result<Staged, Refusal> {
     process::set_parent_death_signal_kill().layer("pdeathsig")?;
-    ns::make_mounts_private().layer("mount namespace")?;
-    ns::mount_proc().layer("proc mount")?;
+    let root = Path::new(ROOT_STAGING);
+    mounts::mount_proc_at(&root.join("proc")).layer("proc mount")?;
+    mounts::pivot_into(root).layer("sandbox root")?;
     ns::set_hostname(&cfg.hostname).layer("uts namespace")?;
     net::loopback_up().layer("network namespace")?;
     if let (Some(port), Some(egress)) = (cfg.egress_proxy_port, egress) {
@@ -212,7 +228,7 @@ fn prepare(
         let listener = std::net::TcpListener::bind(("127.0.0.1", port)).layer("egress")?;
         fdpass::send_fd(egress.as_fd(), listener.as_fd()).layer("egress")?;
     }
-    std::env::set_current_dir(&cfg.work_dir).layer("work dir")?;
+    std::env::set_current_dir(&cfg.cwd).layer("work dir")?;
     let devnull = std::fs::File::open("/dev/null").layer("stdin")?;
     process::dup2(devnull.as_raw_fd(), 0).layer("stdin")?;
     let socket = airlock_jail::fd::dup_to(chan.fd(), STAGING_SOCKET_FD).layer("fds")?;

@@ -169,7 +169,22 @@ impl AsFd for DirFd {
     }
 }
 
+impl From<DirFd> for OwnedFd {
+    fn from(d: DirFd) -> OwnedFd {
+        d.0
+    }
+}
+
 impl DirFd {
+    /// Adopts a directory descriptor received from elsewhere (e.g. a sandbox's work dir
+    /// handed over by the stage that assembled it); it must be a directory.
+    pub fn from_owned(fd: OwnedFd) -> io::Result<DirFd> {
+        if fstat(fd.as_fd())?.kind != FileKind::Directory {
+            return Err(invalid("not a directory"));
+        }
+        Ok(DirFd(fd))
+    }
+
     /// Opens a host directory the caller trusts the path of (its last component must not be a
     /// symlink).
     pub fn open(path: &Path) -> io::Result<DirFd> {

@@ -189,6 +189,51 @@ pub fn map_fd_at_spawn(cmd: &mut std::process::Command, fd: OwnedFd, target: Raw
     Ok(())
 }
 
+/// Like [`map_fd_at_spawn`] for several descriptors at once, safe against a source number
+/// colliding with another mapping's target: every source is first duplicated above
+/// [`STAGING_FLOOR`], then placed. Targets must be distinct, 3 or higher and below the floor.
+pub fn map_fds_at_spawn(cmd: &mut std::process::Command, fds: Vec<(OwnedFd, RawFd)>) -> Result<()> {
+    let mut targets: Vec<RawFd> = fds.iter().map(|(_, t)| *t).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    if targets.len() != fds.len() || targets.iter().any(|t| *t < 3 || *t >= STAGING_FLOOR) {
+        return Err(JailError::InvalidInput(format!(
+            "bad fd targets {targets:?}"
+        )));
+    }
+    let closure = move || {
+        let mut staged = [0 as RawFd; 16];
+        if fds.len() > staged.len() {
+            return Err(io::Error::other("too many descriptors"));
+        }
+        for (i, (fd, _)) in fds.iter().enumerate() {
+            // SAFETY: async-signal-safe fcntl on a descriptor the closure owns.
+            let s = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, STAGING_FLOOR) };
+            if s < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            staged[i] = s;
+        }
+        for (i, (_, target)) in fds.iter().enumerate() {
+            // SAFETY: async-signal-safe dup2 between plain numbers; the staged copy is open
+            // and above every target, so no placement clobbers a later source.
+            if unsafe { libc::dup2(staged[i], *target) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl/dup2,
+    // which are async-signal-safe; it allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(closure);
+    }
+    Ok(())
+}
+
+/// Staged copies of mapped descriptors live at or above this number until placed.
+pub const STAGING_FLOOR: RawFd = 200;
+
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsFd;

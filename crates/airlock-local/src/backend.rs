@@ -8,14 +8,13 @@
 //! indexes the registry.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use airlock_jail::dirfd::DirFd;
+use airlock_broker::{RootSpec, SandboxFs};
 use airlock_policy::{
-    BackendDeclarations, Capability, DisposalCode, DisposalFailure, Isolation, IsolationScope,
-    OsFamily, SandboxKey, SandboxLimits, SandboxSpec,
+    BackendDeclarations, Capability, DisposalFailure, Isolation, IsolationScope, OsFamily,
+    SandboxKey, SandboxLimits, SandboxSpec,
 };
 use airlock_router::{Backend, BackendError, Sandbox, ScopePurge};
 use async_trait::async_trait;
@@ -32,16 +31,9 @@ pub enum LocalError {
     /// The executor binary is not a file.
     #[error("the executor binary {0} is not a file")]
     NoExecutor(PathBuf),
-    /// The root directory could not be created or opened.
-    #[error("the sandbox root could not be prepared: {0}")]
-    Root(std::io::Error),
-    /// The root's path is not UTF-8 (the guest is told its work dir as a string).
-    #[error("the sandbox root path is not UTF-8")]
-    NotUtf8,
 }
 
 struct Entry {
-    name: String,
     sandbox: Arc<LocalSandbox>,
 }
 
@@ -50,18 +42,14 @@ pub struct LocalBackend {
     probe: RungProbe,
     declarations: BackendDeclarations,
     config: Arc<LocalConfig>,
-    root_path: PathBuf,
-    root: DirFd,
     tools: Option<Arc<dyn ToolsForRun>>,
     sandboxes: Mutex<HashMap<SandboxKey, Entry>>,
-    _tmp: Option<tempfile::TempDir>,
 }
 
 impl std::fmt::Debug for LocalBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalBackend")
             .field("isolation", &self.probe.isolation)
-            .field("root", &self.root_path)
             .finish_non_exhaustive()
     }
 }
@@ -89,12 +77,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn fresh_name() -> std::io::Result<String> {
-    let mut buf = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 impl LocalBackend {
     /// Probes this machine for its rung and prepares the root.
     pub fn new(config: LocalConfig) -> Result<LocalBackend, LocalError> {
@@ -106,35 +88,12 @@ impl LocalBackend {
         if !config.executor.is_file() {
             return Err(LocalError::NoExecutor(config.executor));
         }
-        let (root_path, tmp) = match &config.root {
-            Some(r) => {
-                std::fs::create_dir_all(r).map_err(LocalError::Root)?;
-                (std::fs::canonicalize(r).map_err(LocalError::Root)?, None)
-            }
-            None => {
-                let t = tempfile::Builder::new()
-                    .prefix("airlock-local-")
-                    .tempdir()
-                    .map_err(LocalError::Root)?;
-                (
-                    std::fs::canonicalize(t.path()).map_err(LocalError::Root)?,
-                    Some(t),
-                )
-            }
-        };
-        if root_path.to_str().is_none() {
-            return Err(LocalError::NotUtf8);
-        }
-        let root = DirFd::open(&root_path).map_err(LocalError::Root)?;
         Ok(LocalBackend {
             probe,
             declarations: local_declarations(),
             config: Arc::new(config),
-            root_path,
-            root,
             tools: None,
             sandboxes: Mutex::new(HashMap::new()),
-            _tmp: tmp,
         })
     }
 
@@ -166,34 +125,29 @@ impl LocalBackend {
     }
 
     async fn destroy(&self, entry: Entry) -> Option<DisposalFailure> {
+        // Dropping the sandbox's filesystem frees everything it wrote: it lives only in the
+        // sandbox's own namespaces, whatever modes the guest set.
         entry.sandbox.shut_down().await;
-        let name = entry.name;
-        let root = match self.root.reopen() {
-            Ok(r) => r,
-            Err(e) => {
-                return Some(DisposalFailure::new(
-                    DisposalCode::Unknown,
-                    format!("sandbox root could not be reopened: {}", e.kind()),
-                ))
-            }
-        };
-        let removed = tokio::task::spawn_blocking(move || {
-            let mut budget = crate::files::MAX_RECLAIM_ENTRIES;
-            root.remove_tree_at(&name, &mut budget)
-        })
-        .await;
-        match removed {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(DisposalFailure::new(
-                DisposalCode::Unknown,
-                format!("work dir not removed: {}", e.kind()),
-            )),
-            Err(e) => Some(DisposalFailure::new(
-                DisposalCode::Unknown,
-                format!("removal task failed: {e}"),
-            )),
-        }
+        None
     }
+}
+
+/// A fresh sandbox filesystem for `config`: the system root, the interpreter's tree (when one
+/// is found), and the disk bound of its limits.
+pub(crate) async fn new_fs(config: &LocalConfig) -> Result<SandboxFs, String> {
+    let interp = airlock_broker::interpreter::discover(config.python.as_deref())
+        .await
+        .ok();
+    let root = RootSpec {
+        binds: airlock_broker::fs_policy::root_binds(interp.as_ref(), &[]),
+        data: airlock_broker::DataBounds {
+            bytes: config.limits.max_disk_bytes,
+            inodes: config.limits.max_disk_entries,
+        },
+    };
+    SandboxFs::create(&config.executor, root)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 #[async_trait]
@@ -215,26 +169,20 @@ impl Backend for LocalBackend {
         key: &SandboxKey,
         spec: &SandboxSpec,
     ) -> Result<Arc<dyn Sandbox>, BackendError> {
-        let mut map = lock(&self.sandboxes);
-        if let Some(e) = map.get(key) {
+        if let Some(e) = lock(&self.sandboxes).get(key) {
             return Ok(Arc::clone(&e.sandbox) as Arc<dyn Sandbox>);
         }
         let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
-        let other = |e: std::io::Error| BackendError::Other(format!("work dir: {}", e.kind()));
-        let name = fresh_name().map_err(other)?;
-        self.root.mkdir_at(&name, 0o700).map_err(other)?;
-        let dir = self.root.open_dir_at(&name).map_err(other)?;
-        let host_dir = self.root_path.join(&name);
-        let host_str = host_dir
-            .to_str()
-            .ok_or_else(|| BackendError::Other("work dir path is not UTF-8".into()))?
-            .to_owned();
+        let fs = new_fs(&self.config).await.map_err(BackendError::Other)?;
+        let mut map = lock(&self.sandboxes);
+        if let Some(e) = map.get(key) {
+            // Another acquire of this key won the race; ours is dropped (and freed).
+            return Ok(Arc::clone(&e.sandbox) as Arc<dyn Sandbox>);
+        }
         let sandbox = Arc::new(LocalSandbox::new(Parts {
             key: key.clone(),
             spec_work_dir: spec.work_dir().to_owned(),
-            host_dir,
-            host_str,
-            root: dir,
+            fs: Arc::new(fs),
             config: Arc::clone(&self.config),
             files_in: *spec.files_in(),
             tools: self.tools.clone(),
@@ -243,7 +191,6 @@ impl Backend for LocalBackend {
         map.insert(
             key.clone(),
             Entry {
-                name,
                 sandbox: Arc::clone(&sandbox),
             },
         );

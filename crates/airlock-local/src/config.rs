@@ -10,9 +10,6 @@ use airlock_broker::Limits;
 pub struct LocalConfig {
     /// The `airlock` binary, whose hidden `__executor` subcommand is the executor stage.
     pub executor: PathBuf,
-    /// A host directory under which every sandbox's work dir is created (each one `0700`,
-    /// named by 128 random bits). `None`: a fresh private directory, removed with the backend.
-    pub root: Option<PathBuf>,
     /// The limits of every run (a run's timeout comes from its own options).
     pub limits: Limits,
     /// The Python interpreter for `run_code` (`python3` on PATH when `None`).
@@ -31,7 +28,6 @@ impl LocalConfig {
     pub fn new(executor: impl Into<PathBuf>) -> LocalConfig {
         LocalConfig {
             executor: executor.into(),
-            root: None,
             limits: Limits::default(),
             python: None,
             egress_allow_private: Vec::new(),

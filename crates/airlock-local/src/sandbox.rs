@@ -1,22 +1,23 @@
-//! `LocalSandbox`: one private work dir, a fresh executor per `exec` / `run_code`, and the
-//! no-follow file operations of [`crate::files`].
+//! `LocalSandbox`: one sandbox filesystem ([`airlock_broker::SandboxFs`]: its own root, a
+//! kernel-bounded `/work`), a fresh executor per `exec` / `run_code` over it, and the no-follow
+//! file operations of [`crate::files`].
 //!
-//! The guest sees its work dir at the host path ([`LocalSandbox::work_dir`]): the executor
-//! runs there with Landlock read-write on that directory only. The file methods accept either
-//! that path or the spec's work dir as `working_directory` (or a directory beneath either),
-//! and resolve everything beneath the one handle opened when the sandbox was created.
+//! The guest sees its work dir at `/work` ([`LocalSandbox::work_dir`]), the same for every
+//! sandbox. The file methods accept that path or the spec's work dir as `working_directory`
+//! (or a directory beneath either), and resolve everything beneath the work dir handle the
+//! sandbox's assembly handed back, with the sandbox owner's filesystem ids. Disposal drops the
+//! filesystem: nothing the sandbox wrote remains anywhere.
 //!
 //! Runs on one sandbox are serialised; a run's timeout counts time spent queued, and a
 //! deadline that expires in the queue is [`SandboxError::QueuedTimeout`]. Disposal cancels a
 //! running executor and waits for it (the broker returns only once every process of the run
 //! is gone) before the work dir is removed.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use airlock_broker::run::run_cancellable;
-use airlock_broker::{RunSpec, ToolHandler, Workload};
+use airlock_broker::{RunSpec, SandboxFs, ToolHandler, Workload, GUEST_WORK_DIR};
 use airlock_jail::dirfd::DirFd;
 use airlock_policy::{GuestRelPath, SandboxKey, TransferLimits};
 use airlock_router::EgressDecided;
@@ -40,9 +41,7 @@ pub trait ToolsForRun: Send + Sync {
 pub struct LocalSandbox {
     key: SandboxKey,
     spec_work_dir: String,
-    host_dir: PathBuf,
-    host_str: String,
-    root: Arc<DirFd>,
+    fs: StdMutex<Option<Arc<SandboxFs>>>,
     config: Arc<LocalConfig>,
     files_in: TransferLimits,
     tools: Option<Arc<dyn ToolsForRun>>,
@@ -55,7 +54,7 @@ impl std::fmt::Debug for LocalSandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalSandbox")
             .field("key", &self.key)
-            .field("work_dir", &self.host_str)
+            .field("work_dir", &GUEST_WORK_DIR)
             .finish_non_exhaustive()
     }
 }
@@ -63,9 +62,7 @@ impl std::fmt::Debug for LocalSandbox {
 pub(crate) struct Parts {
     pub(crate) key: SandboxKey,
     pub(crate) spec_work_dir: String,
-    pub(crate) host_dir: PathBuf,
-    pub(crate) host_str: String,
-    pub(crate) root: DirFd,
+    pub(crate) fs: Arc<SandboxFs>,
     pub(crate) config: Arc<LocalConfig>,
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
@@ -83,9 +80,7 @@ impl LocalSandbox {
         LocalSandbox {
             key: p.key,
             spec_work_dir: p.spec_work_dir.trim_end_matches('/').to_owned(),
-            host_dir: p.host_dir,
-            host_str: p.host_str,
-            root: Arc::new(p.root),
+            fs: StdMutex::new(Some(p.fs)),
             config: p.config,
             files_in: p.files_in,
             tools: p.tools,
@@ -95,28 +90,19 @@ impl LocalSandbox {
         }
     }
 
-    /// A sandbox over an existing host directory the caller owns (e.g. the CLI's work dir):
-    /// the same runs and no-follow file methods, with no backend behind it, so nothing
-    /// disposes or removes the directory.
-    pub fn over_dir(
+    /// A sandbox over a filesystem the caller created (e.g. the CLI's one-shot run), with no
+    /// backend behind it: dropping every handle frees everything.
+    pub fn over_fs(
         key: SandboxKey,
-        dir: &std::path::Path,
         spec: &airlock_policy::SandboxSpec,
         config: LocalConfig,
-    ) -> std::io::Result<LocalSandbox> {
-        let host_dir = std::fs::canonicalize(dir)?;
-        let host_str = host_dir
-            .to_str()
-            .ok_or_else(|| std::io::Error::other("work dir path is not UTF-8"))?
-            .to_owned();
-        let root = DirFd::open(&host_dir)?;
-        let egress = crate::egress::for_spec(spec, &config).map_err(std::io::Error::other)?;
+        fs: Arc<SandboxFs>,
+    ) -> Result<LocalSandbox, String> {
+        let egress = crate::egress::for_spec(spec, &config).map_err(|e| e.to_string())?;
         Ok(LocalSandbox::new(Parts {
             key,
             spec_work_dir: spec.work_dir().to_owned(),
-            host_dir,
-            host_str,
-            root,
+            fs,
             config: Arc::new(config),
             files_in: *spec.files_in(),
             tools: None,
@@ -124,17 +110,26 @@ impl LocalSandbox {
         }))
     }
 
-    /// The work dir as the guest sees it (an absolute host path).
+    /// The work dir as the guest sees it (`/work`).
     #[must_use]
     pub fn work_dir(&self) -> &str {
-        &self.host_str
+        GUEST_WORK_DIR
+    }
+
+    /// The sandbox's filesystem, unless it was disposed.
+    fn fs(&self) -> Result<Arc<SandboxFs>, SandboxError> {
+        self.fs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| backend("the sandbox was disposed"))
     }
 
     /// The path of `rel` relative to the work dir for a `working_directory` argument: the
     /// spec's work dir, the host path, or a directory beneath either.
     fn prefix(&self, working_directory: &str) -> Result<Option<String>, SandboxError> {
         let wd = working_directory.trim_end_matches('/');
-        for base in [self.spec_work_dir.as_str(), self.host_str.as_str()] {
+        for base in [self.spec_work_dir.as_str(), GUEST_WORK_DIR] {
             if wd == base {
                 return Ok(None);
             }
@@ -159,8 +154,8 @@ impl LocalSandbox {
         &self,
         f: impl FnOnce(&DirFd) -> Result<T, SandboxError> + Send + 'static,
     ) -> Result<T, SandboxError> {
-        let root = Arc::clone(&self.root);
-        tokio::task::spawn_blocking(move || f(&root))
+        let fs = self.fs()?;
+        tokio::task::spawn_blocking(move || fs.as_owner(f))
             .await
             .map_err(|e| backend(format!("file task failed: {e}")))?
     }
@@ -169,6 +164,12 @@ impl LocalSandbox {
     pub(crate) async fn shut_down(&self) {
         self.disposed.send_replace(true);
         let _gone = self.run_lock.lock().await;
+        let fs = self
+            .fs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(fs);
     }
 
     async fn run(
@@ -189,12 +190,13 @@ impl LocalSandbox {
         if remaining.is_zero() {
             return Err(SandboxError::QueuedTimeout);
         }
-        let dir = match working_directory
+        let fs = self.fs()?;
+        let cwd = match working_directory
             .map(|wd| self.prefix(wd))
             .transpose()?
             .flatten()
         {
-            None => self.host_dir.clone(),
+            None => None,
             Some(rel) => {
                 let check = rel.clone();
                 // The directory must be a real directory beneath the work dir, reached with no
@@ -205,7 +207,7 @@ impl LocalSandbox {
                         .map_err(|e| files::map_err("open", &check, &e))
                 })
                 .await?;
-                self.host_dir.join(rel)
+                Some(rel)
             }
         };
         let mut limits = self.config.limits.clone();
@@ -214,7 +216,8 @@ impl LocalSandbox {
         let spec = RunSpec {
             workload,
             limits,
-            work_dir: Some(dir),
+            sandbox: Some(fs),
+            cwd,
             env,
             executor: self.config.executor.clone(),
         };
@@ -295,7 +298,7 @@ impl Sandbox for LocalSandbox {
             B::Completed => RunStatus::Completed,
             B::Timeout => RunStatus::Timeout,
             B::MemoryLimit => RunStatus::MemoryLimit,
-            B::DiskLimit => RunStatus::OutputLimit,
+            B::DiskLimit => RunStatus::DiskLimit,
             B::Error | B::Killed | B::ProtocolError | B::Refused | B::Cancelled => {
                 RunStatus::Failed
             }

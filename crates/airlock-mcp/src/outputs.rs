@@ -2,14 +2,14 @@
 //! from the run's work dir after the run and returned in the MCP result.
 //!
 //! Reading happens only after [`airlock_broker::run`] returned, when every process of the
-//! run is gone, so nothing can swap a path between the checks and the read. Still: each path
-//! is a [`GuestRelPath`] (relative, no `..`), every component is checked with `lstat` and
-//! refused if it is a symlink, the file must be a regular file with one link, and the sizes
-//! are bounded by the policy's `limits.files_out` (per file, total, count).
+//! run is gone, through the sandbox's work dir handle (never a host path). Each path is a
+//! [`GuestRelPath`] (relative, no `..`), opened with `openat2` following no link at all, the
+//! file must be a regular file with one link, and the sizes are bounded by the policy's
+//! `limits.files_out` (per file, total, count) against the bytes actually read.
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::os::fd::AsFd;
 
+use airlock_jail::dirfd::{fstat, DirFd, FileKind};
 use airlock_policy::{GuestRelPath, TransferLimits};
 use serde::Serialize;
 
@@ -43,8 +43,8 @@ pub fn check(path: &str) -> Result<GuestRelPath, String> {
     GuestRelPath::parse(path).map_err(|e| format!("output path {path:?}: {e}"))
 }
 
-/// Read the declared outputs from `work_dir`, within `limits`.
-pub fn collect(work_dir: &Path, declared: &[GuestRelPath], limits: &TransferLimits) -> Vec<Output> {
+/// Read the declared outputs from the run's work dir handle, within `limits`.
+pub fn collect(work: &DirFd, declared: &[GuestRelPath], limits: &TransferLimits) -> Vec<Output> {
     let mut total: u64 = 0;
     let mut out = Vec::new();
     for (i, p) in declared.iter().enumerate() {
@@ -56,69 +56,8 @@ pub fn collect(work_dir: &Path, declared: &[GuestRelPath], limits: &TransferLimi
             ));
             continue;
         }
-        let mut at = work_dir.to_path_buf();
-        let mut bad = None;
-        for seg in p.segments() {
-            at.push(seg);
-            match std::fs::symlink_metadata(&at) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    bad = Some("the path goes through a symlink".to_owned());
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    bad = Some("the program did not create it".to_owned());
-                    break;
-                }
-                Err(e) => {
-                    bad = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        if let Some(why) = bad {
-            out.push(refused(shown, why));
-            continue;
-        }
-        let meta = match std::fs::symlink_metadata(&at) {
-            Ok(m) => m,
-            Err(e) => {
-                out.push(refused(shown, e.to_string()));
-                continue;
-            }
-        };
-        if !meta.file_type().is_file() || meta.nlink() != 1 {
-            out.push(refused(shown, "not a regular file with a single link"));
-            continue;
-        }
-        if meta.len() > limits.max_bytes_per_file {
-            out.push(refused(
-                shown,
-                format!(
-                    "{} bytes, above the {} byte per-file cap",
-                    meta.len(),
-                    limits.max_bytes_per_file
-                ),
-            ));
-            continue;
-        }
-        if total.saturating_add(meta.len()) > limits.max_total_bytes {
-            out.push(refused(
-                shown,
-                format!(
-                    "outputs exceed the {} byte total cap",
-                    limits.max_total_bytes
-                ),
-            ));
-            continue;
-        }
-        let mut buf = Vec::new();
-        let read = std::fs::File::open(&at).and_then(|f| {
-            f.take(limits.max_bytes_per_file.saturating_add(1))
-                .read_to_end(&mut buf)
-        });
-        match read {
-            Ok(_) => {
+        match read_one(work, p, limits, total) {
+            Ok(buf) => {
                 let n = u64::try_from(buf.len()).unwrap_or(u64::MAX);
                 total = total.saturating_add(n);
                 out.push(Output {
@@ -128,10 +67,56 @@ pub fn collect(work_dir: &Path, declared: &[GuestRelPath], limits: &TransferLimi
                     error: None,
                 });
             }
-            Err(e) => out.push(refused(shown, e.to_string())),
+            Err(why) => out.push(refused(shown, why)),
         }
     }
     out
+}
+
+/// One output's bytes: opened beneath the work dir following no link, a regular file with one
+/// link, within the per-file and total caps (re-checked against the bytes read).
+fn read_one(
+    work: &DirFd,
+    p: &GuestRelPath,
+    limits: &TransferLimits,
+    total: u64,
+) -> Result<Vec<u8>, String> {
+    let file = work
+        .open_read(p.as_str())
+        .map_err(|e| match e.raw_os_error() {
+            _ if e.kind() == std::io::ErrorKind::NotFound => {
+                "the program did not create it".to_owned()
+            }
+            // ELOOP / EXDEV: openat2 met a link.
+            Some(40 | 18) => "the path goes through a symlink".to_owned(),
+            _ => e.to_string(),
+        })?;
+    let meta = fstat(file.as_fd()).map_err(|e| e.to_string())?;
+    if meta.kind != FileKind::Regular || meta.nlink != 1 {
+        return Err("not a regular file with a single link".into());
+    }
+    let cap = limits.max_bytes_per_file;
+    if meta.size > cap {
+        return Err(format!(
+            "{} bytes, above the {cap} byte per-file cap",
+            meta.size
+        ));
+    }
+    let mut buf = Vec::new();
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| e.to_string())?;
+    let n = u64::try_from(buf.len()).unwrap_or(u64::MAX);
+    if n > cap {
+        return Err(format!("above the {cap} byte per-file cap"));
+    }
+    if total.saturating_add(n) > limits.max_total_bytes {
+        return Err(format!(
+            "outputs exceed the {} byte total cap",
+            limits.max_total_bytes
+        ));
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]
@@ -148,7 +133,8 @@ mod tests {
             .iter()
             .map(|p| check(p).unwrap())
             .collect();
-        let got = collect(dir.path(), &declared, &TransferLimits::DEFAULT);
+        let work = DirFd::open(dir.path()).unwrap();
+        let got = collect(&work, &declared, &TransferLimits::DEFAULT);
         assert_eq!(got[0].text.as_deref(), Some("hello"));
         assert!(got[1].error.as_deref().unwrap().contains("symlink"));
         assert!(got[2].error.is_some());
@@ -164,7 +150,8 @@ mod tests {
             max_bytes_per_file: 10,
             ..TransferLimits::DEFAULT
         };
-        let got = collect(dir.path(), &[check("big").unwrap()], &limits);
+        let work = DirFd::open(dir.path()).unwrap();
+        let got = collect(&work, &[check("big").unwrap()], &limits);
         assert!(got[0].error.as_deref().unwrap().contains("cap"));
     }
 }

@@ -29,6 +29,9 @@ use tokio::sync::Semaphore;
 use crate::config::McpConfig;
 use crate::error::McpError;
 use crate::registry::UpstreamTools;
+use airlock_broker::SandboxFs;
+use airlock_jail::dirfd::DirFd;
+
 use crate::{outputs, result, stubs};
 
 /// Largest line (one message) read from the MCP client. A program must fit the 1 MiB frame
@@ -151,33 +154,36 @@ impl AirlockMcp {
             let Ok(_permit) = inner.runs.acquire().await else {
                 return result::refusal("the server is shutting down");
             };
-            let dir = match tempfile::Builder::new().prefix("airlock-mcp-").tempdir() {
-                Ok(d) => d,
-                Err(e) => return result::refusal(format!("cannot create a work dir: {e}")),
-            };
-            if upstream_tools {
-                let path = dir.path().join(stubs::MODULE_FILE);
-                if let Err(e) = std::fs::write(&path, &inner.stubs) {
-                    return result::refusal(format!("cannot write the tool stubs: {e}"));
-                }
-            }
             let limits = inner.config.limits.clone();
             let handler: Box<dyn ToolHandler> = if upstream_tools {
                 Box::new(inner.upstreams.for_run())
             } else {
                 Box::new(NoTools)
             };
-            let spec = RunSpec {
+            let mut spec = RunSpec {
                 workload,
                 limits,
-                work_dir: Some(dir.path().to_path_buf()),
+                sandbox: None,
+                cwd: None,
                 env: Vec::new(),
                 executor: inner.config.executor.clone(),
             };
+            let fs = match fresh_sandbox(&spec).await {
+                Ok(fs) => Arc::new(fs),
+                Err(why) => return result::refusal(why),
+            };
+            spec.sandbox = Some(Arc::clone(&fs));
+            if upstream_tools {
+                let stubs = inner.stubs.clone();
+                let put = fs.as_owner(|work| write_new(work, stubs::MODULE_FILE, stubs.as_bytes()));
+                if let Err(e) = put {
+                    return result::refusal(format!("cannot write the tool stubs: {e}"));
+                }
+            }
             let run =
                 airlock_broker::run::run_cancellable(spec, handler.as_ref(), Box::pin(cancel))
                     .await;
-            let outs = outputs::collect(dir.path(), &declared, &inner.config.outputs);
+            let outs = fs.as_owner(|work| outputs::collect(work, &declared, &inner.config.outputs));
             result::to_call_result(&run, &outs)
         });
         match task.await {
@@ -339,4 +345,20 @@ pub async fn serve_stdio(config: McpConfig) -> Result<(), McpError> {
         .await
         .map_err(|e| McpError::Session(e.to_string()))?;
     Ok(())
+}
+
+/// A fresh sandbox filesystem for one call (freed when the call's handles drop).
+async fn fresh_sandbox(spec: &RunSpec) -> Result<SandboxFs, String> {
+    let root = airlock_broker::run::root_for(spec)
+        .await
+        .map_err(|n| n.message)?;
+    SandboxFs::create(&spec.executor, root)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Creates `name` in the work dir (it must not exist) with `data`.
+fn write_new(work: &DirFd, name: &str, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    work.create_at(name, 0o644)?.write_all(data)
 }

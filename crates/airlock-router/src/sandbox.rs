@@ -83,6 +83,8 @@ pub enum RunStatus {
     MemoryLimit,
     /// It exceeded the output cap.
     OutputLimit,
+    /// It filled the sandbox's disk bound.
+    DiskLimit,
 }
 
 /// What a program did.

@@ -16,7 +16,8 @@ pub(super) fn fits(config: &PoolConfig, spec: &RunSpec) -> bool {
         return false;
     };
     *interpreter == config.interpreter
-        && spec.work_dir.is_none()
+        && spec.sandbox.is_none()
+        && spec.cwd.is_none()
         && spec.executor == config.executor
         && program_fits(code)
         && same_start_limits(&spec.limits, &config.limits)
@@ -52,7 +53,8 @@ mod tests {
                 interpreter: None,
             },
             limits: Limits::default(),
-            work_dir: None,
+            sandbox: None,
+            cwd: None,
             env: vec![("K".into(), "V".into())],
             executor: PathBuf::from("/bin/airlock"),
         }
@@ -80,7 +82,7 @@ mod tests {
             Box::new(|s| s.limits.max_open_files += 1),
             Box::new(|s| s.limits.max_processes += 1),
             Box::new(|s| s.limits.cpu_millicores = Some(500)),
-            Box::new(|s| s.work_dir = Some(PathBuf::from("/tmp"))),
+            Box::new(|s| s.cwd = Some("sub".into())),
             Box::new(|s| s.executor = PathBuf::from("/other/airlock")),
             Box::new(|s| {
                 s.workload = Workload::Python {

@@ -29,7 +29,8 @@ impl Warm {
                 interpreter: config.interpreter.clone(),
             },
             limits: config.limits.clone(),
-            work_dir: None,
+            sandbox: None,
+            cwd: None,
             env: Vec::new(),
             executor: config.executor.clone(),
         };

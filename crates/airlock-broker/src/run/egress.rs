@@ -75,10 +75,10 @@ impl Drop for Egress {
     }
 }
 
-/// In allowlist mode, map the hand-over socket into the stage `cmd` will spawn and start the
-/// task that waits for the listener and serves the proxy.
+/// In allowlist mode, add the hand-over socket to the fds mapped into the stage (`maps`) and
+/// start the task that waits for the listener and serves the proxy.
 pub(super) fn attach(
-    cmd: &mut tokio::process::Command,
+    maps: &mut Vec<(OwnedFd, i32)>,
     p: &Prepared,
     limits: &Limits,
 ) -> std::io::Result<Option<Egress>> {
@@ -88,8 +88,7 @@ pub(super) fn attach(
     };
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     ours.set_nonblocking(true)?;
-    airlock_jail::fdpass::map_fd_at_spawn(cmd.as_std_mut(), theirs.into(), EGRESS_CHANNEL_FD)
-        .map_err(std::io::Error::other)?;
+    maps.push((theirs.into(), EGRESS_CHANNEL_FD));
     let log = Arc::new(DecisionLog::new(MAX_DECISIONS));
     let proxy = Proxy::new(
         rules.clone(),

@@ -1,6 +1,7 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
 mod cgroup_attach;
 mod disk_watch;
+
 mod egress;
 pub(crate) mod prepare;
 pub(crate) mod relay;
@@ -10,12 +11,14 @@ mod verdict;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
-pub use prepare::{program_fits, Prepared};
+pub use prepare::{program_fits, root_for, NotStarted, Prepared};
 
 use crate::limits::Limits;
 use crate::result::RunResult;
+use crate::sandbox_fs::SandboxFs;
 use crate::tools::ToolHandler;
 
 /// What to run.
@@ -42,8 +45,11 @@ pub struct RunSpec {
     pub workload: Workload,
     /// Its limits.
     pub limits: Limits,
-    /// A host directory to use as the work dir; a fresh private one (removed after) when None.
-    pub work_dir: Option<PathBuf>,
+    /// The sandbox to run in (its filesystem persists across runs); a fresh one, dropped
+    /// after the run, when None.
+    pub sandbox: Option<Arc<SandboxFs>>,
+    /// The guest working directory, relative to /work (None: /work itself).
+    pub cwd: Option<String>,
     /// The guest's entire environment.
     pub env: Vec<(String, String)>,
     /// The `airlock` binary, whose hidden `__executor` subcommand is the stage.

@@ -1,11 +1,14 @@
 //! Everything decided before a process exists: size check, interpreter, work dir, executor
 //! config. A failure here is a result (`refused` or `error`), never a spawn.
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use airlock_executor::{ExecutorConfig, Mode, RlimitSpec};
+use airlock_executor::config::GUEST_WORK_DIR;
+use airlock_executor::{DataBounds, ExecutorConfig, Mode, RlimitSpec};
 use airlock_protocol::{ErrorCode, DEFAULT_MAX_MESSAGE_BYTES};
 
 use super::{RunSpec, Workload};
+use crate::sandbox_fs::{RootSpec, SandboxFs};
 use crate::{fs_policy, interpreter};
 
 /// Envelope headroom kept under the frame cap for an `execute` request around a program.
@@ -23,8 +26,8 @@ pub struct Prepared {
     pub sys_path: Vec<PathBuf>,
     /// The `airlock` binary.
     pub executor: PathBuf,
-    /// Keeps a fresh work dir alive for the run; removed on drop.
-    pub _work_dir: Option<tempfile::TempDir>,
+    /// The sandbox the run joins (created for this run alone when the spec had none).
+    pub sandbox: Arc<SandboxFs>,
 }
 
 /// Why nothing was spawned.
@@ -52,37 +55,10 @@ pub fn program_fits(code: &str) -> bool {
 }
 
 pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
-    let (work_dir, keep) = match &spec.work_dir {
-        Some(dir) => {
-            let dir = std::fs::canonicalize(dir).map_err(|e| {
-                not_started(
-                    ErrorCode::SandboxRefused,
-                    format!("work dir {}: {e}", dir.display()),
-                )
-            })?;
-            if !dir.is_dir() {
-                let msg = format!("work dir {} is not a directory", dir.display());
-                return Err(not_started(ErrorCode::SandboxRefused, msg));
-            }
-            (dir, None)
-        }
-        None => {
-            let tmp = tempfile::Builder::new()
-                .prefix("airlock-run-")
-                .tempdir()
-                .map_err(|e| {
-                    not_started(
-                        ErrorCode::SandboxRefused,
-                        format!("cannot create a work dir: {e}"),
-                    )
-                })?;
-            let dir = std::fs::canonicalize(tmp.path())
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
-            (dir, Some(tmp))
-        }
-    };
+    let cwd = guest_cwd(spec.cwd.as_deref())?;
     let mut sys_path = Vec::new();
-    let (mode, fs, code) = match &spec.workload {
+    let mut extra_binds = Vec::new();
+    let (mode, fs, code, interp) = match &spec.workload {
         Workload::Python { code, interpreter } => {
             if !program_fits(code) {
                 let msg = format!(
@@ -95,49 +71,62 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
             let interp = interpreter::discover(interpreter.as_deref())
                 .await
                 .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
-            let fs = fs_policy::for_python(&interp, &work_dir);
+            if let Some(sb) = &spec.sandbox {
+                if !sb.holds(&interp.executable) {
+                    let msg = format!(
+                        "the interpreter {} is not in this sandbox's root",
+                        interp.executable.display()
+                    );
+                    return Err(not_started(ErrorCode::SandboxRefused, msg));
+                }
+            }
+            let fs = fs_policy::for_python(&interp);
             sys_path = interp
                 .path
                 .iter()
                 .filter(|p| p.is_absolute())
                 .cloned()
                 .collect();
-            (
-                Mode::Python {
-                    interpreter: interp.executable,
-                    bootstrap: Some(interp.bootstrap),
-                },
-                fs,
-                Some(code.clone()),
-            )
+            let mode = Mode::Python {
+                interpreter: interp.executable.clone(),
+                bootstrap: Some(interp.bootstrap.clone()),
+            };
+            (mode, fs, Some(code.clone()), Some(interp))
         }
         Workload::Command { argv } => {
             let first = argv
                 .first()
                 .ok_or_else(|| not_started(ErrorCode::InvalidParams, "empty command"))?;
-            let program = interpreter::which(first)
-                .and_then(|p| std::fs::canonicalize(p).ok())
-                .ok_or_else(|| {
-                    not_started(
-                        ErrorCode::SandboxRefused,
-                        format!("command not found: {first}"),
-                    )
-                })?;
-            let fs = fs_policy::for_command(&program, &work_dir);
-            (
-                Mode::Command {
-                    program,
-                    argv: argv.clone(),
+            let program = command_path(first, &cwd, spec.sandbox.as_deref(), &mut extra_binds)?;
+            let fs = fs_policy::for_command(&program);
+            let mode = Mode::Command {
+                program,
+                argv: argv.clone(),
+            };
+            (mode, fs, None, None)
+        }
+    };
+    let sandbox = match &spec.sandbox {
+        Some(sb) => Arc::clone(sb),
+        None => {
+            let root = RootSpec {
+                binds: fs_policy::root_binds(interp.as_ref(), &extra_binds),
+                data: DataBounds {
+                    bytes: spec.limits.max_disk_bytes,
+                    inodes: spec.limits.max_disk_entries,
                 },
-                fs,
-                None,
-            )
+            };
+            let sb = SandboxFs::create(&spec.executor, root)
+                .await
+                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
+            Arc::new(sb)
         }
     };
     let limits = &spec.limits;
     let config = ExecutorConfig {
         mode,
-        work_dir,
+        cwd,
+        identity: sandbox.owner(),
         env: super::egress::guest_env(&spec.env, &limits.egress),
         rlimits: RlimitSpec {
             address_space: Some(limits.address_space_backstop()),
@@ -154,6 +143,85 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         code,
         sys_path,
         executor: spec.executor.clone(),
-        _work_dir: keep,
+        sandbox,
     })
+}
+
+/// The root a fresh sandbox for `spec` needs (the interpreter's tree, or the command), for a
+/// caller that creates the sandbox itself to move files in before the run.
+pub async fn root_for(spec: &RunSpec) -> Result<RootSpec, NotStarted> {
+    let mut extra = Vec::new();
+    let interp = match &spec.workload {
+        Workload::Python { interpreter, .. } => Some(
+            interpreter::discover(interpreter.as_deref())
+                .await
+                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?,
+        ),
+        Workload::Command { argv } => {
+            if let Some(first) = argv.first() {
+                let cwd = guest_cwd(spec.cwd.as_deref())?;
+                command_path(first, &cwd, None, &mut extra)?;
+            }
+            None
+        }
+    };
+    Ok(RootSpec {
+        binds: fs_policy::root_binds(interp.as_ref(), &extra),
+        data: DataBounds {
+            bytes: spec.limits.max_disk_bytes,
+            inodes: spec.limits.max_disk_entries,
+        },
+    })
+}
+
+/// The guest working directory: /work, or a relative directory beneath it.
+fn guest_cwd(rel: Option<&str>) -> Result<PathBuf, NotStarted> {
+    let base = PathBuf::from(GUEST_WORK_DIR);
+    let Some(rel) = rel.filter(|r| !r.is_empty() && *r != ".") else {
+        return Ok(base);
+    };
+    let plain = Path::new(rel)
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)));
+    if !plain {
+        let msg = format!("working directory {rel:?} must be a relative path beneath the work dir");
+        return Err(not_started(ErrorCode::InvalidParams, msg));
+    }
+    Ok(base.join(rel))
+}
+
+/// The guest path of a command. A bare name is searched on the guest's PATH, in the sandbox's
+/// root (a one-shot sandbox, not yet built, binds what the broker's PATH finds); a name with a
+/// `/` is a guest path, relative ones to the guest's cwd, never resolved on the host.
+fn command_path(
+    first: &str,
+    cwd: &Path,
+    sandbox: Option<&SandboxFs>,
+    extra_binds: &mut Vec<PathBuf>,
+) -> Result<PathBuf, NotStarted> {
+    if first.contains('/') {
+        let p = Path::new(first);
+        return Ok(if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            cwd.join(p)
+        });
+    }
+    let found = match sandbox {
+        Some(sb) => fs_policy::GUEST_PATH
+            .iter()
+            .map(|d| Path::new(d).join(first))
+            .find(|p| sb.holds(p) && interpreter::which(&p.to_string_lossy()).is_some()),
+        None => interpreter::which(first).and_then(|p| std::fs::canonicalize(p).ok()),
+    };
+    let program = found.ok_or_else(|| {
+        not_started(
+            ErrorCode::SandboxRefused,
+            format!("command not found: {first}"),
+        )
+    })?;
+    if sandbox.is_none() {
+        extra_binds.push(program.clone());
+    }
+    Ok(program)
 }

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_executor::attest::{own_namespaces, Attestation};
-use airlock_executor::config::SETUP_METHOD;
+use airlock_executor::config::{SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD, SETUP_METHOD};
 use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
 use airlock_jail::procfs;
 use airlock_protocol::{
@@ -30,6 +31,7 @@ use super::Cancel;
 use crate::limits::Limits;
 use crate::output::{capture, Captured};
 use crate::result::RunResult;
+use crate::sandbox_fs::SandboxFs;
 use crate::tools::{ToolFailure, ToolHandler};
 
 /// How often the watchdog samples the run tree's resident memory.
@@ -72,7 +74,11 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let egress = super::egress::attach(&mut cmd, p, limits)?;
+    let (userns, mntns) = p.sandbox.namespaces()?;
+    let mut maps = vec![(userns, SANDBOX_USERNS_FD), (mntns, SANDBOX_MNTNS_FD)];
+    let egress = super::egress::attach(&mut maps, p, limits)?;
+    airlock_jail::fdpass::map_fds_at_spawn(cmd.as_std_mut(), maps)
+        .map_err(std::io::Error::other)?;
     let mut child = cmd.spawn()?;
     let missing = || std::io::Error::other("child pipes missing");
     let stdout = child.stdout.take().ok_or_else(missing)?;
@@ -138,8 +144,8 @@ pub(crate) struct Launched {
     attach: Option<Attach>,
     enforcement: Vec<&'static str>,
     python: bool,
-    /// The run's work dir (host path), for the disk watchdog.
-    work_dir: PathBuf,
+    /// The sandbox the run is in (its filesystem's usage is watched).
+    sandbox: Arc<SandboxFs>,
 }
 
 /// Where supervision starts.
@@ -169,7 +175,12 @@ pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStart
         .unwrap_or(0);
     let (name, cg_limits) = cgroup_for(stage_pid, limits);
     let attach = Some(cgroup_attach::start(name, cg_limits, stage_pid));
-    let enforcement = vec!["rlimits", "rss_watchdog", "disk_watchdog"];
+    let enforcement = vec![
+        "rlimits",
+        "rss_watchdog",
+        "sandbox_root",
+        "tmpfs_disk_bound",
+    ];
     let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
     let _ = s
         .outbox
@@ -183,7 +194,7 @@ pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStart
         attach,
         enforcement,
         python,
-        work_dir: p.config.work_dir.clone(),
+        sandbox: Arc::clone(&p.sandbox),
     })
 }
 
@@ -279,9 +290,9 @@ pub(crate) async fn drive(
         mut attach,
         mut enforcement,
         python,
-        work_dir,
+        sandbox,
     } = launched;
-    let mut disk = disk_watch::watch(work_dir, limits.max_disk_bytes, limits.max_disk_entries);
+    let mut disk = disk_watch::watch(Arc::clone(&sandbox));
     let mut disk_watching = true;
     let broker_ns: BTreeMap<String, String> = own_namespaces();
     let (code, sys_path, mut phase) = match start {

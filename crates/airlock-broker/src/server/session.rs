@@ -280,7 +280,8 @@ impl Session {
         let spec = RunSpec {
             workload,
             limits,
-            work_dir: None,
+            sandbox: None,
+            cwd: None,
             env: p.env,
             executor: config.executor.clone(),
         };

@@ -1,0 +1,216 @@
+//! A sandbox's own filesystem and identity, held by the broker for the sandbox's life.
+//!
+//! [`SandboxFs::create`] spawns a stage that assembles the sandbox's root
+//! (`airlock_executor::assemble`) and hands back its user namespace, its mount namespace and
+//! its work dir. Those three descriptors *are* the sandbox's filesystem: every run joins the
+//! namespaces, the broker reads and writes files beneath the work dir handle with no-follow
+//! primitives (never through a host path a guest could race), and dropping the `SandboxFs`
+//! frees everything the sandbox wrote: nothing of it exists on the host's disk, whatever modes
+//! the guest set, and a SIGKILLed broker's descriptors close with it.
+//!
+//! A root broker gives each sandbox an unprivileged host uid/gid that owns nothing
+//! ([`sandbox_identity`]); the broker's own file operations switch to that identity's
+//! filesystem ids ([`SandboxFs::as_owner`]), because the sandbox's filesystem maps only it.
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_executor::config::{ASSEMBLE_METHOD, SANDBOX_CHANNEL_FD};
+use airlock_executor::{AssembleConfig, DataBounds, HostId};
+use airlock_jail::dirfd::DirFd;
+use airlock_jail::mounts::Usage;
+use airlock_jail::{fdpass, identity, mounts};
+use airlock_protocol::Message;
+
+/// Host ids a root broker's sandboxes get: a range no account or file on a normal host uses.
+const SANDBOX_ID_BASE: u32 = 2_000_000_000;
+/// Width of that range (one id per sandbox, picked at random).
+const SANDBOX_ID_SPAN: u32 = 1 << 24;
+/// How long an assembling stage may take.
+const ASSEMBLE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Cap on what an assembling stage may write back as its refusal.
+const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
+
+/// What the sandbox's root holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootSpec {
+    /// Host paths bound read-only at the same path.
+    pub binds: Vec<PathBuf>,
+    /// The kernel bound on everything the sandbox can write.
+    pub data: DataBounds,
+}
+
+/// Why a sandbox's filesystem could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxFsError {
+    /// The assembling stage could not be started or talked to.
+    #[error("cannot start the sandbox's root assembly: {0}")]
+    Spawn(#[from] std::io::Error),
+    /// The assembling stage refused (a missing kernel feature, a bad path).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// One sandbox's filesystem: its namespaces and its work dir.
+#[derive(Debug)]
+pub struct SandboxFs {
+    userns: OwnedFd,
+    mntns: OwnedFd,
+    work: Arc<DirFd>,
+    owner: Option<HostId>,
+    binds: Vec<PathBuf>,
+}
+
+/// The identity a new sandbox gets: a fresh unprivileged host id under a root broker, None
+/// (the broker's own uid, the single-entry map) otherwise.
+pub fn sandbox_identity() -> Option<HostId> {
+    if !identity::effective_root() {
+        return None;
+    }
+    let mut b = [0u8; 4];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map(|()| u32::from_ne_bytes(b))
+        .unwrap_or(std::process::id());
+    let id = SANDBOX_ID_BASE + random % SANDBOX_ID_SPAN;
+    Some(HostId { uid: id, gid: id })
+}
+
+impl SandboxFs {
+    /// Assemble a sandbox root (blocking for a few milliseconds in a spawned stage).
+    pub async fn create(executor: &Path, root: RootSpec) -> Result<SandboxFs, SandboxFsError> {
+        let executor = executor.to_path_buf();
+        tokio::task::spawn_blocking(move || create_blocking(&executor, root))
+            .await
+            .map_err(|e| SandboxFsError::Spawn(std::io::Error::other(e)))?
+    }
+
+    /// The work dir (`/work` in the guest).
+    #[must_use]
+    pub fn work(&self) -> &Arc<DirFd> {
+        &self.work
+    }
+
+    /// The host identity the sandbox's files belong to (None: the broker's own).
+    #[must_use]
+    pub fn owner(&self) -> Option<HostId> {
+        self.owner
+    }
+
+    /// Runs `f` on the work dir with the sandbox owner's filesystem ids (call it on a blocking
+    /// thread: the ids are per thread and restored afterwards).
+    pub fn as_owner<T>(&self, f: impl FnOnce(&DirFd) -> T) -> T {
+        identity::with_fs_ids(self.owner, || f(&self.work))
+    }
+
+    /// The same, for a work dir handle cloned out of the sandbox (`Arc`), from a blocking task.
+    pub fn as_owner_of<T>(owner: Option<HostId>, work: &DirFd, f: impl FnOnce(&DirFd) -> T) -> T {
+        identity::with_fs_ids(owner, || f(work))
+    }
+
+    /// Bytes and inodes in use and in all.
+    pub fn usage(&self) -> Option<Usage> {
+        mounts::usage(self.work.as_fd()).ok()
+    }
+
+    /// True when the host path `p` is visible in the sandbox's root (under a bound path).
+    #[must_use]
+    pub fn holds(&self, p: &Path) -> bool {
+        let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        self.binds
+            .iter()
+            .any(|b| real.starts_with(b) || p.starts_with(b))
+    }
+
+    /// Copies of the namespace descriptors for one run's stage.
+    pub(crate) fn namespaces(&self) -> std::io::Result<(OwnedFd, OwnedFd)> {
+        Ok((self.userns.try_clone()?, self.mntns.try_clone()?))
+    }
+}
+
+fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, SandboxFsError> {
+    let owner = sandbox_identity();
+    let (ours, theirs) = UnixStream::pair()?;
+    let (fd_ours, fd_theirs) = UnixStream::pair()?;
+    let mut cmd = Command::new(executor);
+    cmd.arg("__executor")
+        .env_clear()
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    fdpass::map_fds_at_spawn(&mut cmd, vec![(fd_theirs.into(), SANDBOX_CHANNEL_FD)])
+        .map_err(std::io::Error::other)?;
+    let mut child = cmd.spawn()?;
+    // The child holds the other ends now; ours must see EOF when it exits.
+    drop(cmd);
+    let binds = canonical(&root.binds);
+    let config = AssembleConfig {
+        identity: owner,
+        binds: root.binds,
+        data: root.data,
+    };
+    let frame = Message::notification(ASSEMBLE_METHOD, serde_json::to_value(&config).ok());
+    let outcome = airlock_protocol::write_message(&mut &ours, &frame)
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|()| receive(&fd_ours));
+    // The stage closes its hand-over socket when it fails, then writes why: read that first.
+    let why = match &outcome {
+        Ok(None) => Some(refusal(ours)),
+        _ => None,
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    match outcome {
+        Ok(Some([userns, mntns, work])) => Ok(SandboxFs {
+            userns,
+            mntns,
+            work: Arc::new(DirFd::from_owned(work)?),
+            owner,
+            binds,
+        }),
+        Ok(None) => Err(SandboxFsError::Refused(why.unwrap_or_default())),
+        Err(e) => Err(SandboxFsError::Spawn(e)),
+    }
+}
+
+fn canonical(binds: &[PathBuf]) -> Vec<PathBuf> {
+    binds
+        .iter()
+        .filter_map(|b| std::fs::canonicalize(b).ok())
+        .collect()
+}
+
+/// The three descriptors, or None when the stage closed the channel before sending them.
+fn receive(sock: &UnixStream) -> std::io::Result<Option<[OwnedFd; 3]>> {
+    sock.set_read_timeout(Some(ASSEMBLE_TIMEOUT))?;
+    let mut got = Vec::with_capacity(3);
+    while got.len() < 3 {
+        match fdpass::recv_fd(sock.as_fd())? {
+            Some(fd) => got.push(fd),
+            None => return Ok(None),
+        }
+    }
+    Ok(got.try_into().ok())
+}
+
+/// The stage's `refused` message, read with a cap.
+fn refusal(sock: UnixStream) -> String {
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut reader = airlock_protocol::FrameReader::new(sock.take(MAX_REFUSAL_BYTES));
+    match reader.read_message() {
+        Ok(Some(Message::Notification(n))) if n.method == "refused" => {
+            let p = n.params.unwrap_or_default();
+            format!(
+                "sandbox layer {} unavailable: {}",
+                p["layer"].as_str().unwrap_or("unknown"),
+                p["message"].as_str().unwrap_or("")
+            )
+        }
+        _ => "the sandbox root could not be assembled (the stage exited without a reason)".into(),
+    }
+}
