@@ -64,6 +64,10 @@ pub struct RunOpts {
     /// Memory limit in MiB [default: 512, or the policy's limits.memory_mb].
     #[arg(long)]
     pub memory: Option<u64>,
+    /// The sandbox's disk in MiB: /work, /tmp and /dev/shm together, a kernel bound
+    /// [default: 1024, or the policy's limits.disk_mb].
+    #[arg(long)]
+    pub disk: Option<u64>,
     /// Set an environment variable in the sandbox (repeatable); nothing else is inherited.
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,

@@ -34,6 +34,8 @@ pub struct Resolved {
     pub max_tool_calls: u32,
     /// Captured bytes per stream.
     pub max_output: usize,
+    /// The sandbox's writable filesystem, in MiB.
+    pub disk_mb: u64,
 }
 
 /// Flags as given (None = not given).
@@ -43,12 +45,14 @@ pub struct Asked {
     pub memory_mb: Option<u64>,
     pub max_tool_calls: Option<u32>,
     pub max_output: Option<usize>,
+    pub disk_mb: Option<u64>,
 }
 
 const DEFAULT_TIMEOUT_S: f64 = 30.0;
 const DEFAULT_MEMORY_MB: u64 = 512;
 const DEFAULT_TOOL_CALLS: u32 = 128;
 const DEFAULT_OUTPUT: usize = 64 * 1024;
+const DEFAULT_DISK_MB: u64 = 1024;
 
 impl Gate {
     /// Load `path`, else `$AIRLOCK_POLICY`, else no policy.
@@ -114,9 +118,20 @@ impl Gate {
             "--max-output",
             "limits.max_output_bytes",
         )?;
+        let disk_mb = pick(
+            asked.disk_mb,
+            limits.map(|l| l.disk_mb),
+            DEFAULT_DISK_MB,
+            "--disk",
+            "limits.disk_mb",
+        )?;
+        if disk_mb == 0 || disk_mb > 1024 * 1024 {
+            bail!("--disk must be between 1 and 1048576 MiB, got {disk_mb}");
+        }
         Ok(Resolved {
             timeout: Duration::from_secs_f64(timeout),
             memory_mb,
+            disk_mb,
             max_tool_calls: u32::try_from(max_tool_calls).unwrap_or(u32::MAX),
             max_output: usize::try_from(max_output).unwrap_or(usize::MAX),
         })

@@ -75,6 +75,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         memory_mb: opts.memory,
         max_tool_calls: opts.max_tool_calls,
         max_output: opts.max_output,
+        disk_mb: opts.disk,
     })?;
     let cpu_millicores = match opts.cpus {
         None => None,
@@ -95,6 +96,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         max_output_bytes: resolved.max_output,
         cpu_millicores,
         egress: egress(&opts)?,
+        max_disk_bytes: resolved.disk_mb * 1024 * 1024,
         ..Limits::default()
     };
     if let Err(refusal) = gate.admit(

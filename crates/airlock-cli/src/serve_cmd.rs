@@ -174,6 +174,8 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
             max_tool_calls: u32::try_from(l.max_tool_calls).unwrap_or(u32::MAX),
             max_output_bytes: usize::try_from(l.max_output_bytes).unwrap_or(usize::MAX),
         };
+        // The disk bound is the policy's, for every sandbox the server makes.
+        config.defaults.max_disk_bytes = l.disk_mb.saturating_mul(1024 * 1024);
         // A server that could serve nothing the policy allows refuses to start.
         let python = gate.admit(&[Capability::RunCode], Egress::Closed, &[]);
         let command = gate.admit(&[Capability::Exec], Egress::Closed, &[]);

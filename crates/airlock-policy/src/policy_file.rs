@@ -30,15 +30,19 @@ pub struct RunLimits {
     pub max_tool_calls: u64,
     /// Captured stdout/stderr cap, in bytes (1..=16777216).
     pub max_output_bytes: u64,
+    /// The sandbox's writable filesystem (/work, /tmp, /dev/shm together), in MiB (1..=1048576).
+    pub disk_mb: u64,
 }
 
 impl RunLimits {
-    /// 30 s, 512 MiB, 64 tool calls, 512 KiB of output (below the default 1 MiB message cap).
+    /// 30 s, 512 MiB, 64 tool calls, 512 KiB of output (below the default 1 MiB message cap),
+    /// 1 GiB of disk.
     pub const DEFAULT: RunLimits = RunLimits {
         timeout_seconds: 30,
         memory_mb: 512,
         max_tool_calls: 64,
         max_output_bytes: 512 * 1024,
+        disk_mb: 1024,
     };
 }
 
@@ -118,6 +122,7 @@ const LIMIT_KEYS: &[&str] = &[
     "memory_mb",
     "max_tool_calls",
     "max_output_bytes",
+    "disk_mb",
     "files_in",
     "files_out",
 ];
@@ -187,6 +192,7 @@ impl Policy {
                 16 * 1024 * 1024,
                 &mut l.max_output_bytes,
             )?;
+            set_int(limits, "limits", "disk_mb", 1, 1_048_576, &mut l.disk_mb)?;
             if let Some(v) = limits.get("files_in") {
                 policy.host.files_in_ceiling = Some(transfer("limits.files_in", v)?);
             }

@@ -24,6 +24,7 @@ timeout_seconds = 60
 memory_mb = 1024
 max_tool_calls = 16
 max_output_bytes = 65536
+disk_mb = 256
 
 [limits.files_in]
 max_bytes_per_file = 1048576
@@ -62,7 +63,8 @@ fn full_file_parses_every_key() {
             timeout_seconds: 60,
             memory_mb: 1024,
             max_tool_calls: 16,
-            max_output_bytes: 65536
+            max_output_bytes: 65536,
+            disk_mb: 256
         }
     );
     assert_eq!(
@@ -154,6 +156,7 @@ fn out_of_range_limits_are_refused() {
             "-5",
         ),
         ("[limits]\nmemory_mb = 8", "limits.memory_mb", "8"),
+        ("[limits]\ndisk_mb = 0", "limits.disk_mb", "0"),
         (
             "[limits]\nmax_output_bytes = 99999999999",
             "limits.max_output_bytes",

@@ -1,4 +1,5 @@
 mod attacks_fs;
+mod attacks_identity;
 mod attacks_net;
 mod attacks_process;
 mod attacks_protocol;
