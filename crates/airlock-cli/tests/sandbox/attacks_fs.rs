@@ -1,5 +1,7 @@
 //! Host files: private ones unreadable, everything outside the work dir unwritable, the broker's
 //! environment invisible.
+use std::os::unix::fs::MetadataExt;
+
 use super::support::*;
 
 fn try_read(path: &str) -> String {
@@ -8,28 +10,74 @@ fn try_read(path: &str) -> String {
     )
 }
 
+/// What the sandbox's root may show under /etc: its own passwd/group/hosts and the public
+/// files libc reads (bound read-only).
+const GUEST_ETC: [&str; 8] = [
+    "alternatives",
+    "group",
+    "hosts",
+    "ld.so.cache",
+    "localtime",
+    "nsswitch.conf",
+    "passwd",
+    "ssl",
+];
+
 #[test]
 fn sandbox_cannot_read_private_host_files() {
     for who in identities() {
         let secret = private_file(who, "the-host-secret");
         let secret = secret.to_str().unwrap();
+        // A world-readable host file in the host's /tmp: the sandbox's /tmp is its own.
+        let public = std::path::PathBuf::from(format!("/tmp/{}", marker("public")));
+        std::fs::write(&public, "host-tmp-content").unwrap();
         for path in [
             secret,
             "/etc/shadow",
-            "/etc/passwd",
             "/root/.bashrc",
             "/home",
+            public.to_str().unwrap(),
         ] {
             let v = run_py(who, &try_read(path), &[]);
             assert_completed(&v);
             let out = v["stdout"].as_str().unwrap();
             assert!(out.starts_with("denied"), "{who:?} read {path}: {out}");
         }
-        let v = run_py(who, "import os\nfor d in ['/root', '/home', '/tmp', '/var', '/etc']:\n    try:\n        print(d, os.listdir(d))\n    except OSError as e:\n        print(d, 'denied')", &[]);
+        // /etc/passwd is the sandbox's own: no host account is named in it.
+        let v = run_py(who, "print(open('/etc/passwd').read())", &[]);
         assert_completed(&v);
-        let out = v["stdout"].as_str().unwrap();
-        assert_eq!(out.matches("denied").count(), 5, "{who:?}: {out}");
+        let passwd = v["stdout"].as_str().unwrap();
+        assert!(passwd.contains("sandbox:x:1000"), "{passwd}");
+        assert!(
+            !passwd.contains(TEST_USER),
+            "host accounts leaked: {passwd}"
+        );
+        let v = run_py(who, "import os, json\nout = {}\nfor d in ['/root', '/home', '/var', '/tmp', '/dev/shm', '/etc']:\n    try:\n        out[d] = sorted(os.listdir(d))\n    except OSError as e:\n        out[d] = e.errno\nprint(json.dumps(out))", &[]);
+        assert_completed(&v);
+        let seen: serde_json::Value =
+            serde_json::from_str(v["stdout"].as_str().unwrap().trim()).unwrap();
+        for d in ["/root", "/home", "/var"] {
+            assert!(seen[d].is_number(), "{who:?} listed {d}: {seen}");
+        }
+        for d in ["/tmp", "/dev/shm"] {
+            assert_eq!(
+                seen[d],
+                serde_json::json!([]),
+                "{who:?}: {d} is not the sandbox's own"
+            );
+        }
+        let etc: Vec<&str> = seen["/etc"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        assert!(
+            etc.iter().all(|e| GUEST_ETC.contains(e)),
+            "{who:?}: /etc shows {etc:?}"
+        );
         std::fs::remove_file(secret).unwrap();
+        std::fs::remove_file(&public).unwrap();
     }
 }
 
@@ -38,8 +86,12 @@ fn sandbox_cannot_write_outside_the_work_dir() {
     for who in identities() {
         let victim = private_file(who, "original");
         let victim_s = victim.to_str().unwrap();
+        let before = std::fs::metadata(&victim).unwrap();
+        let tag = marker("escape");
+        // /tmp and /dev/shm exist in the sandbox (its own bounded tmpfs); writing there must
+        // land nowhere on the host. Every other path is read-only or absent.
         let code = format!(
-            "import os\nfor p in [{victim_s:?}, '/tmp/airlock-escape', '/var/tmp/airlock-escape', '/dev/shm/airlock-escape', '/usr/lib/airlock-escape']:\n    try:\n        open(p, 'w').write('pwned'); print('WROTE', p)\n    except OSError as e:\n        print('denied', e.errno)\ntry:\n    os.truncate({victim_s:?}, 0); print('TRUNCATED')\nexcept OSError as e:\n    print('denied', e.errno)\ntry:\n    os.symlink({victim_s:?}, 'link'); open('link','w').write('pwned'); print('WROTE via link')\nexcept OSError as e:\n    print('denied', e.errno)\ntry:\n    os.link({victim_s:?}, 'hard'); print('LINKED')\nexcept OSError as e:\n    print('denied', e.errno)"
+            "import os\nfor p in ['/tmp/{tag}', '/dev/shm/{tag}']:\n    open(p, 'w').write('pwned')\nfor p in [{victim_s:?}, '/var/tmp/{tag}', '/usr/lib/{tag}', '/etc/{tag}', '/{tag}']:\n    try:\n        open(p, 'w').write('pwned'); print('WROTE', p)\n    except OSError as e:\n        print('denied', e.errno)\ntry:\n    os.truncate({victim_s:?}, 0); print('TRUNCATED')\nexcept OSError as e:\n    print('denied', e.errno)\ntry:\n    os.symlink({victim_s:?}, 'link'); open('link','w').write('pwned'); print('WROTE via link')\nexcept OSError as e:\n    print('denied', e.errno)\ntry:\n    os.link({victim_s:?}, 'hard'); print('LINKED')\nexcept OSError as e:\n    print('denied', e.errno)"
         );
         let v = run_py(who, &code, &[]);
         assert_completed(&v);
@@ -48,17 +100,36 @@ fn sandbox_cannot_write_outside_the_work_dir() {
             !out.contains("WROTE") && !out.contains("TRUNCATED") && !out.contains("LINKED"),
             "{who:?}: {out}"
         );
+        assert_eq!(out.matches("denied").count(), 8, "{who:?}: {out}");
         assert_eq!(
             std::fs::read_to_string(&victim).unwrap(),
             "original",
             "host file changed"
         );
-        for p in [
-            "/tmp/airlock-escape",
-            "/var/tmp/airlock-escape",
-            "/dev/shm/airlock-escape",
-        ] {
-            assert!(!std::path::Path::new(p).exists(), "{p} was created");
+        let after = std::fs::metadata(&victim).unwrap();
+        assert_eq!(
+            (
+                before.mode(),
+                before.uid(),
+                before.gid(),
+                before.mtime(),
+                before.nlink()
+            ),
+            (
+                after.mode(),
+                after.uid(),
+                after.gid(),
+                after.mtime(),
+                after.nlink()
+            ),
+            "host file metadata changed"
+        );
+        for dir in ["/tmp", "/var/tmp", "/dev/shm", "/usr/lib", "/etc", ""] {
+            let p = format!("{dir}/{tag}");
+            assert!(
+                !std::path::Path::new(&p).exists(),
+                "{p} was created on the host"
+            );
         }
         std::fs::remove_file(victim).unwrap();
     }

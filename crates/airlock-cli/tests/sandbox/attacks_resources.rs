@@ -66,23 +66,91 @@ fn a_disk_fill_is_capped_by_the_file_size_limit() {
     );
 }
 
-#[test]
-fn many_files_cannot_fill_the_host_disk() {
-    // Each file is under RLIMIT_FSIZE; the sum is what the disk watchdog bounds (review #11).
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
-    let code = "i = 0\nwhile i < 200000:\n    open('f%d' % i, 'wb').write(b'x' * 65536)\n    i += 1\nprint('WROTE ALL')";
-    let v = run_py(As::Me, code, &["--work-dir", d, "--timeout", "60"]);
-    assert_eq!(status(&v), "disk_limit", "{v}");
-    assert_eq!(v["error"]["code"], -32004);
-    assert!(!v["stdout"].as_str().unwrap().contains("WROTE ALL"));
-    // Stopped near the 1 GiB default, far below what the loop would write (12.5 GiB).
-    let written: u64 = std::fs::read_dir(dir.path())
+/// `Shmem:` of /proc/meminfo in bytes: every byte a sandbox writes lives on its tmpfs.
+fn shmem() -> u64 {
+    let s = std::fs::read_to_string("/proc/meminfo").unwrap();
+    s.lines()
+        .find(|l| l.starts_with("Shmem:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .unwrap()
-        .flatten()
-        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
-        .sum();
-    assert!(written < 3 * (1 << 30), "{written} bytes written");
+        * 1024
+}
+
+/// Runs `code` under `--disk 64` while sampling the host's shared memory; returns the run's
+/// JSON and the largest growth seen while it ran.
+fn fill_run(who: As, code: &str) -> (serde_json::Value, u64) {
+    let base = shmem();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(shmem().saturating_sub(base));
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            peak
+        })
+    };
+    let v = run_py(who, code, &["--disk", "64", "--timeout", "60"]);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    (v, sampler.join().unwrap())
+}
+
+/// Each attack writes until the kernel says no, reports how far it got, and holds on for a
+/// moment (so the fill is still there for the report).
+const FILL_ATTACKS: [(&str, &str); 4] = [
+    (
+        "many small files",
+        "import os\ni = 0\ntry:\n    while i < 200000:\n        open('f%d' % i, 'wb').write(b'x' * 65536)\n        i += 1\nexcept OSError as e:\n    print('STOPPED', e.errno, i * 65536)",
+    ),
+    (
+        "fallocate bursts",
+        "import os\ni = 0\ntry:\n    while i < 1000:\n        fd = os.open('/tmp/a%d' % i, os.O_CREAT | os.O_WRONLY)\n        os.posix_fallocate(fd, 0, 8 << 20)\n        i += 1\nexcept OSError as e:\n    print('STOPPED', e.errno, i * (8 << 20))",
+    ),
+    (
+        "an unlinked open file",
+        "import os\nf = open('/dev/shm/u', 'wb')\nos.unlink('/dev/shm/u')\nn = 0\ntry:\n    while n < (8 << 30):\n        f.write(b'x' * (1 << 20)); f.flush(); n += 1 << 20\nexcept OSError as e:\n    print('STOPPED', e.errno, n)",
+    ),
+    (
+        "a directory the owner cannot list",
+        "import os\nos.makedirs('/work/d')\nos.chmod('/work/d', 0o300)\nn = 0\ntry:\n    while n < (8 << 30):\n        open('/work/d/f%d' % n, 'wb').write(b'x' * (4 << 20)); n += 4 << 20\nexcept OSError as e:\n    print('STOPPED', e.errno, n)",
+    ),
+];
+
+#[test]
+fn writes_cannot_pass_the_disk_bound() {
+    let _only = exclusive();
+    for who in identities() {
+        for (what, attack) in FILL_ATTACKS {
+            let code = format!("{attack}\nimport time\ntime.sleep(0.5)");
+            let (v, peak) = fill_run(who, &code);
+            let out = v["stdout"].as_str().unwrap_or_default();
+            // The kernel stopped the writes (ENOSPC, or EFBIG from the per-file limit) well
+            // short of what the loop asked for.
+            assert!(
+                out.starts_with("STOPPED 28 ") || out.starts_with("STOPPED 27 "),
+                "{who:?} {what}: {v}"
+            );
+            let wrote: u64 = out.split_whitespace().nth(2).unwrap().parse().unwrap();
+            assert!(wrote <= 64 << 20, "{who:?} {what}: wrote {wrote}");
+            // The host saw at most the bound (plus slack for other tests' runs) while it ran.
+            assert!(peak < 96 << 20, "{who:?} {what}: host shmem grew {peak}");
+            assert_eq!(status(&v), "disk_limit", "{who:?} {what}: {v}");
+            assert_eq!(v["error"]["code"], -32004);
+        }
+        // Entries are bounded too: empty files cost no bytes but each takes an inode.
+        let (v, peak) = fill_run(
+            who,
+            "import os\ni = 0\ntry:\n    while i < 1000000:\n        open('/tmp/e%d' % i, 'w').close(); i += 1\nexcept OSError as e:\n    print('STOPPED', e.errno, i)\nimport time\ntime.sleep(0.5)",
+        );
+        let out = v["stdout"].as_str().unwrap_or_default();
+        assert!(out.starts_with("STOPPED 28 "), "{who:?} entries: {v}");
+        let made: u64 = out.split_whitespace().nth(2).unwrap().parse().unwrap();
+        assert!(made <= 100_000, "{who:?}: {made} entries");
+        assert!(peak < 96 << 20, "{who:?} entries: host shmem grew {peak}");
+        assert_eq!(status(&v), "disk_limit", "{who:?} entries: {v}");
+    }
 }
 
 #[test]

@@ -1,4 +1,6 @@
 //! A sandbox that refuses everything fails these: ordinary programs must work.
+use std::process::Command;
+
 use super::support::*;
 
 #[test]
@@ -38,20 +40,32 @@ fn files_in_the_work_dir_are_read_write() {
 }
 
 #[test]
-fn a_given_work_dir_keeps_its_files_for_the_host() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("input.txt"), "41").unwrap();
-    let d = dir.path().to_str().unwrap();
-    let v = run_py(
-        As::Me,
-        "n=int(open('input.txt').read())\nopen('out.txt','w').write(str(n+1))",
-        &["--work-dir", d],
-    );
-    assert_completed(&v);
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
-        "42"
-    );
+fn files_move_in_and_out_with_put_and_get() {
+    for who in identities() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("input.txt");
+        let output = dir.path().join("out.txt");
+        std::fs::write(&input, "41").unwrap();
+        if who == As::User {
+            let st = Command::new("chown")
+                .args(["-R", &format!("{TEST_USER}:")])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let put = format!("{}=in/input.txt", input.display());
+        let get = format!("out.txt={}", output.display());
+        let v = run_py(
+            who,
+            "import os\nprint(os.getcwd())\nn=int(open('in/input.txt').read())\nopen('out.txt','w').write(str(n+1))",
+            &["--put", &put, "--get", &get],
+        );
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "/work\n", "{v}");
+        assert_eq!(std::fs::read_to_string(&output).unwrap(), "42");
+        assert_eq!(std::fs::read_to_string(&input).unwrap(), "41");
+    }
 }
 
 #[test]
@@ -141,27 +155,17 @@ fn programs_from_stdin_and_files_both_run() {
 
 #[test]
 fn each_run_gets_a_fresh_executor_and_work_dir() {
-    let code = "import os\nprint(os.getcwd())\nprint(sorted(os.listdir('.')))\nopen('left-behind','w').write('x')";
-    let a = run_py(As::Me, code, &[]);
-    let b = run_py(As::Me, code, &[]);
-    assert_completed(&a);
-    assert_completed(&b);
-    let dir_a = a["stdout"]
-        .as_str()
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .to_string();
-    assert_ne!(
-        a["stdout"].as_str().unwrap().lines().next(),
-        b["stdout"].as_str().unwrap().lines().next()
-    );
-    assert!(b["stdout"].as_str().unwrap().contains("[]"), "{b}");
-    assert!(
-        !std::path::Path::new(&dir_a).exists(),
-        "run work dir {dir_a} was not removed"
-    );
+    // Every run sees an empty /work, /tmp and /dev/shm: nothing the previous run left is there.
+    let code = "import os\nprint(os.getcwd(), os.getpid())\nprint([sorted(os.listdir(d)) for d in ('/work', '/tmp', '/dev/shm')])\nfor d in ('/work', '/tmp', '/dev/shm'):\n    open(d + '/left-behind', 'w').write('x')";
+    for who in identities() {
+        let a = run_py(who, code, &[]);
+        let b = run_py(who, code, &[]);
+        assert_completed(&a);
+        assert_completed(&b);
+        for v in [&a, &b] {
+            assert_eq!(v["stdout"], "/work 1\n[[], [], []]\n", "{who:?}: {v}");
+        }
+    }
 }
 
 #[test]
