@@ -152,6 +152,16 @@ async fn local_passes_the_egress_suite() {
     );
 }
 
+/// `Shmem:` of /proc/meminfo in bytes.
+fn shmem() -> u64 {
+    let s = std::fs::read_to_string("/proc/meminfo").unwrap();
+    s.lines()
+        .find(|l| l.starts_with("Shmem:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
 #[derive(Default)]
 struct EgressRecorder(std::sync::Mutex<Vec<airlock_router::EgressDecided>>);
 
@@ -166,8 +176,21 @@ async fn dispose_removes_the_work_dir_and_stops_a_running_program() {
     let b = Arc::new(backend());
     let k = key("dispose");
     let sb = local(&b, &k).await;
-    let dir = std::path::PathBuf::from(sb.work_dir());
-    assert!(dir.is_dir());
+    assert_eq!(sb.work_dir(), "/work");
+    // 64 MiB in the sandbox's filesystem (tmpfs: counted in the host's Shmem).
+    let base = shmem();
+    let r = sb
+        .run_code(
+            "import os\nos.makedirs('/work/locked')\nopen('/work/locked/big', 'wb').write(b'x' * (64 << 20))\nos.chmod('/work/locked', 0o300)",
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, airlock_router::RunStatus::Completed, "{r:?}");
+    assert!(
+        shmem() > base + (48 << 20),
+        "the file is not in the sandbox"
+    );
     let running = {
         let sb = Arc::clone(&sb);
         tokio::spawn(async move {
@@ -185,7 +208,15 @@ async fn dispose_removes_the_work_dir_and_stops_a_running_program() {
     let (r, took) = running.await.unwrap();
     assert!(r.is_err(), "a disposed run reports failure: {r:?}");
     assert!(took < std::time::Duration::from_secs(30), "{took:?}");
-    assert!(!dir.exists());
+    // Disposal freed everything the sandbox wrote, the 0300 directory included.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while shmem() > base + (16 << 20) {
+        assert!(
+            std::time::Instant::now() < until,
+            "the sandbox's files were not freed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(b.live(), 0);
     // Disposing again is success, and a later run on the old handle is refused.
     assert_eq!(b.dispose(&k).await, None);

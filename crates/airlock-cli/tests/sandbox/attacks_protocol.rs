@@ -34,18 +34,22 @@ fn an_oversized_frame_is_a_protocol_error() {
 
 #[test]
 fn an_endless_header_is_a_protocol_error() {
-    assert_protocol_error(
-        As::Me,
-        "import os, time\nos.write(3, b'X-Pad: ' + b'a' * 100000)\ntime.sleep(30)",
-    );
+    for who in identities() {
+        assert_protocol_error(
+            who,
+            "import os, time\nos.write(3, b'X-Pad: ' + b'a' * 100000)\ntime.sleep(30)",
+        );
+    }
 }
 
 #[test]
 fn invalid_json_in_a_valid_frame_is_a_protocol_error() {
-    assert_protocol_error(
-        As::Me,
-        "import os, time\nos.write(3, b'Content-Length: 5\\r\\n\\r\\n{nope')\ntime.sleep(30)",
-    );
+    for who in identities() {
+        assert_protocol_error(
+            who,
+            "import os, time\nos.write(3, b'Content-Length: 5\\r\\n\\r\\n{nope')\ntime.sleep(30)",
+        );
+    }
 }
 
 #[test]
@@ -71,10 +75,12 @@ fn a_forged_completed_does_not_end_supervision_early() {
 
 #[test]
 fn closing_the_socket_mid_run_still_yields_one_result() {
-    let v = run_py(As::Me, "import os\nos.close(3)\nprint('closed')", &[]);
-    // The guest can no longer report; the OS exit status decides.
-    assert_eq!(status(&v), "error", "{v}");
-    assert_eq!(v["stdout"], "closed\n");
+    for who in identities() {
+        let v = run_py(who, "import os\nos.close(3)\nprint('closed')", &[]);
+        // The guest can no longer report; the OS exit status decides.
+        assert_eq!(status(&v), "error", "{v}");
+        assert_eq!(v["stdout"], "closed\n");
+    }
 }
 
 #[test]

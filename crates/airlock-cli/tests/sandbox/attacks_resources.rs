@@ -58,12 +58,14 @@ fn an_output_flood_is_truncated_and_the_run_completes() {
 #[test]
 fn a_disk_fill_is_capped_by_the_file_size_limit() {
     let code = "try:\n    with open('big', 'wb') as f:\n        for _ in range(1000):\n            f.write(b'x' * (1 << 20))\n    print('WROTE 1000 MiB')\nexcept OSError as e:\n    print('capped', e.errno)";
-    let v = run_py(As::Me, code, &["--timeout", "30"]);
-    assert_completed(&v);
-    assert!(
-        v["stdout"].as_str().unwrap().starts_with("capped 27"),
-        "{v}"
-    );
+    for who in identities() {
+        let v = run_py(who, code, &["--timeout", "30"]);
+        assert_completed(&v);
+        assert!(
+            v["stdout"].as_str().unwrap().starts_with("capped 27"),
+            "{who:?}: {v}"
+        );
+    }
 }
 
 /// `Shmem:` of /proc/meminfo in bytes: every byte a sandbox writes lives on its tmpfs.
