@@ -15,7 +15,7 @@ use airlock_protocol::{ErrorObject, Message, DEFAULT_MAX_MESSAGE_BYTES};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::error::CapacityError;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -24,6 +24,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 use tokio_tungstenite::WebSocketStream;
 
+use super::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER, UPGRADE_DEADLINE};
 use super::auth::Auth;
 use super::framed::{FLUSH, OUTBOX};
 use super::session::{self, ConnInfo};
@@ -32,10 +33,16 @@ use super::Server;
 
 /// Events queued from the reader to the session.
 const INBOX: usize = 16;
-/// A peer that has not finished the upgrade by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Ws = WebSocketStream<TcpStream>;
+
+/// An accepted connection not yet upgraded, with its place in the pending budget.
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    auth: Auth,
+    pending: Pending,
+}
 
 /// The WebSocket limits: the frame cap for messages and frames alike.
 pub fn ws_config() -> WebSocketConfig {
@@ -125,6 +132,7 @@ impl Server {
     /// configured shutdown timeout) for every connection and its run to end.
     pub async fn serve_websocket(&self, listener: TcpListener, auth: Auth) {
         let slots = Arc::new(Semaphore::new(self.shared.config.max_connections.max(1)));
+        let admission = Admission::new(MAX_PENDING, MAX_PENDING_PER_PEER);
         let shutdown = self.shared.shutdown.clone();
         let mut conns = JoinSet::new();
         loop {
@@ -132,11 +140,9 @@ impl Server {
                 () = shutdown.cancelled() => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
-                        let Ok(slot) = slots.clone().try_acquire_owned() else {
-                            tracing::warn!(%peer, "connection limit reached; connection dropped");
-                            continue;
-                        };
-                        conns.spawn(self.clone().connection(stream, peer, auth.clone(), slot));
+                        let pending = admission.admit(peer.ip());
+                        let conn = Conn { stream, peer, auth: auth.clone(), pending };
+                        conns.spawn(self.clone().connection(conn, Arc::clone(&slots)));
                     }
                     Err(e) => {
                         // Typically EMFILE: back off rather than spin.
@@ -162,13 +168,35 @@ impl Server {
         }
     }
 
-    async fn connection(
-        self,
-        stream: TcpStream,
-        peer: SocketAddr,
-        auth: Auth,
-        _slot: OwnedSemaphorePermit,
-    ) {
+    /// Upgrade (bounded by the pending budget and its deadline), then serve the connection
+    /// in one of the authorized slots.
+    async fn connection(self, conn: Conn, slots: Arc<Semaphore>) {
+        let peer = conn.peer;
+        let Some(ws) = self.upgrade(conn).await else {
+            return;
+        };
+        let Ok(_slot) = slots.try_acquire_owned() else {
+            tracing::warn!(%peer, "connection limit reached; authorized connection closed");
+            let (mut sink, _) = ws.split();
+            let again = CloseFrame {
+                code: CloseCode::Again,
+                reason: "the server is at its connection limit".into(),
+            };
+            let _ = sink.send(WsMessage::Close(Some(again))).await;
+            return;
+        };
+        self.serve_upgraded(ws, peer).await;
+    }
+
+    /// The WebSocket upgrade with the token check; `None` when it failed, timed out, or the
+    /// connection was evicted from the pending budget first.
+    async fn upgrade(&self, conn: Conn) -> Option<Ws> {
+        let Conn {
+            stream,
+            peer,
+            auth,
+            pending,
+        } = conn;
         let _ = stream.set_nodelay(true);
         #[allow(
             clippy::result_large_err,
@@ -183,17 +211,28 @@ impl Server {
         };
         let upgrade =
             tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
-        let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, upgrade).await {
-            Ok(Ok(ws)) => ws,
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(UPGRADE_DEADLINE, upgrade) => r,
+            () = pending.evicted.cancelled() => {
+                tracing::debug!(%peer, "pending connection evicted");
+                return None;
+            }
+            () = self.shared.shutdown.cancelled() => return None,
+        };
+        match outcome {
+            Ok(Ok(ws)) => Some(ws),
             Ok(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "websocket upgrade failed");
-                return;
+                None
             }
             Err(_) => {
                 tracing::debug!(%peer, "websocket upgrade timed out");
-                return;
+                None
             }
-        };
+        }
+    }
+
+    async fn serve_upgraded(self, ws: Ws, peer: SocketAddr) {
         let n = self.shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let info = ConnInfo {
             id: format!("conn-{}-{n}", self.shared.epoch),

@@ -1,6 +1,7 @@
 //! Tests of `airlock serve` through the real binary.
 pub mod support;
 
+mod admission;
 mod conformance_stdio;
 mod conformance_ws;
 mod faults;

@@ -31,6 +31,12 @@ pub struct WsServer {
 
 impl WsServer {
     pub fn start(extra: &[&str]) -> WsServer {
+        Self::start_as(None, extra)
+    }
+
+    /// Like [`WsServer::start`], with the server running as `user` (through `setpriv`, which
+    /// execs in place, so the child is the server itself) when given.
+    pub fn start_as(user: Option<&str>, extra: &[&str]) -> WsServer {
         let dir = tempfile::tempdir().unwrap();
         let token =
             format!("test-token-{}-{:?}", std::process::id(), Instant::now()).replace(' ', "");
@@ -40,7 +46,27 @@ impl WsServer {
             .collect();
         std::fs::write(dir.path().join("token"), &token).unwrap();
         std::fs::create_dir(dir.path().join("tmp")).unwrap();
-        let mut child = Command::new(binary())
+        let mut cmd = match user {
+            None => Command::new(binary()),
+            Some(u) => {
+                let st = Command::new("chown")
+                    .args(["-R", &format!("{u}:")])
+                    .arg(dir.path())
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+                let mut c = Command::new("setpriv");
+                c.args([
+                    &format!("--reuid={u}"),
+                    &format!("--regid={u}"),
+                    "--init-groups",
+                    "--",
+                    binary(),
+                ]);
+                c
+            }
+        };
+        let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0", "--token-file"])
             .arg(dir.path().join("token"))
             .arg("--audit")
