@@ -43,9 +43,10 @@ async fn closed_by_server(conns: &mut [TcpStream]) -> usize {
     let mut closed = 0;
     for s in conns.iter_mut() {
         let mut b = [0u8; 1];
-        match tokio::time::timeout(Duration::from_millis(5), s.read(&mut b)).await {
-            Ok(Ok(0) | Err(_)) => closed += 1,
-            _ => {}
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(5), s.read(&mut b)).await
+        {
+            closed += 1;
         }
     }
     closed
