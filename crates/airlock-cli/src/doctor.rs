@@ -1,10 +1,19 @@
 //! `airlock doctor`: each isolation layer, available or not, with the reason and the fix.
+//!
+//! The kernel probes live in `airlock_jail::doctor`; the sandbox's root is checked here by
+//! assembling a real one with the same stage every run uses.
 use std::process::ExitCode;
 
+use airlock_broker::{fs_policy, DataBounds, RootSpec, SandboxFs};
 use airlock_jail::doctor::{check_all, LayerReport};
 
+/// The bound the probe's writable tmpfs is given (and must report back).
+const PROBE_BYTES: u64 = 8 << 20;
+const PROBE_INODES: u64 = 512;
+
 pub fn doctor(json: bool) -> ExitCode {
-    let layers: Vec<LayerReport> = check_all();
+    let mut layers: Vec<LayerReport> = check_all();
+    layers.insert(layers.len().min(6), sandbox_root());
     if json {
         match serde_json::to_string_pretty(&layers) {
             Ok(s) => println!("{s}"),
@@ -20,4 +29,61 @@ pub fn doctor(json: bool) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Assemble a sandbox root (read-only nosuid nodev system binds, own /proc and /dev, one
+/// bounded tmpfs) and read its bound back.
+fn sandbox_root() -> LayerReport {
+    let outcome = std::env::current_exe()
+        .map_err(|e| e.to_string())
+        .and_then(|exe| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            let spec = RootSpec {
+                binds: fs_policy::root_binds(None, &[]),
+                data: DataBounds {
+                    bytes: PROBE_BYTES,
+                    inodes: PROBE_INODES,
+                },
+            };
+            rt.block_on(SandboxFs::create(&exe, spec))
+                .map_err(|e| e.to_string())
+        });
+    let (available, detail) = match outcome {
+        Ok(fs) => match fs.usage() {
+            Some(u) if u.bytes_total == PROBE_BYTES => (
+                true,
+                format!(
+                    "ok: assembled in its own user and mount namespaces: system dirs bound \
+                     read-only nosuid nodev, own /proc and /dev, /work /tmp /dev/shm on one \
+                     tmpfs bounded at {} MiB and {} entries; guest's host identity: {}",
+                    u.bytes_total >> 20,
+                    u.inodes_total,
+                    fs.owner().map_or_else(
+                        || "the invoking user (single-entry map)".to_string(),
+                        |o| format!("uid {} gid {} (owns nothing)", o.uid, o.gid)
+                    )
+                ),
+            ),
+            other => (
+                false,
+                format!("the writable tmpfs does not report its bound ({other:?})"),
+            ),
+        },
+        Err(e) => (false, format!("failed: {e}")),
+    };
+    LayerReport {
+        layer: "sandbox_root".into(),
+        available,
+        detail,
+        fix: (!available).then(|| {
+            "every run needs this: a user namespace whose mount namespace allows tmpfs, a fresh \
+             procfs and detached bind mounts (open_tree/move_mount/mount_setattr, Linux >= \
+             5.12); see the userns and mountns fixes, and docs/deploy.md for the settings a \
+             container needs"
+                .into()
+        }),
+    }
 }

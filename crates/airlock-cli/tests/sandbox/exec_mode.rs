@@ -57,24 +57,50 @@ fn an_unknown_command_is_refused_before_anything_starts() {
 
 #[test]
 fn doctor_lists_every_layer() {
-    let out = airlock(As::Me, &["doctor", "--json"], "");
-    assert!(out.status.success());
-    let layers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = layers
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|l| l["layer"].as_str())
-        .collect();
-    for want in ["userns", "netns", "seccomp", "landlock", "kvm"] {
-        assert!(
-            names.iter().any(|n| n.contains(want)),
-            "{want} missing from {names:?}"
-        );
-    }
-    for l in layers.as_array().unwrap() {
-        if l["available"] == false {
-            assert!(l["fix"].is_string(), "missing layer without a fix: {l}");
+    for who in identities() {
+        let out = airlock(who, &["doctor", "--json"], "");
+        assert!(out.status.success());
+        let layers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let names: Vec<&str> = layers
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l["layer"].as_str())
+            .collect();
+        for want in [
+            "userns",
+            "netns",
+            "seccomp",
+            "landlock",
+            "sandbox_root",
+            "kvm",
+        ] {
+            assert!(
+                names.iter().any(|n| n.contains(want)),
+                "{want} missing from {names:?}"
+            );
         }
+        for l in layers.as_array().unwrap() {
+            if l["available"] == false {
+                assert!(l["fix"].is_string(), "missing layer without a fix: {l}");
+            }
+        }
+        // Every run here assembles a root, so the probe must find it, with the bound it set
+        // and the identity the runs get.
+        let root = layers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["layer"] == "sandbox_root")
+            .unwrap();
+        assert_eq!(root["available"], true, "{root}");
+        let detail = root["detail"].as_str().unwrap();
+        assert!(detail.contains("bounded at 8 MiB"), "{detail}");
+        let owns_nothing = detail.contains("(owns nothing)");
+        assert_eq!(
+            owns_nothing,
+            who == As::Me && is_root(),
+            "{who:?}: {detail}"
+        );
     }
 }

@@ -14,7 +14,8 @@ use crate::sys::read_bounded;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LayerReport {
     /// `userns`, `netns`, `pidns`, `mountns`, `seccomp`, `landlock`, `cgroup_v1_memory`,
-    /// `cgroup_v1_pids`, `cgroup_v1_cpu`, `cgroup_v2_kill` or `kvm`.
+    /// `cgroup_v1_pids`, `cgroup_v1_cpu`, `cgroup_v2_kill` or `kvm` (and `sandbox_root`, which
+    /// `airlock doctor` adds by assembling a real sandbox root).
     pub layer: String,
     /// Whether the layer works for the current user.
     pub available: bool,
