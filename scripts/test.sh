@@ -39,6 +39,24 @@ logs="$(mktemp -d)"
 cargo build --workspace --all-targets
 cargo test --workspace 2>&1 | tee "$logs/cargo.log"
 
+# The in-process attack suites (the library drives the sandbox from the test process itself)
+# run again as the unprivileged user; the binary-spawning suites switch identity per test.
+if [ "$(id -u)" = 0 ]; then
+    say "in-process attack suites as airlock-test"
+    cargo test --no-run --message-format=json -p airlock-cli --test local_files --test local_backend \
+        -p airlock-bench --test pool 2>/dev/null \
+        | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])' \
+        | while read -r bin; do
+            (cd /tmp && runuser -u airlock-test -- env PATH=/usr/local/bin:/usr/bin:/bin \
+                HOME=/home/airlock-test "$bin") 2>&1 | tee -a "$logs/as-user.log"
+        done
+    grep -q "test result: FAILED" "$logs/as-user.log" && { echo "failed as airlock-test"; exit 1; }
+fi
+
 if [ -d clients/python/tests ]; then
     say "python client tests"
     python3 -m pip install --quiet --disable-pip-version-check -e clients/python
