@@ -14,7 +14,6 @@ pub mod pool;
 pub mod result;
 pub mod run;
 pub mod sandbox_fs;
-pub mod server;
 pub mod tools;
 
 pub use airlock_executor::config::GUEST_WORK_DIR;

@@ -10,10 +10,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_broker::server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use airlock_broker::Limits;
 use airlock_broker::{Pool, PoolConfig};
 use airlock_policy::{Capability, Egress};
+use airlock_server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use anyhow::{bail, Context};
 
 use crate::policy_gate::{needs, Gate};

@@ -1,4 +1,4 @@
-//! One orchestrator connection: JSON-RPC over a [`transport`](super::transport) seam.
+//! One orchestrator connection: JSON-RPC over a [`transport`](crate::transport) seam.
 //!
 //! One run at a time: a second `execute` while one is in flight gets `busy` and the first is
 //! unaffected. The run is its own task, so the session keeps reading while it executes and
@@ -15,15 +15,15 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::audit::{AuditRecord, RunFacts};
-use super::cancel::CancelToken;
-use super::params::{self, ParamsError, Program};
-use super::remote_tools::{Pending, RemoteTools};
-use super::reply;
-use super::transport::{CloseKind, Inbound, Outbound};
-use super::Shared;
-use crate::result::RunResult;
-use crate::run::{self, Cancel, RunSpec, Workload};
+use crate::audit::{AuditRecord, RunFacts};
+use crate::cancel::CancelToken;
+use crate::params::{self, ParamsError, Program};
+use crate::remote_tools::{Pending, RemoteTools};
+use crate::reply;
+use crate::transport::{CloseKind, Inbound, Outbound};
+use crate::Shared;
+use airlock_broker::result::RunResult;
+use airlock_broker::run::{self, Cancel, RunSpec, Workload};
 
 /// Who is on the other end.
 #[derive(Debug, Clone)]

@@ -24,12 +24,12 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 use tokio_tungstenite::WebSocketStream;
 
-use super::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER, UPGRADE_DEADLINE};
-use super::auth::Auth;
-use super::framed::{FLUSH, OUTBOX};
-use super::session::{self, ConnInfo};
-use super::transport::{CloseKind, Inbound, Outbound};
-use super::Server;
+use crate::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER, UPGRADE_DEADLINE};
+use crate::auth::Auth;
+use crate::framed::{FLUSH, OUTBOX};
+use crate::session::{self, ConnInfo};
+use crate::transport::{CloseKind, Inbound, Outbound};
+use crate::Server;
 
 /// Events queued from the reader to the session.
 const INBOX: usize = 16;

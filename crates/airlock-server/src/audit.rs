@@ -11,8 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::limits::Limits;
-use crate::result::RunResult;
+use airlock_broker::limits::Limits;
+use airlock_broker::result::RunResult;
 
 /// Longest tool name kept in a record.
 const MAX_AUDIT_NAME: usize = 64;

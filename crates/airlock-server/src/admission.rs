@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::cancel::CancelToken;
+use crate::cancel::CancelToken;
 
 /// Unauthenticated connections held at once, server-wide.
 pub const MAX_PENDING: usize = 64;

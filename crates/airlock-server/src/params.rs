@@ -9,8 +9,8 @@ use airlock_protocol::DEFAULT_MAX_MESSAGE_BYTES;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::ceilings::RequestedLimits;
-use crate::run::program_fits;
+use crate::ceilings::RequestedLimits;
+use airlock_broker::run::program_fits;
 
 /// Most environment variables a run may be given.
 const MAX_ENV_VARS: usize = 128;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::limits::Limits;
+use airlock_broker::limits::Limits;
 
 /// The most any one run may be given. Kept as plain data so a policy file can fill it later.
 #[derive(Debug, Clone, PartialEq, Eq)]

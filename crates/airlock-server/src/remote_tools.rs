@@ -17,9 +17,9 @@ use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::audit::ToolCallRecord;
-use super::transport::Outbound;
-use crate::tools::{ToolFailure, ToolHandler};
+use crate::audit::ToolCallRecord;
+use crate::transport::Outbound;
+use airlock_broker::tools::{ToolFailure, ToolHandler};
 
 /// Longest error message from the orchestrator relayed into the guest.
 const MAX_ERROR_MESSAGE: usize = 4096;
@@ -216,7 +216,7 @@ impl ToolHandler for RemoteTools {
             };
             let result = match &self.allowed {
                 Some(allowed) if !allowed.contains(name) => {
-                    let shown = super::audit::sanitize(name);
+                    let shown = crate::audit::sanitize(name);
                     Err(ToolFailure::new(
                         ErrorCode::UnknownTool,
                         format!("no tool named {shown:?} is available"),

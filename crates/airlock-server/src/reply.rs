@@ -7,7 +7,7 @@
 use airlock_protocol::{ErrorCode, ErrorObject, Id, Message, DEFAULT_MAX_MESSAGE_BYTES};
 use serde_json::Value;
 
-use crate::result::RunResult;
+use airlock_broker::result::RunResult;
 
 /// An error response (rejected before the run).
 pub fn error(id: Option<Id>, code: ErrorCode, message: impl Into<String>) -> Message {
@@ -57,7 +57,7 @@ pub fn run_result(id: Id, run_id: &str, mut result: RunResult) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::RunStatus;
+    use airlock_broker::result::RunStatus;
 
     fn result(stdout: String) -> RunResult {
         let mut r = RunResult::not_started(airlock_protocol::ErrorCode::InternalError, "");

@@ -6,7 +6,7 @@
 //! for stdio) and [`ws`] (WebSocket with bearer auth) are the two transports; [`session`] is
 //! the per-connection JSON-RPC logic (one run at a time, busy otherwise); [`remote_tools`]
 //! relays a run's tool calls to the orchestrator; [`ceilings`] and [`params`] turn an
-//! `execute` into a bounded [`RunSpec`](crate::RunSpec); [`audit`] writes one record per run.
+//! `execute` into a bounded [`RunSpec`](airlock_broker::RunSpec); [`audit`] writes one record per run.
 //! The wire format is documented in `docs/server.md`.
 //!
 //! **Architecture Invariant:** every `execute` that reaches a session gets exactly one
@@ -37,7 +37,7 @@ pub use cancel::CancelToken;
 pub use ceilings::{Ceilings, LimitRefusal, RequestedLimits};
 use tokio::sync::Semaphore;
 
-use crate::limits::Limits;
+use airlock_broker::limits::Limits;
 
 /// Everything a server is configured with.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub struct ServerConfig {
     /// sandbox itself allows). A refusal is answered `sandbox_refused` with its reason.
     pub admission: Option<Admission>,
     /// Pre-started executors (each still used once); runs that do not fit it run cold.
-    pub pool: Option<Arc<crate::Pool>>,
+    pub pool: Option<Arc<airlock_broker::Pool>>,
 }
 
 /// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
@@ -72,7 +72,7 @@ pub struct ServerConfig {
 pub struct Admission(pub Arc<AdmitFn>);
 
 /// The decision function behind an [`Admission`].
-pub type AdmitFn = dyn Fn(&crate::Workload, bool) -> Result<(), String> + Send + Sync;
+pub type AdmitFn = dyn Fn(&airlock_broker::Workload, bool) -> Result<(), String> + Send + Sync;
 
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
