@@ -1,11 +1,15 @@
-//! Reading and parsing a proxy request head, bounded, and rewriting a plain-HTTP one for the
-//! origin server (origin-form target, hop-by-hop headers dropped, `Connection: close`).
+//! Reading and parsing a proxy request head, bounded and strict (the grammar is in
+//! [`crate::syntax`], where a request ends and whom it names in [`crate::framing`]), and
+//! rewriting a plain-HTTP one for the origin server (origin-form target, hop-by-hop headers
+//! dropped, the vetted authority as the one `Host`, `Connection: close`).
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::framing;
 use crate::rules::{split_host_port, Host};
+use crate::syntax::{self, END};
 
 /// Most header lines accepted in one head.
-const MAX_HEADERS: usize = 100;
+pub const MAX_HEADERS: usize = 100;
 /// Headers that belong to one hop and are never forwarded.
 const HOP_BY_HOP: [&str; 8] = [
     "connection",
@@ -19,18 +23,23 @@ const HOP_BY_HOP: [&str; 8] = [
 ];
 
 /// Why a head could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HeadError {
     /// The client closed (or failed) before a full head arrived.
+    #[error("the client closed before a full request head")]
     Closed,
     /// The head exceeds the cap.
+    #[error("the request head is over the cap")]
     TooLarge,
     /// The head is not a proxy request this proxy serves.
+    #[error("{0}")]
     Bad(String),
 }
 
-/// Read up to the end of the head (`\r\n\r\n`), at most `max` bytes of head. Returns the head
-/// and whatever bytes after it arrived in the same reads.
+/// Read up to the end of the head (CRLF CRLF), at most `max` bytes of head. Returns the head
+/// and whatever bytes after it arrived in the same reads. A bare CR or LF is refused as soon
+/// as it arrives (such a head would otherwise only end at the cap or the deadline).
 pub async fn read_head<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
@@ -44,18 +53,38 @@ pub async fn read_head<R: AsyncRead + Unpin>(
             return Err(HeadError::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = find(&buf[from..], b"\r\n\r\n") {
-            let end = from + i + 4;
-            if end > max {
-                return Err(HeadError::TooLarge);
-            }
+        let end = find(&buf[from..], END).map(|i| from + i + END.len());
+        if end.unwrap_or(buf.len()) > max {
+            return Err(HeadError::TooLarge);
+        }
+        bare_line_end(&buf[..end.unwrap_or(buf.len())], end.is_some()).map_err(HeadError::Bad)?;
+        if let Some(end) = end {
             let rest = buf.split_off(end);
             return Ok((buf, rest));
         }
-        if buf.len() > max {
-            return Err(HeadError::TooLarge);
+    }
+}
+
+/// A bare LF anywhere in `head`, or a CR followed by anything but LF (a CR as the very last
+/// byte is undecided until `complete`).
+fn bare_line_end(head: &[u8], complete: bool) -> Result<(), String> {
+    let undecided = !complete && head.last() == Some(&b'\r');
+    let scan = if undecided {
+        &head[..head.len() - 1]
+    } else {
+        head
+    };
+    for (i, b) in scan.iter().enumerate() {
+        let bare = match b {
+            b'\r' => head.get(i + 1) != Some(&b'\n'),
+            b'\n' => i == 0 || head[i - 1] != b'\r',
+            _ => false,
+        };
+        if bare {
+            return Err("a bare CR or LF in the head (lines end in CRLF only)".into());
         }
     }
+    Ok(())
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -69,7 +98,7 @@ pub enum Target {
     Connect,
     /// `METHOD http://host[:port]/path`: forwarded with this origin-form path.
     Http {
-        /// Path and query, starting with `/`.
+        /// Path and query, starting with `/`; visible ASCII only.
         path: String,
     },
 }
@@ -87,133 +116,91 @@ pub struct Request {
     pub target: Target,
     /// `HTTP/1.0` or `HTTP/1.1`.
     pub version: String,
-    /// Header lines, in order, as sent.
+    /// Header lines, in order, as sent (names tokens, values trimmed, no control bytes).
     pub headers: Vec<(String, String)>,
+    /// The length of the body after the head (the one `Content-Length`, or 0).
+    pub body_length: u64,
 }
 
 fn bad(why: impl Into<String>) -> HeadError {
     HeadError::Bad(why.into())
 }
 
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+/// Parse a head read by [`read_head`], strictly: anything malformed is [`HeadError::Bad`],
+/// decided here, before any name is resolved or any upstream contacted.
+pub fn parse(head: &[u8]) -> Result<Request, HeadError> {
+    let lines = syntax::lines(head).map_err(bad)?;
+    let (first, fields) = lines.split_first().ok_or_else(|| bad("an empty head"))?;
+    let line = syntax::request_line(first).map_err(bad)?;
+    if fields.len() > MAX_HEADERS {
+        return Err(bad("too many header lines"));
+    }
+    let headers = fields
+        .iter()
+        .map(|l| syntax::field_line(l))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
+    framing::check_host(&headers).map_err(bad)?;
+    let body_length = framing::body_length(&headers).map_err(bad)?;
+    let (authority, target) = split_target(line.method, line.target)?;
+    let (host, port) = authority_of(authority, &target)?;
+    Ok(Request {
+        method: line.method.to_string(),
+        host,
+        port,
+        target,
+        version: line.version.to_string(),
+        headers,
+        body_length,
+    })
 }
 
-/// Parse a head read by [`read_head`].
-pub fn parse(head: &[u8]) -> Result<Request, HeadError> {
-    let text = std::str::from_utf8(head).map_err(|_| bad("the head is not UTF-8"))?;
-    let text = text.strip_suffix("\r\n\r\n").unwrap_or(text);
-    let mut lines = text.split("\r\n");
-    let line = lines.next().unwrap_or("");
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
+/// The authority and the kind of a request target: `host:port` for CONNECT, else an absolute
+/// `http://` URL whose path (fragment dropped) is kept for the origin.
+fn split_target<'a>(method: &str, target: &'a str) -> Result<(&'a str, Target), HeadError> {
+    if method == "CONNECT" {
+        return Ok((target, Target::Connect));
+    }
+    let scheme = target
+        .get(..8)
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    if scheme.starts_with("https://") {
+        return Err(bad("https:// URLs go through CONNECT (set HTTPS_PROXY)"));
+    }
+    let Some(rest) = scheme
+        .starts_with("http://")
+        .then(|| target.get(7..))
+        .flatten()
     else {
-        return Err(bad("the request line is not METHOD TARGET VERSION"));
+        return Err(bad("a proxy request needs an absolute http:// URL"));
     };
-    if !is_token(method) {
-        return Err(bad("the method is not a token"));
-    }
-    if version != "HTTP/1.1" && version != "HTTP/1.0" {
-        return Err(bad("only HTTP/1.0 and HTTP/1.1 are served"));
-    }
-    let mut headers = Vec::new();
-    for l in lines {
-        if headers.len() == MAX_HEADERS {
-            return Err(bad("too many header lines"));
-        }
-        if l.starts_with([' ', '\t']) {
-            return Err(bad("folded header lines are not accepted"));
-        }
-        let Some((name, value)) = l.split_once(':') else {
-            return Err(bad("a header line has no ':'"));
-        };
-        if !is_token(name) {
-            return Err(bad("a header name is not a token"));
-        }
-        if value.contains(['\r', '\n']) {
-            return Err(bad("a header value holds a line break"));
-        }
-        headers.push((name.to_string(), value.trim().to_string()));
-    }
-    let has = |n: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
-    if has("content-length") && has("transfer-encoding") {
-        return Err(bad("both Content-Length and Transfer-Encoding"));
-    }
-    let (authority, target_kind) = if method == "CONNECT" {
-        (target, Target::Connect)
-    } else {
-        let lower = target
-            .get(..8)
-            .map(str::to_ascii_lowercase)
-            .unwrap_or_default();
-        if lower.starts_with("https://") {
-            return Err(bad("https:// URLs go through CONNECT (set HTTPS_PROXY)"));
-        }
-        let Some(rest) = lower
-            .starts_with("http://")
-            .then(|| target.get(7..))
-            .flatten()
-        else {
-            return Err(bad("a proxy request needs an absolute http:// URL"));
-        };
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (auth, path) = rest.split_at(end);
-        let path = match path {
-            "" => "/".to_string(),
-            p if p.starts_with('/') => p.to_string(),
-            p => format!("/{p}"),
-        };
-        let path = path.split('#').next().unwrap_or("/").to_string();
-        (auth, Target::Http { path })
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (auth, path) = rest.split_at(end);
+    let path = path.split('#').next().unwrap_or("");
+    let path = match path {
+        "" => "/".to_string(),
+        p if p.starts_with('/') => p.to_string(),
+        p => format!("/{p}"),
     };
+    Ok((auth, Target::Http { path }))
+}
+
+fn authority_of(authority: &str, target: &Target) -> Result<(Host, u16), HeadError> {
     if authority.contains('@') {
         return Err(bad("credentials in the URL are not forwarded"));
     }
     let (host, port) = split_host_port(authority).map_err(|e| bad(e.to_string()))?;
-    let port = match (port, &target_kind) {
+    let port = match (port, target) {
         (Some(p), _) => p,
         (None, Target::Http { .. }) => 80,
         (None, Target::Connect) => return Err(bad("CONNECT needs host:port")),
     };
     let host = Host::parse(host).map_err(|e| bad(e.to_string()))?;
-    Ok(Request {
-        method: method.to_string(),
-        host,
-        port,
-        target: target_kind,
-        version: version.to_string(),
-        headers,
-    })
+    Ok((host, port))
 }
 
 impl Request {
-    /// The length of the request body that follows the head: `Content-Length` (0 if absent).
-    /// Chunked or otherwise transfer-encoded bodies, and conflicting lengths, are refused: the
-    /// proxy forwards exactly one request per connection and must know where it ends.
-    pub fn body_length(&self) -> Result<u64, String> {
-        let mut length: Option<u64> = None;
-        for (k, v) in &self.headers {
-            if k.eq_ignore_ascii_case("transfer-encoding") {
-                return Err("transfer-encoded request bodies are not forwarded".into());
-            }
-            if k.eq_ignore_ascii_case("content-length") {
-                let v = v.trim();
-                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(format!("bad Content-Length {v:?}"));
-                }
-                let n: u64 = v.parse().map_err(|_| format!("bad Content-Length {v:?}"))?;
-                if length.is_some_and(|l| l != n) {
-                    return Err("conflicting Content-Length headers".into());
-                }
-                length = Some(n);
-            }
-        }
-        Ok(length.unwrap_or(0))
-    }
-
     /// The head to send the origin server for a plain-HTTP request.
     pub fn origin_head(&self) -> Vec<u8> {
         let path = match &self.target {
@@ -248,86 +235,5 @@ impl Request {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(s: &str) -> Result<Request, HeadError> {
-        parse(s.as_bytes())
-    }
-
-    #[test]
-    fn connect_and_absolute_form() {
-        let r = p("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n").unwrap();
-        assert_eq!(
-            (r.host.to_string(), r.port, r.target),
-            ("pypi.org".into(), 443, Target::Connect)
-        );
-        let r =
-            p("GET http://Example.com/a?b=1#frag HTTP/1.1\r\nHost: example.com\r\n\r\n").unwrap();
-        assert_eq!((r.host.to_string(), r.port), ("example.com".into(), 80));
-        assert_eq!(
-            r.target,
-            Target::Http {
-                path: "/a?b=1".into()
-            }
-        );
-        let r = p("GET http://[::1]:8080 HTTP/1.0\r\n\r\n").unwrap();
-        assert_eq!((r.host.to_string(), r.port), ("[::1]".into(), 8080));
-        assert_eq!(r.target, Target::Http { path: "/".into() });
-    }
-
-    #[test]
-    fn rejects_what_it_does_not_serve() {
-        for s in [
-            "GET /relative HTTP/1.1\r\n\r\n",
-            "GET https://x.example/ HTTP/1.1\r\n\r\n",
-            "CONNECT x.example HTTP/1.1\r\n\r\n",
-            "GET http://user:pw@x.example/ HTTP/1.1\r\n\r\n",
-            "GET http://x.example/ HTTP/2\r\n\r\n",
-            "GET  http://x.example/ HTTP/1.1\r\n\r\n",
-            "G(T http://x.example/ HTTP/1.1\r\n\r\n",
-            "GET http://x.example/ HTTP/1.1\r\nBad Header: 1\r\n\r\n",
-            "GET http://x.example/ HTTP/1.1\r\nA: 1\r\n folded\r\n\r\n",
-            "POST http://x.example/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "GET http://x.example:0/ HTTP/1.1\r\n\r\n",
-            "GET http://bad_host!/ HTTP/1.1\r\n\r\n",
-        ] {
-            assert!(matches!(p(s), Err(HeadError::Bad(_))), "{s:?} accepted");
-        }
-    }
-
-    #[test]
-    fn origin_head_drops_hop_by_hop_and_closes() {
-        let r = p(
-            "GET http://x.example:8080/p HTTP/1.1\r\nProxy-Authorization: secret\r\n\
-                   Connection: keep-alive, X-Drop\r\nX-Drop: 1\r\nAccept: */*\r\n\r\n",
-        )
-        .unwrap();
-        let head = String::from_utf8(r.origin_head()).unwrap();
-        assert_eq!(
-            head,
-            "GET /p HTTP/1.1\r\nAccept: */*\r\nHost: x.example:8080\r\nConnection: close\r\n\r\n"
-        );
-    }
-
-    #[tokio::test]
-    async fn read_head_is_bounded_and_keeps_the_rest() {
-        let mut input: &[u8] = b"CONNECT a.example:443 HTTP/1.1\r\n\r\n\x16\x03\x01";
-        let (head, rest) = read_head(&mut input, 1024).await.unwrap();
-        assert!(head.ends_with(b"\r\n\r\n"));
-        assert_eq!(rest, b"\x16\x03\x01");
-        let big = format!(
-            "GET http://a.example/ HTTP/1.1\r\nX: {}\r\n\r\n",
-            "a".repeat(5000)
-        );
-        let mut input = big.as_bytes();
-        assert_eq!(read_head(&mut input, 4096).await, Err(HeadError::TooLarge));
-        let mut endless: &[u8] = &[b'a'; 10_000];
-        assert_eq!(
-            read_head(&mut endless, 4096).await,
-            Err(HeadError::TooLarge)
-        );
-        let mut short: &[u8] = b"GET http://a.example/ HTTP/1.1\r\n";
-        assert_eq!(read_head(&mut short, 4096).await, Err(HeadError::Closed));
-    }
-}
+#[path = "head_tests.rs"]
+mod tests;

@@ -17,6 +17,7 @@
 pub mod cidr;
 pub mod decision;
 mod error;
+pub mod framing;
 pub mod head;
 pub mod proxy;
 pub mod pump;
@@ -24,6 +25,7 @@ pub mod ranges;
 pub mod reply;
 pub mod resolve;
 pub mod rules;
+pub mod syntax;
 pub mod vet;
 
 pub use cidr::Cidr;

@@ -164,20 +164,9 @@ impl Proxy {
             }
             Err(_) => return,
         };
+        // Everything malformed was refused by `parse`, before any name was resolved or any
+        // upstream contacted; from here on the head is well formed and its end is known.
         let host = req.host.to_string();
-        // A plain-HTTP request whose end cannot be known is refused before any origin is
-        // contacted (one request per connection is forwarded, see `forward_one`).
-        if let (Target::Http { .. }, Err(m)) = (&req.target, req.body_length()) {
-            self.refuse(
-                &mut client,
-                &host,
-                req.port,
-                &req.method,
-                DenyReason::BadRequest(m),
-            )
-            .await;
-            return;
-        }
         let addrs = match vet(
             &self.rules,
             self.resolver.as_ref(),
@@ -253,8 +242,7 @@ impl Proxy {
         rest: Vec<u8>,
     ) {
         let idle = self.limits.idle_timeout;
-        // Checked in `handle` before the origin was contacted.
-        let Ok(body) = req.body_length() else { return };
+        let body = req.body_length;
         let buffered = usize::try_from(body).unwrap_or(usize::MAX).min(rest.len());
         let mut first = req.origin_head();
         first.extend_from_slice(&rest[..buffered]);
@@ -332,11 +320,12 @@ impl Proxy {
     }
 }
 
+/// The method of a refused head, for the decision record: a token of at most 32 bytes, else
+/// `?` (a malformed head's bytes are not echoed into the record).
 fn first_word(raw: &[u8]) -> String {
-    let end = raw
-        .iter()
-        .position(|b| *b == b' ' || *b == b'\r')
-        .unwrap_or(raw.len())
-        .min(32);
-    String::from_utf8_lossy(&raw[..end]).into_owned()
+    let end = raw.iter().position(|b| *b == b' ').unwrap_or(raw.len());
+    match &raw[..end] {
+        w if w.len() <= 32 && crate::syntax::is_token(w) => String::from_utf8_lossy(w).into_owned(),
+        _ => "?".into(),
+    }
 }

@@ -342,3 +342,65 @@ async fn plain_http_forwards_one_request_with_the_vetted_host() {
     let refused = exchange(h.proxy, &chunked).await;
     assert!(refused.contains(" 400 "), "{refused}");
 }
+
+#[tokio::test]
+async fn malformed_heads_get_a_400_before_any_resolution_or_connection() {
+    let good = server("127.0.0.2", "good").await;
+    let port = good.addr.port();
+    let r = StaticResolver::new();
+    // Two queued answers: `pending` drops to 0 the first time the name is resolved.
+    r.answer(
+        "good.test",
+        vec![vec![good.addr.ip()], vec![good.addr.ip()]],
+    );
+    let h = proxy(
+        rules(&[format!("good.test:{port}")], &[], &["127.0.0.0/8"]),
+        r.clone(),
+        ProxyLimits::default(),
+    )
+    .await;
+    let url = format!("http://good.test:{port}");
+    let heads = [
+        format!("GET {url}/a\nHost:evil.example\n\nGET\t/b HTTP/1.1\r\n\r\n"),
+        format!("GET {url}/a\rb HTTP/1.1\r\n\r\n"),
+        format!("GET {url}/a\tb HTTP/1.1\r\n\r\n"),
+        format!("GET {url}/ HTTP/1.1\r\nA: 1\r\n folded\r\n\r\n"),
+        format!("GET {url}/ HTTP/1.1\r\nHost: good.test\r\nHost: evil.example\r\n\r\n"),
+        format!("POST {url}/ HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        format!("POST {url}/ HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nbody"),
+        format!("CONNECT good.test:{port} HTTP/1.1\r\nX: a\0b\r\n\r\n"),
+        // A bare LF with the head still open: answered at once, not after the deadline.
+        format!("GET {url}/ HTTP/1.1\nHost: good.test"),
+    ];
+    for head in &heads {
+        let mut s = TcpStream::connect(h.proxy).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(
+            out.starts_with("HTTP/1.1 400 Bad Request"),
+            "{head:?}: {out}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        good.hits.load(Ordering::SeqCst),
+        0,
+        "a malformed head reached the origin"
+    );
+    assert_eq!(r.pending("good.test"), 1, "a malformed head was resolved");
+    let (log, _) = h.log.snapshot();
+    assert!(log.iter().all(|d| d.reason == "bad_request"), "{log:?}");
+    assert_eq!(log.len(), heads.len());
+    // The same proxy, resolver and origin serve a well-formed request: the evidence is live.
+    let ok = exchange(h.proxy, &format!("GET {url}/ok HTTP/1.1\r\n\r\n")).await;
+    assert!(ok.ends_with("good GET /ok HTTP/1.1"), "{ok}");
+    assert_eq!(
+        (good.hits.load(Ordering::SeqCst), r.pending("good.test")),
+        (1, 0)
+    );
+}

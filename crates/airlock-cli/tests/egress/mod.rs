@@ -2,4 +2,6 @@
 mod allowlist;
 mod bypass;
 mod closed;
+pub mod recorder;
 pub mod server;
+mod strict;
