@@ -158,6 +158,15 @@ pub enum Refusal {
         /// The disposal failure's code.
         code: DisposalCode,
     },
+    /// The key already holds a live sandbox made for a different spec: a key names one
+    /// sandbox, and a second spec never gets the first one's sandbox (its egress, its limits).
+    #[error(
+        "sandbox {key} is live under a different spec; dispose of it before asking for another"
+    )]
+    KeySpecMismatch {
+        /// The key, rendered.
+        key: String,
+    },
 }
 
 impl Refusal {
@@ -175,6 +184,7 @@ impl Refusal {
             Refusal::ScopeNotEnforced { .. } => "SandboxScopeNotEnforced",
             Refusal::NoBackendServes { .. } => "SandboxNoBackendServes",
             Refusal::Unclean { .. } => "SandboxUnclean",
+            Refusal::KeySpecMismatch { .. } => "SandboxKeySpecMismatch",
         }
     }
 }

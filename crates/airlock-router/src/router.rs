@@ -277,6 +277,8 @@ pub(crate) enum Resolved {
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
     pub(crate) live: Vec<(usize, Arc<dyn Sandbox>)>,
+    /// The spec the live sandboxes were made for (set with the first, cleared with the last).
+    pub(crate) spec: Option<SandboxSpec>,
 }
 
 pub(crate) type SlotHandle = Arc<tokio::sync::Mutex<Slot>>;
@@ -472,6 +474,15 @@ impl Router {
         if let Some(r) = self.unclean_refusal(&address) {
             return Err(r.into());
         }
+        if slot.live.is_empty() {
+            slot.spec = None;
+        }
+        if slot.spec.as_ref().is_some_and(|s| s != spec) {
+            return Err(Refusal::KeySpecMismatch {
+                key: address.to_string(),
+            }
+            .into());
+        }
         if let Some((_, sb)) = slot.live.iter().find(|(i, _)| *i == route.index) {
             *reused = true;
             return Ok(Arc::clone(sb));
@@ -489,6 +500,7 @@ impl Router {
             }
         };
         slot.live.push((route.index, Arc::clone(&sandbox)));
+        slot.spec = Some(spec.clone());
         Ok(sandbox)
     }
 

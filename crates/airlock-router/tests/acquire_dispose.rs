@@ -181,3 +181,32 @@ async fn dispose_scope_counts_and_a_failed_purge_refuses_the_conversation() {
     assert_eq!(rec.undisposed, None);
     assert!(r.acquire(&k, &spec()).await.is_ok());
 }
+
+#[tokio::test]
+async fn a_live_key_is_refused_to_a_different_spec_until_disposed() {
+    let b = Arc::new(FakeBackend::new());
+    let r = router(&b);
+    let allow = SandboxSpec::builder("k")
+        .egress(airlock_policy::Egress::Allowlist)
+        .egress_allow(["example.com"])
+        .build()
+        .unwrap();
+    let first = r.acquire(&key(), &allow).await.unwrap();
+    // An equal spec gets the same sandbox.
+    let again = r.acquire(&key(), &allow.clone()).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &again));
+    // A different spec (closed egress) never gets the allowlisted sandbox back.
+    let err = r.acquire(&key(), &spec()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AcquireError::Refused(Refusal::KeySpecMismatch { .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(b.created(), 1);
+    // Once disposed, the key is free for another spec.
+    r.dispose(&key()).await.unwrap();
+    r.acquire(&key(), &spec()).await.unwrap();
+    assert_eq!(b.created(), 2);
+}
