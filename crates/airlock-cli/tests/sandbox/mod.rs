@@ -1,5 +1,6 @@
 mod attacks_fs;
 mod attacks_identity;
+mod attacks_ipc;
 mod attacks_net;
 mod attacks_process;
 mod attacks_protocol;

@@ -255,3 +255,35 @@ pub fn private_file(who: As, content: &str) -> PathBuf {
     }
     path
 }
+
+/// A field of the host's /proc/meminfo (`Shmem`, `SUnreclaim`, ...), in bytes.
+pub fn meminfo(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/meminfo").unwrap();
+    s.lines()
+        .find(|l| l.split(':').next() == Some(field))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/meminfo"))
+        * 1024
+}
+
+/// Runs `f` while sampling `field` of the host's /proc/meminfo every 5 ms; returns what `f`
+/// returned and the largest growth over the value before it started.
+pub fn peak_growth<T>(field: &'static str, f: impl FnOnce() -> T) -> (T, u64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let base = meminfo(field);
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(meminfo(field).saturating_sub(base));
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            peak
+        })
+    };
+    let out = f();
+    done.store(true, Ordering::Relaxed);
+    (out, sampler.join().unwrap())
+}

@@ -111,3 +111,120 @@ fn no_network_still_denies_every_socket() {
     assert_eq!(eval(&run, libc::SYS_execve, [0; 6]), EPERM);
     assert_eq!(eval(&run, libc::SYS_ptrace, [0; 6]), RET_KILL_PROCESS);
 }
+
+const ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
+
+/// Every profile with every network allowance.
+fn all_programs() -> Vec<(String, Vec<Insn>)> {
+    let mut out = Vec::new();
+    for p in [Profile::Run, Profile::Exec] {
+        for n in [Network::None, Network::ProxyClient] {
+            out.push((format!("{p:?}/{n:?}"), assemble_for(p, n).unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn memfd_and_sysv_ipc_are_enosys_everywhere() {
+    let denied = [
+        libc::SYS_memfd_create,
+        libc::SYS_memfd_secret,
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmctl,
+        libc::SYS_shmdt,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+    ];
+    for (name, prog) in all_programs() {
+        for nr in denied {
+            assert_eq!(eval(&prog, nr, [0; 6]), ENOSYS, "{name} {nr}");
+        }
+        // Files (where the bounded tmpfs is) and anonymous memory stay available.
+        for nr in [libc::SYS_openat, libc::SYS_fallocate, libc::SYS_mmap] {
+            assert_eq!(eval(&prog, nr, [0; 6]), RET_ALLOW, "{name} {nr}");
+        }
+    }
+}
+
+/// A send syscall with `flags` in argument `at`.
+fn send(prog: &[Insn], nr: i64, at: usize, flags: u64) -> u32 {
+    let mut args = [3, 0x1000, 16, 0, 0x2000, 16];
+    args[at] = flags;
+    eval(prog, nr, args)
+}
+
+#[test]
+fn fast_open_sends_are_eperm_and_other_sends_pass() {
+    let fo = libc::MSG_FASTOPEN as u64;
+    let others = [
+        0,
+        libc::MSG_NOSIGNAL as u64,
+        (libc::MSG_DONTWAIT | libc::MSG_MORE) as u64,
+        // The kernel reads `unsigned int` flags: the flag in the high word means nothing.
+        fo << 32,
+    ];
+    for (name, prog) in all_programs() {
+        for (nr, at) in [
+            (libc::SYS_sendto, 3),
+            (libc::SYS_sendmsg, 2),
+            (libc::SYS_sendmmsg, 3),
+        ] {
+            assert_eq!(send(&prog, nr, at, fo), EPERM, "{name} {nr}");
+            let with_more = fo | libc::MSG_NOSIGNAL as u64;
+            assert_eq!(send(&prog, nr, at, with_more), EPERM, "{name} {nr}");
+            for f in others {
+                assert_eq!(send(&prog, nr, at, f), RET_ALLOW, "{name} {nr} {f:#x}");
+            }
+        }
+        // The flag counts only in the flags argument (sendmsg's 4th is unused).
+        assert_eq!(send(&prog, libc::SYS_sendmsg, 3, fo), RET_ALLOW, "{name}");
+    }
+}
+
+fn setsockopt(prog: &[Insn], level: i32, opt: i32) -> u32 {
+    eval(
+        prog,
+        libc::SYS_setsockopt,
+        [3, level as u64, opt as u64, 0x1000, 4, 0],
+    )
+}
+
+#[test]
+fn fast_open_socket_options_are_eperm_and_others_pass() {
+    for (name, prog) in all_programs() {
+        for opt in [
+            libc::TCP_FASTOPEN,
+            libc::TCP_FASTOPEN_CONNECT,
+            libc::TCP_FASTOPEN_KEY,
+            libc::TCP_FASTOPEN_NO_COOKIE,
+        ] {
+            assert_eq!(
+                setsockopt(&prog, libc::IPPROTO_TCP, opt),
+                EPERM,
+                "{name} {opt}"
+            );
+        }
+        for (level, opt) in [
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE),
+            (libc::SOL_SOCKET, libc::TCP_FASTOPEN),
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+            (libc::IPPROTO_IP, libc::TCP_FASTOPEN_CONNECT),
+            (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY),
+        ] {
+            assert_eq!(
+                setsockopt(&prog, level, opt),
+                RET_ALLOW,
+                "{name} {level} {opt}"
+            );
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! Hand-rolled rather than `seccompiler` so the first instructions are exactly the checks we
 //! want, in the order we want: architecture (anything but `AUDIT_ARCH_X86_64`, i.e. i386 via
 //! `int 0x80`, kills the process), then the x32 bit (kills), then one compare per rule. The
-//! program is ~100 instructions, far below the kernel's 4096 limit.
+//! program is ~200 instructions, far below the kernel's 4096 limit.
 //!
 //! [`compile`] gives the raw `struct sock_filter` array for a guest that installs the Run
 //! profile itself (after interpreter start-up); [`install`] installs a profile here.
@@ -48,6 +48,16 @@ const BPF_MAXINSNS: usize = 4096;
 /// `TIOCSTI` / `TIOCLINUX` (asm-generic/ioctls.h), as the 32-bit request the kernel compares.
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
+
+/// `MSG_FASTOPEN` in a send's flags (an `unsigned int` in the kernel).
+const MSG_FASTOPEN: u32 = libc::MSG_FASTOPEN as u32;
+/// The `IPPROTO_TCP` socket options of TCP Fast Open (linux/tcp.h).
+const TCP_FASTOPEN_OPTS: [u32; 4] = [
+    libc::TCP_FASTOPEN as u32,
+    libc::TCP_FASTOPEN_CONNECT as u32,
+    libc::TCP_FASTOPEN_KEY as u32,
+    libc::TCP_FASTOPEN_NO_COOKIE as u32,
+];
 
 /// `socket(2)` type bits other than the base type that a TCP client may pass.
 const SOCK_TYPE_FLAGS: u32 = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32;
@@ -112,6 +122,26 @@ fn action_block(action: Action) -> Vec<Insn> {
             jeq(libc::IPPROTO_TCP as u32, 0, 1),
             ret(RET_ALLOW),
             ret(eperm),
+        ],
+        // The flags of sendto/sendmsg/sendmmsg are an `unsigned int`: test the one bit.
+        Action::NoFastOpenSend { flags_arg } => vec![
+            load(off_arg_lo(flags_arg)),
+            jset(MSG_FASTOPEN, 0, 1),
+            ret(eperm),
+            ret(RET_ALLOW),
+        ],
+        // setsockopt(fd, level, optname, ..): level and optname are `int`. A level other than
+        // IPPROTO_TCP jumps to ALLOW (index 8); a Fast Open optname to EPERM (index 7).
+        Action::NoFastOpenSockopt => vec![
+            load(off_arg_lo(1)),
+            jeq(libc::IPPROTO_TCP as u32, 0, 6),
+            load(off_arg_lo(2)),
+            jeq(TCP_FASTOPEN_OPTS[0], 3, 0),
+            jeq(TCP_FASTOPEN_OPTS[1], 2, 0),
+            jeq(TCP_FASTOPEN_OPTS[2], 1, 0),
+            jeq(TCP_FASTOPEN_OPTS[3], 0, 1),
+            ret(eperm),
+            ret(RET_ALLOW),
         ],
         // personality's argument is an `unsigned int` in the kernel.
         Action::PersonalityQueryOnly => vec![

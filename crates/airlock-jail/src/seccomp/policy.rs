@@ -15,6 +15,8 @@
 //!   `clone` because it overlaps the exit-signal byte, and `clone` cannot request it anyway.
 //! - `personality` is allowed only as a query (`0xffffffff`) or to set `PER_LINUX` (0), so
 //!   `ADDR_NO_RANDOMIZE` / `READ_IMPLIES_EXEC` cannot weaken a later exec.
+//! - memfd and SysV IPC are `ENOSYS` in both profiles ([`NO_UNBOUNDED_MEMORY`] says why).
+//! - TCP Fast Open is `EPERM` in both profiles ([`NO_FAST_OPEN`] says why).
 
 use libc::c_long;
 
@@ -40,6 +42,14 @@ pub enum Action {
     PersonalityQueryOnly,
     /// `socket`: only TCP client sockets (IPv4/IPv6 stream, protocol 0 or TCP), else `EPERM`.
     TcpClientSocket,
+    /// `sendto`/`sendmsg`/`sendmmsg`: `EPERM` when argument `flags_arg` (the flags) carries
+    /// `MSG_FASTOPEN`, every other send is allowed.
+    NoFastOpenSend {
+        /// The index of the flags argument (0-based).
+        flags_arg: u32,
+    },
+    /// `setsockopt`: `EPERM` for the `IPPROTO_TCP` Fast Open options, every other is allowed.
+    NoFastOpenSockopt,
 }
 
 /// One line of the policy.
@@ -210,6 +220,123 @@ const COMMON: &[Rule] = &[
     ),
 ];
 
+/// Memory outside every bound, in both profiles: all `ENOSYS`, as on a kernel built without
+/// them, so callers fall back to files (which land on the sandbox's size-bounded tmpfs:
+/// `/work`, `/tmp`, `/dev/shm`, where POSIX shm lives too).
+///
+/// memfd pages live on the kernel's internal shm mount and SysV segments and message queues in
+/// the IPC namespace: neither is on the sandbox's tmpfs, so without a memory cgroup (a non-root
+/// broker) nothing but the RSS watchdog sees them, and an unmapped memfd or shm segment is not in
+/// any RSS (measured: +1.5 GiB memfd and +2 GiB SysV shm of host `Shmem` under `--memory 128`).
+///
+/// Why not bound SysV IPC through the run's IPC namespace instead (`kernel.shmmax`, `shmall`,
+/// `shmmni`, `msgmnb`, `msgmni`)? Those sysctls are writable only by uid 0 *of the user namespace
+/// that owns the IPC namespace*; the guest's namespace maps a single id (1000), so its root is
+/// unmapped, the files show as `nobody` and a write is `EACCES` (checked on 6.18 with
+/// `unshare -U -i --map-user=1000`). Only host root outside could set them, which a non-root
+/// broker -- the case with no cgroup -- is not; and they would still leave memfd unbounded.
+/// Denying the calls holds for every broker and needs no writable sysctl.
+const NO_UNBOUNDED_MEMORY: &[Rule] = &[
+    rule!(
+        SYS_memfd_create,
+        Errno(libc::ENOSYS),
+        "memory on the kernel's own shm mount, outside the disk bound"
+    ),
+    rule!(
+        SYS_memfd_secret,
+        Errno(libc::ENOSYS),
+        "memory taken out of the kernel map; the same class, no use here"
+    ),
+    rule!(
+        SYS_shmget,
+        Errno(libc::ENOSYS),
+        "SysV shm: outside the disk bound"
+    ),
+    rule!(
+        SYS_shmat,
+        Errno(libc::ENOSYS),
+        "SysV shm: outside the disk bound"
+    ),
+    rule!(
+        SYS_shmctl,
+        Errno(libc::ENOSYS),
+        "SysV shm: outside the disk bound"
+    ),
+    rule!(
+        SYS_shmdt,
+        Errno(libc::ENOSYS),
+        "SysV shm: outside the disk bound"
+    ),
+    rule!(
+        SYS_msgget,
+        Errno(libc::ENOSYS),
+        "SysV queues: unbounded kernel memory"
+    ),
+    rule!(
+        SYS_msgsnd,
+        Errno(libc::ENOSYS),
+        "SysV queues: unbounded kernel memory"
+    ),
+    rule!(
+        SYS_msgrcv,
+        Errno(libc::ENOSYS),
+        "SysV queues: unbounded kernel memory"
+    ),
+    rule!(
+        SYS_msgctl,
+        Errno(libc::ENOSYS),
+        "SysV queues: unbounded kernel memory"
+    ),
+    rule!(
+        SYS_semget,
+        Errno(libc::ENOSYS),
+        "SysV semaphores: kernel memory, no use"
+    ),
+    rule!(
+        SYS_semop,
+        Errno(libc::ENOSYS),
+        "SysV semaphores: kernel memory, no use"
+    ),
+    rule!(
+        SYS_semtimedop,
+        Errno(libc::ENOSYS),
+        "SysV semaphores: kernel memory, no use"
+    ),
+    rule!(
+        SYS_semctl,
+        Errno(libc::ENOSYS),
+        "SysV semaphores: kernel memory, no use"
+    ),
+];
+
+/// TCP Fast Open, in both profiles: `sendto(MSG_FASTOPEN)` (and `sendmsg`/`sendmmsg`) opens a
+/// connection from inside `sendmsg` without `connect(2)`, so the Landlock TCP-connect rule
+/// (only the egress proxy's port) never sees it. The flag is refused with `EPERM`, as are the
+/// Fast Open socket options (`TCP_FASTOPEN`, `_CONNECT`, `_KEY`, `_NO_COOKIE`); every other
+/// send and option is allowed (the tool channel, UDP on loopback in tests, Python's sockets).
+const NO_FAST_OPEN: &[Rule] = &[
+    rule!(
+        SYS_sendto,
+        Action::NoFastOpenSend { flags_arg: 3 },
+        "MSG_FASTOPEN connects without connect(2)"
+    ),
+    rule!(
+        SYS_sendmsg,
+        Action::NoFastOpenSend { flags_arg: 2 },
+        "MSG_FASTOPEN connects without connect(2)"
+    ),
+    rule!(
+        SYS_sendmmsg,
+        Action::NoFastOpenSend { flags_arg: 3 },
+        "MSG_FASTOPEN connects without connect(2)"
+    ),
+    rule!(
+        SYS_setsockopt,
+        Action::NoFastOpenSockopt,
+        "Fast Open options defer the connection to a send"
+    ),
+];
+
 /// Rules only in the Run profile (Python: no process creation).
 const RUN: &[Rule] = &[
     rule!(
@@ -316,5 +443,12 @@ pub fn rules_for(p: Profile, n: Network) -> Vec<Rule> {
         Network::None => NO_SOCKETS,
         Network::ProxyClient => PROXY_CLIENT,
     };
-    COMMON.iter().chain(extra).chain(net).copied().collect()
+    COMMON
+        .iter()
+        .chain(NO_UNBOUNDED_MEMORY)
+        .chain(NO_FAST_OPEN)
+        .chain(extra)
+        .chain(net)
+        .copied()
+        .collect()
 }

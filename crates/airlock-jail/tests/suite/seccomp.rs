@@ -77,3 +77,12 @@ fn install_refuses_without_no_new_privs() {
     assert!(err.to_string().contains("no_new_privs"), "{err}");
     assert_eq!(airlock_jail::seccomp::current_mode().unwrap(), 0);
 }
+
+#[test]
+fn memfd_sysv_ipc_and_fast_open_are_refused_while_udp_still_sends() {
+    for nonroot in BOTH {
+        for profile in ["run", "exec"] {
+            assert_passed(&probe(nonroot, &["seccomp-ipc", profile]));
+        }
+    }
+}

@@ -10,6 +10,7 @@ mod chain;
 mod fs_case;
 mod nproc;
 mod sec;
+mod sec_ipc;
 
 use std::process::ExitCode;
 
@@ -47,6 +48,7 @@ fn run(args: &[String]) -> Result<bool, String> {
         "netns" => chain::netns(),
         "chain" => chain::full_chain(rest),
         "seccomp" => sec::run(rest),
+        "seccomp-ipc" => sec_ipc::run(rest),
         "landlock" => fs_case::landlock(rest),
         "nproc" => nproc::run(rest),
         "doctor" => {
