@@ -198,10 +198,7 @@ async fn a_live_key_is_refused_to_a_different_spec_until_disposed() {
     // A different spec (closed egress) never gets the allowlisted sandbox back.
     let err = r.acquire(&key(), &spec()).await.unwrap_err();
     assert!(
-        matches!(
-            err,
-            AcquireError::Refused(Refusal::KeySpecMismatch { .. })
-        ),
+        matches!(err, AcquireError::Refused(Refusal::KeySpecMismatch { .. })),
         "{err:?}"
     );
     assert_eq!(b.created(), 1);
