@@ -14,7 +14,7 @@ say() { printf '\n==> %s\n' "$*"; }
 if [ "$(id -u)" = 0 ]; then
     say "system packages"
     missing=()
-    for pkg in python3 python3-numpy python3-venv bubblewrap util-linux passwd; do
+    for pkg in python3 python3-numpy python3-venv bubblewrap util-linux passwd podman runc mmdebstrap; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     if [ "${#missing[@]}" -gt 0 ]; then

@@ -13,7 +13,11 @@ const PROBE_INODES: u64 = 512;
 
 pub fn doctor(json: bool) -> ExitCode {
     let mut layers: Vec<LayerReport> = check_all();
-    layers.insert(layers.len().min(6), sandbox_root());
+    let after_core = layers
+        .iter()
+        .position(|l| l.layer == "landlock")
+        .map_or(layers.len(), |i| i + 1);
+    layers.insert(after_core, sandbox_root());
     if json {
         match serde_json::to_string_pretty(&layers) {
             Ok(s) => println!("{s}"),

@@ -19,6 +19,7 @@ use airlock_jail::mounts::{self, Attrs, Tmpfs};
 use airlock_jail::{fdpass, identity, ns, process, userns};
 
 use crate::config::{AssembleConfig, DataBounds, ROOT_STAGING, SANDBOX_CHANNEL_FD};
+use crate::container;
 use crate::stage::INSIDE_ID;
 
 /// The skeleton (directories, mount points, a few /etc files) is tiny.
@@ -86,7 +87,9 @@ pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     }
     // After the identity change, which clears it.
     process::set_parent_death_signal_kill().map_err(at("pdeathsig"))?;
-    userns::enter_user_namespace(INSIDE_ID, INSIDE_ID).map_err(at("userns"))?;
+    userns::enter_user_namespace(INSIDE_ID, INSIDE_ID)
+        .map_err(container::explain(container::USERNS))
+        .map_err(at("userns"))?;
     ns::unshare(ns::Namespaces {
         mount: true,
         ..ns::Namespaces::default()
@@ -180,7 +183,9 @@ fn open_sources(
     let mut sources = Vec::new();
     for guest in kept {
         let fd = mounts::open_path(&guest).map_err(at("open bind source"))?;
-        let tree = mounts::detached_copy(fd.as_fd(), Attrs::SYSTEM).map_err(at("bind"))?;
+        let tree = mounts::detached_copy(fd.as_fd(), Attrs::SYSTEM)
+            .map_err(container::explain(container::CLONE_TREE))
+            .map_err(at("bind"))?;
         let dir = std::fs::metadata(&guest)
             .map(|m| m.is_dir())
             .unwrap_or(false);

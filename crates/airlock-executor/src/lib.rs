@@ -15,6 +15,7 @@ pub mod assemble;
 pub mod attest;
 pub mod channel;
 pub mod config;
+mod container;
 pub mod stage;
 
 pub use attest::Attestation;

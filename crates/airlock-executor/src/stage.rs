@@ -21,6 +21,7 @@ use crate::channel::{Channel, First};
 use crate::config::{
     ExecutorConfig, Mode, EGRESS_CHANNEL_FD, ROOT_STAGING, SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD,
 };
+use crate::container;
 use crate::{BOOTSTRAP_PY, EXIT_REFUSED};
 
 /// fd of the socket inside the guest.
@@ -218,9 +219,15 @@ fn prepare(
 ) -> Result<Staged, Refusal> {
     process::set_parent_death_signal_kill().layer("pdeathsig")?;
     let root = Path::new(ROOT_STAGING);
-    mounts::mount_proc_at(&root.join("proc")).layer("proc mount")?;
-    mounts::pivot_into(root).layer("sandbox root")?;
-    ns::set_hostname(&cfg.hostname).layer("uts namespace")?;
+    mounts::mount_proc_at(&root.join("proc"))
+        .map_err(container::explain(container::PROC_MOUNT))
+        .layer("proc mount")?;
+    mounts::pivot_into(root)
+        .map_err(container::explain(container::PIVOT_ROOT))
+        .layer("sandbox root")?;
+    ns::set_hostname(&cfg.hostname)
+        .map_err(container::explain(container::SETHOSTNAME))
+        .layer("uts namespace")?;
     net::loopback_up().layer("network namespace")?;
     if let (Some(port), Some(egress)) = (cfg.egress_proxy_port, egress) {
         // The proxy listener is born here, in the sandbox's namespace, and leaves at once:

@@ -131,6 +131,26 @@ pub(crate) fn pidns(r: Reporter) -> Result<(), StepFailure> {
     })
 }
 
+pub(crate) const UTSNS_STEPS: &[&str] = &[
+    "unshare(CLONE_NEWUSER|CLONE_NEWUTS)",
+    "sethostname in the new uts namespace",
+];
+
+pub(crate) fn utsns(_r: Reporter) -> Result<(), StepFailure> {
+    step(
+        // SAFETY: unshare only takes flags.
+        unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWUTS) }.into(),
+        0,
+    )?;
+    let name = b"airlock";
+    step(
+        // SAFETY: the pointer and length describe `name`, a static byte string.
+        unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }.into(),
+        1,
+    )?;
+    Ok(())
+}
+
 pub(crate) const MOUNTNS_STEPS: &[&str] = &[
     "unshare(CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS)",
     "fork into the new pid namespace",

@@ -13,7 +13,7 @@ use crate::sys::read_bounded;
 /// One layer's verdict.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LayerReport {
-    /// `userns`, `netns`, `pidns`, `mountns`, `seccomp`, `landlock`, `cgroup_v1_memory`,
+    /// `userns`, `netns`, `pidns`, `utsns`, `mountns`, `seccomp`, `landlock`, `cgroup_v1_memory`,
     /// `cgroup_v1_pids`, `cgroup_v1_cpu`, `cgroup_v2_kill` or `kvm` (and `sandbox_root`, which
     /// `airlock doctor` adds by assembling a real sandbox root).
     pub layer: String,
@@ -30,6 +30,7 @@ pub const LAYERS: &[&str] = &[
     "userns",
     "netns",
     "pidns",
+    "utsns",
     "mountns",
     "seccomp",
     "landlock",
@@ -238,6 +239,17 @@ pub fn check_all() -> Vec<LayerReport> {
             userns_fix,
         ),
         report(
+            "utsns",
+            checks::UTSNS_STEPS,
+            child::run(checks::utsns),
+            || {
+                "naming the run's own uts namespace needs sethostname(2): in a container, a \
+                 seccomp profile that allows it without CAP_SYS_ADMIN (podman's and docker's \
+                 defaults do not; docs/deploy.md has one); also see the userns fix"
+                    .into()
+            },
+        ),
+        report(
             "mountns",
             checks::MOUNTNS_STEPS,
             child::run(checks::mountns),
@@ -245,7 +257,7 @@ pub fn check_all() -> Vec<LayerReport> {
                 "mounting procfs in a user namespace needs a fully visible /proc in the mount \
              namespace (no masked or over-mounted /proc paths, as container runtimes add): run \
              on the host, or in a container started with e.g. --security-opt \
-             systempaths=unconfined; also see the userns fix"
+             systempaths=unconfined (docs/deploy.md); also see the userns fix"
                     .into()
             },
         ),

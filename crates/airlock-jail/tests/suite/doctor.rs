@@ -14,7 +14,9 @@ fn doctor_reports_every_layer_in_order() {
         assert_eq!(r.available, r.fix.is_none(), "{r:?}");
     }
     // The rootless core the jail refuses to run without works on this machine.
-    for core in ["userns", "netns", "pidns", "mountns", "seccomp", "landlock"] {
+    for core in [
+        "userns", "netns", "pidns", "utsns", "mountns", "seccomp", "landlock",
+    ] {
         let r = reports.iter().find(|r| r.layer == core).unwrap();
         assert!(r.available, "{r:?}");
         assert!(
