@@ -51,6 +51,7 @@ pub fn spec(executor: &Path, code: &str, limits: Limits) -> RunSpec {
         cwd: None,
         env: Vec::new(),
         executor: executor.to_path_buf(),
+        output: None,
     }
 }
 

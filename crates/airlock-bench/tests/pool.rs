@@ -22,6 +22,7 @@ fn spec(code: &str) -> RunSpec {
         cwd: None,
         env: Vec::new(),
         executor: executor(),
+        output: None,
     }
 }
 

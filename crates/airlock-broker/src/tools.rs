@@ -117,8 +117,8 @@ impl CommandTools {
             };
             // Drain both pipes to the end, keeping only their heads, so a tool that writes past
             // a cap still runs to its exit (and fails at once) instead of blocking on a pipe.
-            let read_out = crate::output::capture(&mut stdout, cap_bytes.saturating_add(1));
-            let read_err = crate::output::capture(&mut stderr, 4096);
+            let read_out = crate::output::capture(&mut stdout, cap_bytes.saturating_add(1), None);
+            let read_err = crate::output::capture(&mut stderr, 4096, None);
             let (_, out, err, status) = tokio::join!(write, read_out, read_err, child.wait());
             (out, err, status)
         };

@@ -220,6 +220,7 @@ impl LocalSandbox {
             cwd,
             env,
             executor: self.config.executor.clone(),
+            output: None,
         };
         let mut rx = self.disposed.subscribe();
         let cancel = Box::pin(async move {

@@ -167,6 +167,7 @@ impl AirlockMcp {
                 cwd: None,
                 env: Vec::new(),
                 executor: inner.config.executor.clone(),
+                output: None,
             };
             let fs = match fresh_sandbox(&spec).await {
                 Ok(fs) => Arc::new(fs),

@@ -284,6 +284,7 @@ impl Session {
             cwd: None,
             env: p.env,
             executor: config.executor.clone(),
+            output: None,
         };
         let span = tracing::info_span!("run", run_id = %run_id);
         let job = Job {

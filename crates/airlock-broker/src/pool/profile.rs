@@ -18,6 +18,7 @@ pub(super) fn fits(config: &PoolConfig, spec: &RunSpec) -> bool {
     *interpreter == config.interpreter
         && spec.sandbox.is_none()
         && spec.cwd.is_none()
+        && spec.output.is_none()
         && spec.executor == config.executor
         && program_fits(code)
         && same_start_limits(&spec.limits, &config.limits)
@@ -57,6 +58,7 @@ mod tests {
             cwd: None,
             env: vec![("K".into(), "V".into())],
             executor: PathBuf::from("/bin/airlock"),
+            output: None,
         }
     }
 

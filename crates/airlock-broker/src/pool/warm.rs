@@ -33,6 +33,7 @@ impl Warm {
             cwd: None,
             env: Vec::new(),
             executor: config.executor.clone(),
+            output: None,
         };
         let prepared = prepare::prepare(&spec).await.map_err(|n| n.message)?;
         let mut launched = relay::launch(&prepared, &config.limits).map_err(|n| n.message)?;

@@ -54,6 +54,8 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     /// The `airlock` binary, whose hidden `__executor` subcommand is the stage.
     pub executor: PathBuf,
+    /// A live copy of the captured output (streamed to a client), when someone listens.
+    pub output: Option<crate::output::OutputTap>,
 }
 
 /// A future that, when it resolves, cancels the run.

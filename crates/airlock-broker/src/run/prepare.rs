@@ -28,6 +28,8 @@ pub struct Prepared {
     pub executor: PathBuf,
     /// The sandbox the run joins (created for this run alone when the spec had none).
     pub sandbox: Arc<SandboxFs>,
+    /// A live copy of the output, when someone listens.
+    pub output: Option<crate::output::OutputTap>,
 }
 
 /// Why nothing was spawned.
@@ -144,6 +146,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         sys_path,
         executor: spec.executor.clone(),
         sandbox,
+        output: spec.output.clone(),
     })
 }
 

@@ -29,7 +29,7 @@ use super::teardown;
 use super::verdict::{self, End, Hint, Observed};
 use super::Cancel;
 use crate::limits::Limits;
-use crate::output::{capture, Captured};
+use crate::output::{capture, Captured, Stream};
 use crate::result::RunResult;
 use crate::sandbox_fs::SandboxFs;
 use crate::tools::{ToolFailure, ToolHandler};
@@ -84,8 +84,11 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
     let stdout = child.stdout.take().ok_or_else(missing)?;
     let stderr = child.stderr.take().ok_or_else(missing)?;
     let cap = limits.max_output_bytes;
-    let readers =
-        tokio::spawn(async move { tokio::join!(capture(stdout, cap), capture(stderr, cap)) });
+    let out_tap = p.output.clone().map(|t| (t, Stream::Stdout));
+    let err_tap = p.output.clone().map(|t| (t, Stream::Stderr));
+    let readers = tokio::spawn(async move {
+        tokio::join!(capture(stdout, cap, out_tap), capture(stderr, cap, err_tap))
+    });
     let (read_half, mut write_half) = UnixStream::from_std(ours)?.into_split();
     let (in_tx, inbox) = mpsc::channel(4);
     let reader = tokio::spawn(async move {
