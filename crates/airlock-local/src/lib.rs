@@ -17,6 +17,7 @@ pub mod backend;
 pub mod config;
 pub mod egress;
 pub mod files;
+pub mod run;
 pub mod rung;
 pub mod sandbox;
 pub mod sink;
@@ -24,6 +25,7 @@ pub mod tools;
 
 pub use backend::LocalBackend;
 pub use config::LocalConfig;
+pub use run::RunRequest;
 pub use rung::{probe_rung, RungProbe};
 pub use sandbox::{LocalSandbox, ToolsForRun};
 pub use sink::{Existing, FileSystemSink};

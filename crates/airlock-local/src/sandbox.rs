@@ -14,13 +14,11 @@
 //! is gone) before the work dir is removed.
 
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use airlock_broker::run::run_cancellable;
-use airlock_broker::{RunSpec, SandboxFs, ToolHandler, Workload, GUEST_WORK_DIR};
+use airlock_broker::{SandboxFs, ToolHandler, Workload, GUEST_WORK_DIR};
 use airlock_jail::dirfd::DirFd;
 use airlock_policy::{GuestRelPath, SandboxKey, TransferLimits};
-use airlock_router::EgressDecided;
 use airlock_router::{
     DirEntry, ExecOptions, ExecResult, FileStat, RunOptions, RunResult, RunStatus, Sandbox,
     SandboxError,
@@ -39,15 +37,15 @@ pub trait ToolsForRun: Send + Sync {
 
 /// One local sandbox.
 pub struct LocalSandbox {
-    key: SandboxKey,
-    spec_work_dir: String,
-    fs: StdMutex<Option<Arc<SandboxFs>>>,
-    config: Arc<LocalConfig>,
-    files_in: TransferLimits,
-    tools: Option<Arc<dyn ToolsForRun>>,
-    egress: airlock_egress::EgressSpec,
-    run_lock: Mutex<()>,
-    disposed: watch::Sender<bool>,
+    pub(crate) key: SandboxKey,
+    pub(crate) spec_work_dir: String,
+    pub(crate) fs: StdMutex<Option<Arc<SandboxFs>>>,
+    pub(crate) config: Arc<LocalConfig>,
+    pub(crate) files_in: TransferLimits,
+    pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
+    pub(crate) egress: airlock_egress::EgressSpec,
+    pub(crate) run_lock: Mutex<()>,
+    pub(crate) disposed: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for LocalSandbox {
@@ -69,7 +67,7 @@ pub(crate) struct Parts {
     pub(crate) egress: airlock_egress::EgressSpec,
 }
 
-fn backend(detail: impl Into<String>) -> SandboxError {
+pub(crate) fn backend(detail: impl Into<String>) -> SandboxError {
     SandboxError::Backend {
         detail: detail.into(),
     }
@@ -117,7 +115,7 @@ impl LocalSandbox {
     }
 
     /// The sandbox's filesystem, unless it was disposed.
-    fn fs(&self) -> Result<Arc<SandboxFs>, SandboxError> {
+    pub(crate) fn fs(&self) -> Result<Arc<SandboxFs>, SandboxError> {
         self.fs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -127,7 +125,7 @@ impl LocalSandbox {
 
     /// The path of `rel` relative to the work dir for a `working_directory` argument: the
     /// spec's work dir, the host path, or a directory beneath either.
-    fn prefix(&self, working_directory: &str) -> Result<Option<String>, SandboxError> {
+    pub(crate) fn prefix(&self, working_directory: &str) -> Result<Option<String>, SandboxError> {
         let wd = working_directory.trim_end_matches('/');
         for base in [self.spec_work_dir.as_str(), GUEST_WORK_DIR] {
             if wd == base {
@@ -150,7 +148,7 @@ impl LocalSandbox {
         })
     }
 
-    async fn blocking<T: Send + 'static>(
+    pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&DirFd) -> Result<T, SandboxError> + Send + 'static,
     ) -> Result<T, SandboxError> {
@@ -171,84 +169,6 @@ impl LocalSandbox {
             .take();
         drop(fs);
     }
-
-    async fn run(
-        &self,
-        workload: Workload,
-        timeout: Duration,
-        env: Vec<(String, String)>,
-        working_directory: Option<&str>,
-    ) -> Result<airlock_broker::RunResult, SandboxError> {
-        let deadline = Instant::now() + timeout;
-        let Ok(_held) = tokio::time::timeout(timeout, self.run_lock.lock()).await else {
-            return Err(SandboxError::QueuedTimeout);
-        };
-        if *self.disposed.borrow() {
-            return Err(backend("the sandbox was disposed"));
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(SandboxError::QueuedTimeout);
-        }
-        let fs = self.fs()?;
-        let cwd = match working_directory
-            .map(|wd| self.prefix(wd))
-            .transpose()?
-            .flatten()
-        {
-            None => None,
-            Some(rel) => {
-                let check = rel.clone();
-                // The directory must be a real directory beneath the work dir, reached with no
-                // link; no guest process runs between runs, so it stays that way until spawn.
-                self.blocking(move |root| {
-                    root.open_dir(&check)
-                        .map(drop)
-                        .map_err(|e| files::map_err("open", &check, &e))
-                })
-                .await?;
-                Some(rel)
-            }
-        };
-        let mut limits = self.config.limits.clone();
-        limits.timeout = remaining;
-        limits.egress = self.egress.clone();
-        let spec = RunSpec {
-            workload,
-            limits,
-            sandbox: Some(fs),
-            cwd,
-            env,
-            executor: self.config.executor.clone(),
-            output: None,
-        };
-        let mut rx = self.disposed.subscribe();
-        let cancel = Box::pin(async move {
-            let _ = rx.wait_for(|d| *d).await;
-        });
-        let handler: Box<dyn ToolHandler> = match &self.tools {
-            Some(t) => t.for_run(&self.key),
-            None => Box::new(airlock_broker::NoTools),
-        };
-        let result = run_cancellable(spec, handler.as_ref(), cancel).await;
-        for d in &result.egress {
-            self.config.observer.emit(
-                || {
-                    let allowed = d.decision == "allow";
-                    EgressDecided::new(self.key.clone(), d.host.clone(), d.port, allowed, d.reason)
-                },
-                |o, e| o.egress_decided(e),
-            );
-        }
-        match result.status {
-            airlock_broker::RunStatus::Refused => Err(backend(format!(
-                "the sandbox refused to start: {}",
-                result.error.as_ref().map_or("", |e| e.message.as_str())
-            ))),
-            airlock_broker::RunStatus::Cancelled => Err(backend("the run was cancelled")),
-            _ => Ok(result),
-        }
-    }
 }
 
 fn env_vec(env: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
@@ -263,7 +183,7 @@ impl Sandbox for LocalSandbox {
 
     async fn exec(&self, argv: &[String], opts: &ExecOptions) -> Result<ExecResult, SandboxError> {
         let r = self
-            .run(
+            .run_plain(
                 Workload::Command {
                     argv: argv.to_vec(),
                 },
@@ -284,7 +204,7 @@ impl Sandbox for LocalSandbox {
 
     async fn run_code(&self, code: &str, opts: &RunOptions) -> Result<RunResult, SandboxError> {
         let r = self
-            .run(
+            .run_plain(
                 Workload::Python {
                     code: code.to_owned(),
                     interpreter: self.config.python.clone(),
