@@ -235,6 +235,18 @@ impl DirFd {
         Ok(File::from(fd))
     }
 
+    /// Opens an existing `rel` beneath this one for writing, following no symlink, without
+    /// blocking on a FIFO and without acquiring a controlling terminal. The caller must
+    /// [`fstat`] it and refuse anything that is not a regular file.
+    pub fn open_write(&self, rel: &str) -> io::Result<File> {
+        let fd = openat2(
+            self.as_fd(),
+            rel,
+            libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        )?;
+        Ok(File::from(fd))
+    }
+
     /// An `O_PATH` handle on `rel` itself (a symlink leaf is returned as the link, not
     /// followed): what an lstat beneath this directory is made of.
     pub fn open_path(&self, rel: &str) -> io::Result<OwnedFd> {

@@ -14,6 +14,7 @@
 //! ([`rung`]).
 
 pub mod backend;
+pub mod chunks;
 pub mod config;
 pub mod egress;
 pub mod files;

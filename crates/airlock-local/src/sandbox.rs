@@ -141,7 +141,11 @@ impl LocalSandbox {
         })
     }
 
-    fn rel(&self, working_directory: &str, path: &GuestRelPath) -> Result<String, SandboxError> {
+    pub(crate) fn rel_path(
+        &self,
+        working_directory: &str,
+        path: &GuestRelPath,
+    ) -> Result<String, SandboxError> {
         Ok(match self.prefix(working_directory)? {
             Some(p) => format!("{p}/{path}"),
             None => path.as_str().to_owned(),
@@ -239,7 +243,7 @@ impl Sandbox for LocalSandbox {
         path: &GuestRelPath,
         data: &[u8],
     ) -> Result<(), SandboxError> {
-        let rel = self.rel(working_directory, path)?;
+        let rel = self.rel_path(working_directory, path)?;
         let size = data.len() as u64;
         let max = self.files_in.max_bytes_per_file;
         if size > max {
@@ -260,7 +264,7 @@ impl Sandbox for LocalSandbox {
         path: &GuestRelPath,
         max_bytes: u64,
     ) -> Result<Vec<u8>, SandboxError> {
-        let rel = self.rel(working_directory, path)?;
+        let rel = self.rel_path(working_directory, path)?;
         self.blocking(move |root| files::read_file(root, &rel, max_bytes))
             .await
     }
@@ -270,7 +274,7 @@ impl Sandbox for LocalSandbox {
         working_directory: &str,
         path: &GuestRelPath,
     ) -> Result<Option<FileStat>, SandboxError> {
-        let rel = self.rel(working_directory, path)?;
+        let rel = self.rel_path(working_directory, path)?;
         self.blocking(move |root| files::stat(root, &rel)).await
     }
 
@@ -294,7 +298,7 @@ impl Sandbox for LocalSandbox {
         working_directory: &str,
         path: &GuestRelPath,
     ) -> Result<(), SandboxError> {
-        let rel = self.rel(working_directory, path)?;
+        let rel = self.rel_path(working_directory, path)?;
         self.blocking(move |root| files::remove(root, &rel)).await
     }
 
@@ -304,7 +308,7 @@ impl Sandbox for LocalSandbox {
         directory: &GuestRelPath,
         timeout: Duration,
     ) -> Result<(), SandboxError> {
-        let rel = self.rel(working_directory, directory)?;
+        let rel = self.rel_path(working_directory, directory)?;
         tokio::time::timeout(
             timeout,
             self.blocking(move |root| files::reclaim(root, &rel)),

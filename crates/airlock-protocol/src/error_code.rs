@@ -57,6 +57,13 @@ pub enum ErrorCode {
     ToolDenied,
     /// -32015: the program itself failed (raised, or exited non-zero); the sandbox held.
     ProgramError,
+    /// -32016: no such sandbox, run or file (never created, disposed, idled out, or gone).
+    NotFound,
+    /// -32017: a file operation was refused (a link or special file in the way, a path not
+    /// confined to the work dir, over a transfer cap); nothing was changed.
+    FileRefused,
+    /// -32018: over a server ceiling (live sandboxes, concurrent runs); retry later.
+    OverCapacity,
 }
 
 impl ErrorCode {
@@ -82,6 +89,9 @@ impl ErrorCode {
         ErrorCode::UnknownTool,
         ErrorCode::ToolDenied,
         ErrorCode::ProgramError,
+        ErrorCode::NotFound,
+        ErrorCode::FileRefused,
+        ErrorCode::OverCapacity,
     ];
 
     /// The wire number.
@@ -107,6 +117,9 @@ impl ErrorCode {
             ErrorCode::UnknownTool => -32013,
             ErrorCode::ToolDenied => -32014,
             ErrorCode::ProgramError => -32015,
+            ErrorCode::NotFound => -32016,
+            ErrorCode::FileRefused => -32017,
+            ErrorCode::OverCapacity => -32018,
         }
     }
 
@@ -138,6 +151,9 @@ impl ErrorCode {
             ErrorCode::UnknownTool => "unknown_tool",
             ErrorCode::ToolDenied => "tool_denied",
             ErrorCode::ProgramError => "program_error",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::FileRefused => "file_refused",
+            ErrorCode::OverCapacity => "over_capacity",
         }
     }
 

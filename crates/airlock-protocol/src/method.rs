@@ -13,3 +13,31 @@ pub const CALL_TOOL: &str = "call_tool";
 
 /// Notification, executor -> broker: the executor is set up and waits for `execute`.
 pub const READY: &str = "ready";
+
+/// Request, orchestrator -> broker: make (or get, for an equal spec under the same key) a
+/// sandbox that persists across runs. `params: {"spec": {...}, "key"?: {...}}`.
+pub const SANDBOX_CREATE: &str = "sandbox.create";
+/// Request: re-attach to a live sandbox by id (after a dropped connection).
+pub const SANDBOX_CONNECT: &str = "sandbox.connect";
+/// Request: run Python in a sandbox. `params: {"sandbox_id", "code", "timeout_s"?, "env"?, "stream"?}`.
+pub const SANDBOX_RUN_CODE: &str = "sandbox.run_code";
+/// Request: run a command in a sandbox. `params: {"sandbox_id", "argv", ...}`.
+pub const SANDBOX_EXEC: &str = "sandbox.exec";
+/// Request: dispose of a sandbox (everything it wrote is freed).
+pub const SANDBOX_DISPOSE: &str = "sandbox.dispose";
+/// Request: dispose of every sandbox of a conversation.
+pub const SCOPE_DISPOSE: &str = "scope.dispose";
+/// Request: cancel a run in flight; it ends `cancelled` with its one terminal result.
+pub const RUN_CANCEL: &str = "run.cancel";
+/// Notification, broker -> orchestrator: output of a streaming run, in order.
+pub const OUTPUT: &str = "output";
+/// Requests: file operations beneath a sandbox's work dir.
+pub const FILES_WRITE: &str = "files.write";
+/// See [`FILES_WRITE`].
+pub const FILES_READ: &str = "files.read";
+/// See [`FILES_WRITE`].
+pub const FILES_LIST: &str = "files.list";
+/// See [`FILES_WRITE`].
+pub const FILES_STAT: &str = "files.stat";
+/// See [`FILES_WRITE`].
+pub const FILES_REMOVE: &str = "files.remove";

@@ -22,8 +22,10 @@ pub mod framed;
 pub mod params;
 pub mod remote_tools;
 pub mod reply;
+pub mod sandboxes;
 pub mod session;
 pub mod transport;
+pub mod wire_spec;
 pub mod ws;
 
 use std::path::PathBuf;

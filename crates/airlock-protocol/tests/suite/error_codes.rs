@@ -27,6 +27,9 @@ const CONTRACT: &[(ErrorCode, i64, &str)] = &[
     (ErrorCode::UnknownTool, -32013, "unknown_tool"),
     (ErrorCode::ToolDenied, -32014, "tool_denied"),
     (ErrorCode::ProgramError, -32015, "program_error"),
+    (ErrorCode::NotFound, -32016, "not_found"),
+    (ErrorCode::FileRefused, -32017, "file_refused"),
+    (ErrorCode::OverCapacity, -32018, "over_capacity"),
 ];
 
 #[test]
@@ -73,7 +76,7 @@ fn application_codes_sit_in_the_server_band() {
 
 #[test]
 fn unknown_numbers_and_names_are_none() {
-    for n in [0, -32000, -32016, -32099, -32604, -32701, 1, i64::MIN] {
+    for n in [0, -32000, -32019, -32099, -32604, -32701, 1, i64::MIN] {
         assert_eq!(ErrorCode::from_code(n), None, "{n}");
     }
     assert_eq!(ErrorCode::from_name("Timeout"), None);

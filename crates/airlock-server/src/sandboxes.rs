@@ -1,0 +1,325 @@
+//! The server's live sandboxes: made through the router (every policy check before anything
+//! spawns), held by id, reclaimed when idle, disposed on request, on scope purge and at
+//! shutdown.
+//!
+//! A sandbox outlives the connection that made it: any authenticated connection may address it
+//! by id (`sandbox.connect` re-attaches after a dropped connection) until it is disposed or
+//! idles out.
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use airlock_broker::Limits;
+use airlock_local::{LocalBackend, LocalSandbox};
+use airlock_policy::{Capability, DisposalFailure, SandboxKey, SandboxSpec};
+use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_router::{AcquireError, Router, ScopeRecord};
+use serde_json::{json, Value};
+
+use crate::cancel::CancelToken;
+use crate::wire_spec::CreateParams;
+
+/// How often idle sandboxes are looked for.
+const REAP_PERIOD: Duration = Duration::from_secs(1);
+
+/// One live sandbox as the server holds it.
+#[derive(Debug)]
+pub struct Held {
+    /// The wire id.
+    pub id: String,
+    /// The router's address for it.
+    pub key: SandboxKey,
+    /// The spec it was made for.
+    pub spec: SandboxSpec,
+    /// The limits of each of its runs.
+    pub limits: Limits,
+    /// The sandbox.
+    pub sandbox: Arc<LocalSandbox>,
+    idle: Duration,
+    last_used: Mutex<Instant>,
+    busy: Mutex<Option<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Held {
+    /// Refuses a method the spec did not ask for (checked on every call).
+    pub fn allows(&self, cap: Capability) -> Result<(), ErrorObject> {
+        if self.spec.requires().contains(&cap) {
+            return Ok(());
+        }
+        Err(ErrorObject::new(
+            ErrorCode::SandboxRefused,
+            format!(
+                "sandbox {} was created without the {cap} capability; create one whose spec \
+                 requires it",
+                self.id
+            ),
+        ))
+    }
+
+    /// Marks a call (postpones idle reclaim).
+    pub fn touch(&self) {
+        *lock(&self.last_used) = Instant::now();
+    }
+
+    /// Claims the sandbox for `run_id`; `busy` when a run is in flight.
+    pub fn claim(&self, run_id: &str) -> Result<(), ErrorObject> {
+        let mut b = lock(&self.busy);
+        if let Some(other) = b.as_ref() {
+            return Err(ErrorObject::new(
+                ErrorCode::Busy,
+                format!(
+                    "run {other} is in flight in sandbox {}; one run at a time",
+                    self.id
+                ),
+            ));
+        }
+        *b = Some(run_id.to_owned());
+        Ok(())
+    }
+
+    /// Releases the claim (the run ended).
+    pub fn release(&self) {
+        *lock(&self.busy) = None;
+        self.touch();
+    }
+
+    fn idle_for(&self, now: Instant) -> Option<Duration> {
+        if lock(&self.busy).is_some() {
+            return None;
+        }
+        let since = now.saturating_duration_since(*lock(&self.last_used));
+        (since >= self.idle).then_some(since)
+    }
+
+    /// What `sandbox.create`/`sandbox.connect` answer.
+    #[must_use]
+    pub fn describe(&self, isolation: &str) -> Value {
+        json!({
+            "sandbox_id": self.id,
+            "isolation": isolation,
+            "isolation_scope": self.spec.isolation_scope().as_str(),
+            "egress": self.spec.egress().as_str(),
+            "requires": self.spec.requires().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "work_dir": airlock_broker::GUEST_WORK_DIR,
+            "idle_timeout_s": self.idle.as_secs_f64(),
+        })
+    }
+}
+
+/// Every live sandbox of one server.
+#[derive(Debug)]
+pub struct Sandboxes {
+    router: Router,
+    backend: Arc<LocalBackend>,
+    live: Mutex<HashMap<String, Arc<Held>>>,
+    runs: Mutex<HashMap<String, CancelToken>>,
+    next: AtomicU64,
+    epoch: String,
+    max_live: usize,
+}
+
+/// Why `sandbox.create` did not hand one out.
+fn acquire_error(e: &AcquireError) -> ErrorObject {
+    let code = match e {
+        AcquireError::Key(_) => ErrorCode::InvalidParams,
+        _ => ErrorCode::SandboxRefused,
+    };
+    let kind = airlock_router::ErrorKind::kind(e);
+    ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": kind }))
+}
+
+fn disposal_value(f: Option<&DisposalFailure>) -> Value {
+    match f {
+        None => Value::Null,
+        Some(f) => json!({"code": f.code().as_str(), "message": f.to_string()}),
+    }
+}
+
+impl Sandboxes {
+    /// A registry over `router` (whose one backend is `backend`), holding at most `max_live`.
+    #[must_use]
+    pub fn new(router: Router, backend: Arc<LocalBackend>, epoch: String, max_live: usize) -> Self {
+        Sandboxes {
+            router,
+            backend,
+            live: Mutex::new(HashMap::new()),
+            runs: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            epoch,
+            max_live: max_live.max(1),
+        }
+    }
+
+    /// The isolation rung the backend holds.
+    #[must_use]
+    pub fn isolation(&self) -> &'static str {
+        airlock_router::Backend::isolation(self.backend.as_ref()).as_str()
+    }
+
+    /// Make (or, for an equal spec under the same key, get) a sandbox.
+    pub async fn create(&self, p: CreateParams, limits: Limits) -> Result<Arc<Held>, ErrorObject> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = format!("sb-{}-{n}", self.epoch);
+        let key = match p.key {
+            Some(k) => k,
+            None => SandboxKey::new("wire", id.as_str(), "wire")
+                .map_err(|e| ErrorObject::new(ErrorCode::InternalError, e.to_string()))?,
+        };
+        let sb = self
+            .router
+            .acquire(&key, &p.spec)
+            .await
+            .map_err(|e| acquire_error(&e))?;
+        let address = sb.key().clone();
+        let Some(local) = self.backend.sandbox(&address) else {
+            return Err(ErrorObject::new(
+                ErrorCode::InternalError,
+                "the backend lost the sandbox it just made",
+            ));
+        };
+        let held = Arc::new(Held {
+            id: id.clone(),
+            key: address.clone(),
+            spec: p.spec,
+            limits,
+            sandbox: local,
+            idle: p.idle,
+            last_used: Mutex::new(Instant::now()),
+            busy: Mutex::new(None),
+        });
+        match self.insert(held) {
+            Ok(h) => Ok(h),
+            Err(full) => {
+                let _ = self.router.dispose(&address).await;
+                Err(full)
+            }
+        }
+    }
+
+    /// Holds `held`, or returns the one already held for its key (the same key under an equal
+    /// spec: the router refuses a different one); over capacity when full.
+    fn insert(&self, held: Arc<Held>) -> Result<Arc<Held>, ErrorObject> {
+        let mut live = lock(&self.live);
+        if let Some(h) = live.values().find(|h| h.key == held.key) {
+            h.touch();
+            return Ok(Arc::clone(h));
+        }
+        if live.len() >= self.max_live {
+            return Err(ErrorObject::new(
+                ErrorCode::OverCapacity,
+                format!("the server holds its maximum of {} live sandboxes", self.max_live),
+            ));
+        }
+        live.insert(held.id.clone(), Arc::clone(&held));
+        Ok(held)
+    }
+
+    /// The live sandbox `id`.
+    pub fn get(&self, id: &str) -> Result<Arc<Held>, ErrorObject> {
+        lock(&self.live).get(id).cloned().ok_or_else(|| {
+            ErrorObject::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no live sandbox {:?} (never created, disposed or idled out)",
+                    id.chars().take(64).collect::<String>()
+                ),
+            )
+        })
+    }
+
+    /// Dispose of `id`: a running run is cancelled, everything the sandbox wrote is freed.
+    pub async fn dispose(&self, id: &str) -> Result<Value, ErrorObject> {
+        let held = lock(&self.live).remove(id);
+        let Some(h) = held else {
+            return Err(self
+                .get(id)
+                .err()
+                .unwrap_or_else(|| ErrorObject::new(ErrorCode::NotFound, "no such sandbox")));
+        };
+        let outcome = self.router.dispose(&h.key).await;
+        Ok(json!({ "sandbox_id": h.id, "disposal": disposal_value(outcome.err().as_ref()) }))
+    }
+
+    /// Dispose of every sandbox of the conversation `(scope, thread_id)`.
+    pub async fn dispose_scope(&self, scope: &str, thread_id: &str) -> Value {
+        lock(&self.live).retain(|_, h| !h.key.in_conversation(scope, thread_id));
+        let ScopeRecord {
+            disposed,
+            undisposed,
+        } = self.router.dispose_scope(scope, thread_id).await;
+        json!({ "disposed": disposed, "undisposed": disposal_value(undisposed.as_ref()) })
+    }
+
+    /// Registers a run's cancel token under its id.
+    pub fn run_started(&self, run_id: &str, cancel: CancelToken) {
+        lock(&self.runs).insert(run_id.to_owned(), cancel);
+    }
+
+    /// Forgets a run.
+    pub fn run_ended(&self, run_id: &str) {
+        lock(&self.runs).remove(run_id);
+    }
+
+    /// Cancel the run `run_id` (its terminal result follows on its own request).
+    pub fn cancel_run(&self, run_id: &str) -> Result<(), ErrorObject> {
+        match lock(&self.runs).get(run_id) {
+            Some(t) => {
+                t.cancel();
+                Ok(())
+            }
+            None => Err(ErrorObject::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no run {:?} in flight",
+                    run_id.chars().take(64).collect::<String>()
+                ),
+            )),
+        }
+    }
+
+    /// Live sandboxes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        lock(&self.live).len()
+    }
+
+    /// Whether none is live.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Dispose of every sandbox idle past its timeout, until `stop` is cancelled.
+    pub async fn reap_idle(self: Arc<Self>, stop: CancelToken) {
+        let mut tick = tokio::time::interval(REAP_PERIOD);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = Instant::now();
+            let idle: Vec<String> = lock(&self.live)
+                .values()
+                .filter(|h| h.idle_for(now).is_some())
+                .map(|h| h.id.clone())
+                .collect();
+            for id in idle {
+                tracing::info!(sandbox = %id, "idle timeout; disposing");
+                let _ = self.dispose(&id).await;
+            }
+        }
+    }
+
+    /// Dispose of everything (server shutdown).
+    pub async fn dispose_all(&self) {
+        let ids: Vec<String> = lock(&self.live).keys().cloned().collect();
+        for id in ids {
+            let _ = self.dispose(&id).await;
+        }
+    }
+}

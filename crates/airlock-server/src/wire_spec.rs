@@ -1,0 +1,205 @@
+//! `sandbox.create` params: the policy vocabulary (a [`SandboxSpec`]) plus what only the wire
+//! needs (run limits, idle timeout), and the orchestrator's key.
+//!
+//! Strict shape (unknown members refused) and bounded collections: everything here crosses a
+//! trust boundary.
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use airlock_policy::{
+    Capability, Egress, Isolation, IsolationScope, SandboxKey, SandboxSpec, TransferLimits,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::ceilings::RequestedLimits;
+
+/// Most hosts in an egress allowlist.
+const MAX_ALLOW: usize = 64;
+/// Longest key part.
+const MAX_KEY_PART: usize = 256;
+/// What a wire sandbox may do when its spec does not say: run code and commands and move
+/// files, but never call host tools (those must be asked for).
+#[must_use]
+pub fn default_requires() -> BTreeSet<Capability> {
+    BTreeSet::from([
+        Capability::RunCode,
+        Capability::Exec,
+        Capability::FilesIn,
+        Capability::FilesOut,
+        Capability::FilesList,
+        Capability::FilesDelete,
+    ])
+}
+
+/// Idle timeout when the spec names none.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
+/// Longest idle timeout a spec may ask for.
+pub const MAX_IDLE: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    requires: Option<BTreeSet<Capability>>,
+    #[serde(default)]
+    egress: Option<Egress>,
+    #[serde(default)]
+    egress_allow: Vec<String>,
+    #[serde(default)]
+    isolation_scope: Option<IsolationScope>,
+    #[serde(default)]
+    min_isolation: Option<Isolation>,
+    #[serde(default)]
+    limits: RequestedLimits,
+    files_in: Option<TransferLimits>,
+    files_out: Option<TransferLimits>,
+    idle_timeout_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKey {
+    scope: String,
+    thread_id: String,
+    call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCreate {
+    spec: RawSpec,
+    key: Option<RawKey>,
+}
+
+/// A parsed `sandbox.create`.
+#[derive(Debug, Clone)]
+pub struct CreateParams {
+    /// The policy spec the router decides on.
+    pub spec: SandboxSpec,
+    /// Limits every run of the sandbox asks for (resolved against the ceilings).
+    pub limits: RequestedLimits,
+    /// Disposed after this long without a call.
+    pub idle: Duration,
+    /// The orchestrator's key, when it gave one.
+    pub key: Option<SandboxKey>,
+}
+
+fn invalid(m: impl Into<String>) -> String {
+    m.into()
+}
+
+/// Parse `sandbox.create` params; the error is the `invalid_params` message.
+pub fn parse_create(params: Option<Value>) -> Result<CreateParams, String> {
+    let Some(v @ Value::Object(_)) = params else {
+        return Err(invalid(
+            "sandbox.create params must be an object with `spec`",
+        ));
+    };
+    let raw: RawCreate =
+        serde_json::from_value(v).map_err(|e| format!("sandbox.create params: {e}"))?;
+    let key = raw.key.map(parse_key).transpose()?;
+    let s = raw.spec;
+    if s.egress_allow.len() > MAX_ALLOW {
+        return Err(invalid(format!(
+            "spec.egress_allow lists more than {MAX_ALLOW} hosts"
+        )));
+    }
+    let idle = match s.idle_timeout_s {
+        None => DEFAULT_IDLE,
+        Some(x) if x.is_finite() && x > 0.0 && x <= MAX_IDLE.as_secs_f64() => {
+            Duration::from_secs_f64(x)
+        }
+        Some(x) => {
+            return Err(invalid(format!(
+                "spec.idle_timeout_s = {x}: must be in (0, {}]",
+                MAX_IDLE.as_secs()
+            )))
+        }
+    };
+    let mut b = SandboxSpec::builder("python")
+        .requires(s.requires.unwrap_or_else(default_requires))
+        .egress(s.egress.unwrap_or(Egress::Closed))
+        .egress_allow(s.egress_allow)
+        .isolation_scope(s.isolation_scope.unwrap_or(IsolationScope::Conversation));
+    if let Some(floor) = s.min_isolation {
+        b = b.min_isolation(floor);
+    }
+    if let Some(l) = s.files_in {
+        b = b.files_in(l);
+    }
+    if let Some(l) = s.files_out {
+        b = b.files_out(l);
+    }
+    let spec = b.build().map_err(|e| format!("spec: {e}"))?;
+    Ok(CreateParams {
+        spec,
+        limits: s.limits,
+        idle,
+        key,
+    })
+}
+
+fn parse_key(k: RawKey) -> Result<SandboxKey, String> {
+    let parts = [Some(&k.scope), Some(&k.thread_id), k.call_id.as_ref()];
+    if parts.into_iter().flatten().any(|p| p.len() > MAX_KEY_PART) {
+        return Err(invalid(format!(
+            "key parts are at most {MAX_KEY_PART} bytes"
+        )));
+    }
+    let key = SandboxKey::new(k.scope, k.thread_id, "wire").map_err(|e| format!("key: {e}"))?;
+    match k.call_id {
+        Some(c) => key.with_call_id(c).map_err(|e| format!("key.call_id: {e}")),
+        None => Ok(key),
+    }
+}
+
+/// The capability a method needs, checked on every call.
+#[must_use]
+pub fn needs(method: &str) -> Option<Capability> {
+    use airlock_protocol::method as m;
+    Some(match method {
+        m::SANDBOX_RUN_CODE => Capability::RunCode,
+        m::SANDBOX_EXEC => Capability::Exec,
+        m::FILES_WRITE => Capability::FilesIn,
+        m::FILES_READ => Capability::FilesOut,
+        m::FILES_LIST | m::FILES_STAT => Capability::FilesList,
+        m::FILES_REMOVE => Capability::FilesDelete,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_full_spec_parses_and_unknown_members_are_refused() {
+        let p = parse_create(Some(json!({
+            "spec": {"requires": ["run_code", "files_in"], "egress": "allowlist",
+                     "egress_allow": ["example.com:443"], "isolation_scope": "call",
+                     "limits": {"timeout_s": 5, "memory_mb": 256}, "idle_timeout_s": 60},
+            "key": {"scope": "tenant", "thread_id": "t1", "call_id": "c1"}
+        })))
+        .unwrap();
+        assert_eq!(p.spec.egress(), Egress::Allowlist);
+        assert!(p.spec.requires().contains(&Capability::FilesIn));
+        assert_eq!(p.idle, Duration::from_secs(60));
+        assert_eq!(p.key.unwrap().call_id(), Some("c1"));
+        let e = parse_create(Some(json!({"spec": {"requires": [], "surprise": 1}}))).unwrap_err();
+        assert!(e.contains("surprise"), "{e}");
+        let e = parse_create(Some(json!({"spec": {"requires": ["teleport"]}}))).unwrap_err();
+        assert!(e.contains("teleport"), "{e}");
+        let e = parse_create(Some(json!({"spec": {"idle_timeout_s": -1}}))).unwrap_err();
+        assert!(e.contains("idle_timeout_s"), "{e}");
+        assert!(parse_create(Some(json!([]))).is_err());
+    }
+
+    #[test]
+    fn every_sandbox_method_but_lifecycle_names_its_capability() {
+        assert_eq!(needs("files.read"), Some(Capability::FilesOut));
+        assert_eq!(needs("files.remove"), Some(Capability::FilesDelete));
+        assert_eq!(needs("sandbox.dispose"), None);
+    }
+}
