@@ -74,6 +74,24 @@ impl OutputTap {
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+
+    /// A reader of [`OutputTap::dropped`] that does not keep the channel open.
+    #[must_use]
+    pub fn dropped_counter(&self) -> DroppedBytes {
+        DroppedBytes(Arc::clone(&self.dropped))
+    }
+}
+
+/// The dropped-bytes count of an [`OutputTap`], readable after the tap is gone.
+#[derive(Debug, Clone)]
+pub struct DroppedBytes(Arc<AtomicU64>);
+
+impl DroppedBytes {
+    /// Bytes not delivered.
+    #[must_use]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// Bytes kept from one stream, plus how much was dropped.

@@ -8,6 +8,7 @@ mod doctor;
 mod policy_gate;
 mod run_cmd;
 mod serve_cmd;
+mod serve_sandboxes;
 
 fn main() -> std::process::ExitCode {
     if std::env::args_os()

@@ -59,6 +59,9 @@ pub struct ServeOpts {
     /// WebSocket connections served at once.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
+    /// Sandboxes (`sandbox.create`) held at once, server-wide; one more is `over_capacity`.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_sandboxes: usize,
     /// Default wall-clock limit of a run, seconds (lowered to the ceiling if above it).
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
@@ -166,6 +169,7 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
     }
     config.defaults = defaults;
     let gate = Gate::load(opts.policy.as_deref())?;
+    let policy = gate.policy().cloned();
     if let Some(policy) = gate.policy() {
         let l = &policy.limits;
         config.ceilings = Ceilings {
@@ -204,6 +208,13 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
     config.max_connections = opts.max_connections.max(1);
     config.tool_timeout = seconds("tool-timeout", opts.tool_timeout)?;
     config.shutdown_timeout = seconds("shutdown-timeout", opts.shutdown_timeout)?;
+    let epoch = format!("{:x}", std::process::id());
+    config.sandboxes = Some(crate::serve_sandboxes::build(
+        &config,
+        policy.as_ref(),
+        &epoch,
+        opts.max_sandboxes,
+    )?);
     if let Some(path) = &opts.audit {
         let sink = AuditSink::open(path)
             .with_context(|| format!("opening the audit file {}", path.display()))?;
@@ -259,6 +270,9 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
     let server = Server::new(config);
     runtime.block_on(async {
         tokio::spawn(on_signal(server.clone()));
+        if let Some(sbs) = server.sandboxes() {
+            tokio::spawn(sbs.reap_idle(server.shutdown_token()));
+        }
         match auth {
             Some((addr, auth)) => {
                 let listener = tokio::net::TcpListener::bind(addr)
@@ -272,6 +286,9 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
                 server.serve_websocket(listener, auth).await;
             }
             None => server.serve_stdio().await,
+        }
+        if let Some(sbs) = server.sandboxes() {
+            sbs.dispose_all().await;
         }
         anyhow::Ok(())
     })?;

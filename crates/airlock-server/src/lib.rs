@@ -18,10 +18,13 @@ pub mod audit;
 pub mod auth;
 pub mod cancel;
 pub mod ceilings;
+pub(crate) mod dispatch;
+pub(crate) mod files_api;
 pub mod framed;
 pub mod params;
 pub mod remote_tools;
 pub mod reply;
+pub(crate) mod sandbox_run;
 pub mod sandboxes;
 pub mod session;
 pub mod transport;
@@ -67,6 +70,9 @@ pub struct ServerConfig {
     pub admission: Option<Admission>,
     /// Pre-started executors (each still used once); runs that do not fit it run cold.
     pub pool: Option<Arc<airlock_broker::Pool>>,
+    /// Sandboxes that persist across runs (`sandbox.*`, `files.*`); those methods are not
+    /// served when None.
+    pub sandboxes: Option<Arc<sandboxes::Sandboxes>>,
 }
 
 /// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
@@ -100,6 +106,7 @@ impl ServerConfig {
             audit: None,
             admission: None,
             pool: None,
+            sandboxes: None,
         }
     }
 }
@@ -114,6 +121,24 @@ pub(crate) struct Shared {
     pub(crate) next_run: AtomicU64,
     /// Distinguishes ids of this server process from a previous one's (start time, base 36).
     pub(crate) epoch: String,
+}
+
+impl Shared {
+    /// A cancel token for `run_id`, registered so `run.cancel` reaches it.
+    pub(crate) fn cancel_token_for(&self, run_id: &str) -> CancelToken {
+        let t = CancelToken::new();
+        if let Some(s) = &self.config.sandboxes {
+            s.run_started(run_id, t.clone());
+        }
+        t
+    }
+
+    /// Forgets `run_id`'s cancel token.
+    pub(crate) fn run_ended(&self, run_id: &str) {
+        if let Some(s) = &self.config.sandboxes {
+            s.run_ended(run_id);
+        }
+    }
 }
 
 /// A broker server. Cheap to clone; clones share state.
@@ -161,6 +186,12 @@ impl Server {
     /// each with its terminal response.
     pub fn shutdown(&self) {
         self.shared.shutdown.cancel();
+    }
+
+    /// The live-sandbox registry, when the server holds sandboxes.
+    #[must_use]
+    pub fn sandboxes(&self) -> Option<Arc<sandboxes::Sandboxes>> {
+        self.shared.config.sandboxes.clone()
     }
 
     /// The token a shutdown cancels.

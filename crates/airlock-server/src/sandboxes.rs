@@ -212,7 +212,10 @@ impl Sandboxes {
         if live.len() >= self.max_live {
             return Err(ErrorObject::new(
                 ErrorCode::OverCapacity,
-                format!("the server holds its maximum of {} live sandboxes", self.max_live),
+                format!(
+                    "the server holds its maximum of {} live sandboxes",
+                    self.max_live
+                ),
             ));
         }
         live.insert(held.id.clone(), Arc::clone(&held));

@@ -12,14 +12,16 @@ use std::time::Instant;
 
 use airlock_protocol::{ErrorCode, ErrorObject, Id, Message, Request, Response};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use crate::audit::{AuditRecord, RunFacts};
 use crate::cancel::CancelToken;
+use crate::dispatch;
 use crate::params::{self, ParamsError, Program};
 use crate::remote_tools::{Pending, RemoteTools};
 use crate::reply;
+use crate::sandbox_run::Conn;
 use crate::transport::{CloseKind, Inbound, Outbound};
 use crate::Shared;
 use airlock_broker::result::RunResult;
@@ -54,6 +56,8 @@ struct Session {
     pending: Pending,
     conn_gone: CancelToken,
     current: Option<Current>,
+    /// The session methods in flight (each sends its own response).
+    tasks: JoinSet<()>,
 }
 
 /// Serve one connection until the peer is gone (or the server shuts down) and no run is left.
@@ -74,11 +78,12 @@ pub(crate) async fn serve(
             pending: Pending::default(),
             conn_gone: CancelToken::new(),
             current: None,
+            tasks: JoinSet::new(),
         };
         let mut close: Option<CloseKind> = None;
         let mut reading = true;
         loop {
-            if close.is_some() && s.current.is_none() {
+            if close.is_some() && s.current.is_none() && s.tasks.is_empty() {
                 break;
             }
             let shutdown = s.shared.shutdown.clone();
@@ -90,6 +95,11 @@ pub(crate) async fn serve(
                     }
                 }, if s.current.is_some() => {
                     s.finish(joined).await;
+                }
+                Some(done) = s.tasks.join_next(), if !s.tasks.is_empty() => {
+                    if let Err(e) = done {
+                        tracing::error!(error = %e, "a session method task failed");
+                    }
                 }
                 ev = inbound.recv(), if reading => match ev {
                     None => {
@@ -169,6 +179,16 @@ impl Session {
             Message::Request(req) if req.method == airlock_protocol::method::EXECUTE => {
                 self.execute(req).await
             }
+            Message::Request(req) if dispatch::is_session_method(&req.method) => {
+                let conn = Conn {
+                    shared: self.shared.clone(),
+                    info: self.info.clone(),
+                    outbound: self.outbound.clone(),
+                    pending: self.pending.clone(),
+                    conn_gone: self.conn_gone.clone(),
+                };
+                dispatch::dispatch(&conn, req, &mut self.tasks);
+            }
             Message::Request(req) => {
                 let shown: String = req
                     .method
@@ -176,7 +196,7 @@ impl Session {
                     .filter(|c| !c.is_control())
                     .take(64)
                     .collect();
-                let msg = format!("the broker serves no method {shown:?} (only execute)");
+                let msg = format!("the broker serves no method {shown:?}");
                 self.send(reply::error(Some(req.id), ErrorCode::MethodNotFound, msg))
                     .await;
             }

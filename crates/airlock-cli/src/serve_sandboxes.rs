@@ -1,0 +1,40 @@
+//! The sandboxes `airlock serve` holds for its session methods: the local backend behind the
+//! router, under the host's policy (its floor, denied capabilities and identities, transfer
+//! ceilings). Without a policy the floor is the backend's own rung: the server serves what
+//! this machine's sandbox holds, and refuses anything that asks for more.
+use std::sync::Arc;
+
+use airlock_local::{LocalBackend, LocalConfig};
+use airlock_policy::Policy;
+use airlock_router::{Backend, Router};
+use airlock_server::sandboxes::Sandboxes;
+use airlock_server::ServerConfig;
+use anyhow::Context;
+
+/// The registry for `config` (the server's run defaults, interpreter and executor).
+pub fn build(
+    config: &ServerConfig,
+    policy: Option<&Policy>,
+    epoch: &str,
+    max_live: usize,
+) -> anyhow::Result<Arc<Sandboxes>> {
+    let mut local = LocalConfig::new(config.executor.clone());
+    local.limits = config.defaults.clone();
+    local.python = config.interpreter.clone();
+    let backend = Arc::new(LocalBackend::new(local).context("setting up the local backend")?);
+    let mut router = Router::builder(vec![Arc::clone(&backend) as Arc<dyn Backend>]);
+    router = match policy {
+        Some(p) => router.policy(p),
+        None => router.min_isolation(backend.isolation()),
+    };
+    let router = router.build().context("building the router")?;
+    for w in router.warnings() {
+        tracing::warn!(warning = %w, "router");
+    }
+    Ok(Arc::new(Sandboxes::new(
+        router,
+        backend,
+        epoch.to_owned(),
+        max_live,
+    )))
+}

@@ -1,0 +1,207 @@
+//! The session methods (`sandbox.*`, `files.*`, `scope.dispose`, `run.cancel`): each request
+//! becomes its own task that sends exactly one response, so a long file transfer or run never
+//! holds up the connection's other requests.
+//!
+//! Every method that names a sandbox is checked on every call: the sandbox must be live, and
+//! the method's capability must be in the spec it was created with.
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use airlock_protocol::method as m;
+use airlock_protocol::{ErrorCode, ErrorObject, Id, Message, Request};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use crate::files_api;
+use crate::sandbox_run::{self, Conn};
+use crate::sandboxes::{Held, Sandboxes};
+use crate::transport::Outbound;
+use crate::wire_spec;
+
+/// Whether `method` is one of the session methods.
+#[must_use]
+pub fn is_session_method(method: &str) -> bool {
+    [
+        m::SANDBOX_CREATE,
+        m::SANDBOX_CONNECT,
+        m::SANDBOX_RUN_CODE,
+        m::SANDBOX_EXEC,
+        m::SANDBOX_DISPOSE,
+        m::SCOPE_DISPOSE,
+        m::RUN_CANCEL,
+        m::FILES_WRITE,
+        m::FILES_READ,
+        m::FILES_LIST,
+        m::FILES_STAT,
+        m::FILES_REMOVE,
+    ]
+    .contains(&method)
+}
+
+fn invalid(msg: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(ErrorCode::InvalidParams, msg)
+}
+
+async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
+    let msg = match outcome {
+        Ok(v) => Message::success(id, v),
+        Err(e) => Message::error(id, e),
+    };
+    let _ = conn.outbound.send(Outbound::Message(msg)).await;
+}
+
+/// The `sandbox_id` member every sandbox method carries.
+fn sandbox_id(params: &Value) -> Result<String, ErrorObject> {
+    params
+        .get("sandbox_id")
+        .and_then(Value::as_str)
+        .map(|s| s.chars().take(128).collect())
+        .ok_or_else(|| invalid("params must be an object with a string `sandbox_id`"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopeParams {
+    scope: String,
+    thread_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelParams {
+    run_id: String,
+}
+
+/// Serve one session request; its response is sent by a task spawned into `tasks`.
+pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
+    let conn = conn.clone();
+    let Request { id, method, params } = req;
+    let params = params.unwrap_or(Value::Null);
+    let Some(sbs) = conn.shared.config.sandboxes.clone() else {
+        let e = ErrorObject::new(
+            ErrorCode::MethodNotFound,
+            format!("{method} is not served: this server holds no sandboxes"),
+        );
+        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        return;
+    };
+    if conn.shared.shutdown.is_cancelled() && method != m::RUN_CANCEL {
+        let e = ErrorObject::new(ErrorCode::Shutdown, "the broker is shutting down");
+        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        return;
+    }
+    match method.as_str() {
+        m::SANDBOX_CREATE => {
+            tasks.spawn(async move {
+                let r = create(&conn, &sbs, params).await;
+                respond(&conn, id, r).await;
+            });
+        }
+        m::SCOPE_DISPOSE => {
+            tasks.spawn(async move {
+                let r = match serde_json::from_value::<ScopeParams>(params) {
+                    Ok(p) => Ok(sbs.dispose_scope(&p.scope, &p.thread_id).await),
+                    Err(e) => Err(invalid(format!("scope.dispose params: {e}"))),
+                };
+                respond(&conn, id, r).await;
+            });
+        }
+        m::RUN_CANCEL => {
+            let r = serde_json::from_value::<CancelParams>(params)
+                .map_err(|e| invalid(format!("run.cancel params: {e}")))
+                .and_then(|p| {
+                    sbs.cancel_run(&p.run_id)
+                        .map(|()| json!({"run_id": p.run_id}))
+                });
+            tasks.spawn(async move { respond(&conn, id, r).await });
+        }
+        _ => on_sandbox(conn, &sbs, id, method, params, tasks),
+    }
+}
+
+async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
+    let p = wire_spec::parse_create(Some(params)).map_err(invalid)?;
+    let config = &conn.shared.config;
+    let limits = config
+        .ceilings
+        .resolve(&config.defaults, &p.limits)
+        .map_err(|r| invalid(r.to_string()))?;
+    let held = sbs.create(p, limits).await?;
+    Ok(held.describe(sbs.isolation()))
+}
+
+/// A method on one live sandbox: looked up, touched and capability-checked before it runs.
+fn on_sandbox(
+    conn: Conn,
+    sbs: &Arc<Sandboxes>,
+    id: Id,
+    method: String,
+    params: Value,
+    tasks: &mut JoinSet<()>,
+) {
+    let held = sandbox_id(&params).and_then(|sid| sbs.get(&sid));
+    let held = match held {
+        Ok(h) => h,
+        Err(e) => {
+            tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+            return;
+        }
+    };
+    held.touch();
+    if let Some(e) = wire_spec::needs(&method).and_then(|cap| held.allows(cap).err()) {
+        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        return;
+    }
+    let sbs = Arc::clone(sbs);
+    match method.as_str() {
+        m::SANDBOX_RUN_CODE | m::SANDBOX_EXEC => start_run(conn, &held, id, &method, params, tasks),
+        _ => {
+            tasks.spawn(async move {
+                let r = match method.as_str() {
+                    m::SANDBOX_CONNECT => Ok(held.describe(sbs.isolation())),
+                    m::SANDBOX_DISPOSE => sbs.dispose(&held.id).await,
+                    m::FILES_WRITE => files_api::write(&held, params).await,
+                    m::FILES_READ => files_api::read(&held, params).await,
+                    m::FILES_LIST => files_api::list(&held, params).await,
+                    m::FILES_STAT => files_api::stat(&held, params).await,
+                    m::FILES_REMOVE => files_api::remove(&held, params).await,
+                    _ => Err(ErrorObject::new(
+                        ErrorCode::MethodNotFound,
+                        "unknown method",
+                    )),
+                };
+                respond(&conn, id, r).await;
+            });
+        }
+    }
+}
+
+fn start_run(
+    conn: Conn,
+    held: &Arc<Held>,
+    id: Id,
+    method: &str,
+    params: Value,
+    tasks: &mut JoinSet<()>,
+) {
+    let call = match sandbox_run::parse(method, params) {
+        Ok(c) => c,
+        Err(e) => {
+            tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+            return;
+        }
+    };
+    let seq = conn.shared.next_run.fetch_add(1, Ordering::Relaxed);
+    let run_id = format!("run-{}-{seq}", conn.shared.epoch);
+    if let Err(e) = held.claim(&run_id) {
+        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        return;
+    }
+    let held = Arc::clone(held);
+    let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);
+    tasks.spawn(tracing::Instrument::instrument(
+        sandbox_run::run(conn, held, id, run_id, call),
+        span,
+    ));
+}

@@ -1,0 +1,174 @@
+//! `files.write`, `files.read`, `files.list`, `files.stat`, `files.remove`: paths relative to a
+//! sandbox's `/work`, resolved with no-follow primitives beneath the sandbox's work dir handle.
+//!
+//! Bytes travel as base64. A file larger than one message moves in chunks: `files.read` takes
+//! `offset`/`length` (at most [`MAX_CHUNK`] per call), `files.write` with `offset` > 0 appends
+//! exactly at the file's current end. Each file is bounded by the spec's transfer limits
+//! (`files_in` for writes, `files_out` for reads).
+use airlock_policy::GuestRelPath;
+use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_router::{Sandbox, SandboxError};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::sandboxes::Held;
+
+/// Most bytes one `files.read` or `files.write` carries (base64 makes it 4/3 of this, well
+/// under the 1 MiB message cap).
+pub const MAX_CHUNK: u64 = 512 * 1024;
+
+const WORK: &str = airlock_broker::GUEST_WORK_DIR;
+
+fn invalid(m: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(ErrorCode::InvalidParams, m)
+}
+
+/// A sandbox error as the wire sees it.
+#[must_use]
+pub fn file_error(e: &SandboxError) -> ErrorObject {
+    let code = match e {
+        SandboxError::Path(_) => ErrorCode::InvalidParams,
+        _ => ErrorCode::FileRefused,
+    };
+    ErrorObject::new(code, e.to_string())
+}
+
+fn path(raw: &str) -> Result<GuestRelPath, ErrorObject> {
+    GuestRelPath::parse(raw).map_err(|e| invalid(format!("path {raw:?}: {e}")))
+}
+
+fn params<T: for<'de> Deserialize<'de>>(method: &str, v: Value) -> Result<T, ErrorObject> {
+    serde_json::from_value(v).map_err(|e| invalid(format!("{method} params: {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteParams {
+    #[allow(dead_code, reason = "routed on before the method runs")]
+    sandbox_id: String,
+    path: String,
+    data: String,
+    #[serde(default)]
+    offset: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadParams {
+    #[allow(dead_code, reason = "routed on before the method runs")]
+    sandbox_id: String,
+    path: String,
+    #[serde(default)]
+    offset: u64,
+    length: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PathParams {
+    #[allow(dead_code, reason = "routed on before the method runs")]
+    sandbox_id: String,
+    path: Option<String>,
+}
+
+/// `files.write`: replace the file (offset 0) or append a chunk at its end.
+pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+    let p: WriteParams = params("files.write", v)?;
+    let rel = path(&p.path)?;
+    if p.data.len() as u64 > MAX_CHUNK.div_ceil(3) * 4 + 4 {
+        return Err(invalid(format!(
+            "one files.write carries at most {MAX_CHUNK} bytes; send larger files in chunks"
+        )));
+    }
+    let data = B64
+        .decode(p.data.as_bytes())
+        .map_err(|e| invalid(format!("data is not base64: {e}")))?;
+    let max = h.spec.files_in().max_bytes_per_file;
+    let size = if p.offset == 0 {
+        let len = data.len() as u64;
+        h.sandbox
+            .write_file(WORK, &rel, &data)
+            .await
+            .map_err(|e| file_error(&e))?;
+        len
+    } else {
+        h.sandbox
+            .append_chunk(WORK, &rel, p.offset, data, max)
+            .await
+            .map_err(|e| file_error(&e))?
+    };
+    Ok(json!({ "path": rel.as_str(), "size": size }))
+}
+
+/// `files.read`: up to `length` bytes from `offset`.
+pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+    let p: ReadParams = params("files.read", v)?;
+    let rel = path(&p.path)?;
+    let len = p.length.unwrap_or(MAX_CHUNK);
+    if len > MAX_CHUNK {
+        return Err(invalid(format!(
+            "length {len} is over the {MAX_CHUNK} byte chunk; read larger files in chunks"
+        )));
+    }
+    let max = h.spec.files_out().max_bytes_per_file;
+    let c = h
+        .sandbox
+        .read_chunk(WORK, &rel, p.offset, len, max)
+        .await
+        .map_err(|e| file_error(&e))?;
+    let end = p.offset.saturating_add(c.data.len() as u64);
+    Ok(json!({
+        "path": rel.as_str(),
+        "offset": p.offset,
+        "data": B64.encode(&c.data),
+        "size": c.size,
+        "eof": end >= c.size,
+    }))
+}
+
+/// `files.stat`: lstat-like; a size only for what `files.read` would serve.
+pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+    let p: PathParams = params("files.stat", v)?;
+    let rel = path(p.path.as_deref().unwrap_or_default())?;
+    let st = h
+        .sandbox
+        .stat(WORK, &rel)
+        .await
+        .map_err(|e| file_error(&e))?;
+    Ok(match st {
+        None => json!({ "path": rel.as_str(), "exists": false }),
+        Some(s) => {
+            json!({ "path": rel.as_str(), "exists": true, "size": s.size, "is_dir": s.is_dir })
+        }
+    })
+}
+
+/// `files.list`: the sorted entries of a directory (the work dir when `path` is absent).
+pub async fn list(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+    let p: PathParams = params("files.list", v)?;
+    let dir = p.path.as_deref().map(path).transpose()?;
+    let entries = h
+        .sandbox
+        .list(WORK, dir.as_ref())
+        .await
+        .map_err(|e| file_error(&e))?;
+    let entries: Vec<Value> = entries
+        .iter()
+        .map(|e| json!({ "name": e.name, "size": e.stat.size, "is_dir": e.stat.is_dir }))
+        .collect();
+    Ok(json!({ "entries": entries }))
+}
+
+/// `files.remove`: unlink a file or link (never followed) or an empty directory; missing is
+/// success.
+pub async fn remove(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+    let p: PathParams = params("files.remove", v)?;
+    let rel = path(p.path.as_deref().unwrap_or_default())?;
+    h.sandbox
+        .remove(WORK, &rel)
+        .await
+        .map_err(|e| file_error(&e))?;
+    Ok(json!({ "path": rel.as_str() }))
+}

@@ -1,0 +1,245 @@
+//! `sandbox.run_code` and `sandbox.exec`: one run in a live sandbox, a fresh executor over its
+//! persistent filesystem, with optional streaming and cancellation (`run.cancel`).
+//!
+//! One run at a time per sandbox (`busy`); runs in different sandboxes proceed concurrently
+//! (bounded by the server's run slots). Streaming is a tap on the captured output: chunks within
+//! the output cap are sent as `output` notifications, in order, before the run's terminal
+//! response; a client that does not read them loses chunks (counted in `output_dropped_bytes`),
+//! never stalls the broker.
+use std::sync::Arc;
+use std::time::Instant;
+
+use airlock_broker::output::{OutputChunk, OutputTap};
+use airlock_broker::run::Cancel;
+use airlock_broker::{NoTools, ToolHandler, Workload};
+use airlock_local::RunRequest;
+use airlock_policy::Capability;
+use airlock_protocol::{ErrorCode, ErrorObject, Id, Message};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::audit::{AuditRecord, RunFacts};
+use crate::cancel::CancelToken;
+use crate::params::{self, ParamsError, Program};
+use crate::remote_tools::{Pending, RemoteTools};
+use crate::reply;
+use crate::sandboxes::Held;
+use crate::session::ConnInfo;
+use crate::transport::Outbound;
+use crate::Shared;
+
+/// Output chunks held for a slow listener before they are dropped.
+const TAP_CHUNKS: usize = 64;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    #[allow(dead_code, reason = "routed on before the method runs")]
+    sandbox_id: String,
+    code: Option<String>,
+    argv: Option<Vec<String>>,
+    timeout_s: Option<f64>,
+    #[serde(default)]
+    env: serde_json::Map<String, Value>,
+    #[serde(default)]
+    stream: bool,
+    cwd: Option<String>,
+    tools: Option<Vec<String>>,
+}
+
+/// Everything a method needs from its connection.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    /// Server state.
+    pub(crate) shared: Arc<Shared>,
+    /// Who asked.
+    pub info: Arc<ConnInfo>,
+    /// Where responses and notifications go.
+    pub outbound: mpsc::Sender<Outbound>,
+    /// Tool calls awaiting the orchestrator's answer.
+    pub pending: Pending,
+    /// Cancelled when the connection is gone.
+    pub conn_gone: CancelToken,
+}
+
+/// A parsed run request.
+pub(crate) struct RunCall {
+    program: Program,
+    timeout_s: Option<f64>,
+    env: Vec<(String, String)>,
+    stream: bool,
+    cwd: Option<String>,
+    tools: Option<std::collections::BTreeSet<String>>,
+}
+
+/// Parse `sandbox.run_code` / `sandbox.exec` params (the program and env by `execute`'s rules).
+pub fn parse(method: &str, v: Value) -> Result<RunCall, ErrorObject> {
+    let raw: RawRun = serde_json::from_value(v)
+        .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams, format!("{method} params: {e}")))?;
+    let is_exec = method == airlock_protocol::method::SANDBOX_EXEC;
+    if is_exec != raw.argv.is_some() || raw.code.is_some() == raw.argv.is_some() {
+        let want = if is_exec { "`argv`" } else { "`code`" };
+        return Err(ErrorObject::new(
+            ErrorCode::InvalidParams,
+            format!("{method} takes {want}"),
+        ));
+    }
+    let execute = json!({ "code": raw.code, "argv": raw.argv, "env": raw.env, "tools": raw.tools });
+    let execute = match execute {
+        Value::Object(mut m) => {
+            m.retain(|_, v| !v.is_null());
+            Value::Object(m)
+        }
+        other => other,
+    };
+    let p = params::parse(Some(execute)).map_err(|e| match e {
+        ParamsError::Invalid(m) => ErrorObject::new(ErrorCode::InvalidParams, m),
+        ParamsError::TooLarge(m) => ErrorObject::new(ErrorCode::ProgramTooLarge, m),
+    })?;
+    Ok(RunCall {
+        program: p.program,
+        timeout_s: raw.timeout_s,
+        env: p.env,
+        stream: raw.stream,
+        cwd: raw.cwd,
+        tools: p.tools,
+    })
+}
+
+/// Sends output chunks as `output` notifications; a UTF-8 sequence cut between chunks is
+/// carried to the next chunk of its stream.
+async fn forward(run_id: String, mut rx: mpsc::Receiver<OutputChunk>, out: mpsc::Sender<Outbound>) {
+    let mut carry: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    while let Some(c) = rx.recv().await {
+        let slot = usize::from(c.stream == airlock_broker::output::Stream::Stderr);
+        let mut bytes = std::mem::take(&mut carry[slot]);
+        bytes.extend_from_slice(&c.data);
+        let valid = match std::str::from_utf8(&bytes) {
+            Ok(_) => bytes.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => bytes.len(),
+        };
+        carry[slot] = bytes.split_off(valid);
+        if bytes.is_empty() {
+            continue;
+        }
+        let params = json!({
+            "run_id": run_id,
+            "stream": c.stream.as_str(),
+            "data": String::from_utf8_lossy(&bytes),
+        });
+        let msg = Message::notification(airlock_protocol::method::OUTPUT, Some(params));
+        if out.send(Outbound::Message(msg)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Run `call` in `held` and send its one terminal response for `request_id`.
+pub async fn run(conn: Conn, held: Arc<Held>, request_id: Id, run_id: String, call: RunCall) {
+    let msg = match run_inner(&conn, &held, &request_id, &run_id, call).await {
+        Ok(m) => m,
+        Err(e) => Message::error(request_id, e),
+    };
+    held.release();
+    conn.shared.run_ended(&run_id);
+    let _ = conn.outbound.send(Outbound::Message(msg)).await;
+}
+
+async fn run_inner(
+    conn: &Conn,
+    held: &Arc<Held>,
+    request_id: &Id,
+    run_id: &str,
+    call: RunCall,
+) -> Result<Message, ErrorObject> {
+    let config = &conn.shared.config;
+    let requested = crate::ceilings::RequestedLimits {
+        timeout_s: call.timeout_s,
+        ..Default::default()
+    };
+    let limits = config
+        .ceilings
+        .resolve(&held.limits, &requested)
+        .map_err(|r| ErrorObject::new(ErrorCode::InvalidParams, r.to_string()))?;
+    let (workload, kind) = match call.program {
+        Program::Code(code) => (
+            Workload::Python {
+                code,
+                interpreter: config.interpreter.clone(),
+            },
+            "python",
+        ),
+        Program::Argv(argv) => (Workload::Command { argv }, "command"),
+    };
+    let queued = Instant::now();
+    let shutdown = conn.shared.shutdown.clone();
+    let Ok(_permit) = conn.shared.runs.clone().acquire_owned().await else {
+        return Err(ErrorObject::new(ErrorCode::Shutdown, "no run slots"));
+    };
+    let queued_ms = queued.elapsed().as_secs_f64() * 1000.0;
+    let token = conn.shared.cancel_token_for(run_id);
+    let conn_gone = conn.conn_gone.clone();
+    let cancel: Cancel = Box::pin(async move {
+        tokio::select! {
+            () = token.cancelled() => {}
+            () = shutdown.cancelled() => {}
+            () = conn_gone.cancelled() => {}
+        }
+    });
+    let remote = RemoteTools::new(
+        run_id.to_owned(),
+        conn.outbound.clone(),
+        conn.pending.clone(),
+        config.tool_timeout,
+        call.tools,
+    );
+    // A spec that did not ask for host tools gets none: every call is `unknown_tool`.
+    let tools: &dyn ToolHandler = if held.spec.requires().contains(&Capability::HostTools) {
+        &remote
+    } else {
+        &NoTools
+    };
+    let (tap, forwarder) = if call.stream {
+        let (tap, rx) = OutputTap::new(TAP_CHUNKS);
+        let f = tokio::spawn(forward(run_id.to_owned(), rx, conn.outbound.clone()));
+        (Some(tap), Some(f))
+    } else {
+        (None, None)
+    };
+    let dropped = tap.as_ref().map(OutputTap::dropped_counter);
+    let mut req = RunRequest::new(workload, limits.timeout, call.env);
+    req.limits = Some(limits.clone());
+    req.working_directory = call.cwd.as_deref();
+    req.tools = Some(tools);
+    req.cancel = Some(cancel);
+    req.output = tap;
+    let result = held.sandbox.run_request(req).await;
+    if let Some(f) = forwarder {
+        let _ = f.await;
+    }
+    let result = result.map_err(|e| crate::files_api::file_error(&e))?;
+    if let Some(sink) = &config.audit {
+        let facts = RunFacts {
+            run_id,
+            connection: &conn.info.id,
+            peer: &conn.info.peer,
+            transport: conn.info.transport,
+            workload: kind,
+            limits: &limits,
+            queued_ms,
+        };
+        sink.write(&AuditRecord::new(&facts, remote.take_calls(), &result));
+    }
+    let mut msg = reply::run_result(request_id.clone(), run_id, result);
+    if let Message::Response(r) = &mut msg {
+        if let Ok(Value::Object(m)) = r.outcome.as_mut() {
+            m.insert("sandbox_id".into(), json!(held.id));
+            if let Some(d) = &dropped {
+                m.insert("output_dropped_bytes".into(), json!(d.get()));
+            }
+        }
+    }
+    Ok(msg)
+}
