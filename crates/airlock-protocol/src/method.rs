@@ -41,3 +41,5 @@ pub const FILES_LIST: &str = "files.list";
 pub const FILES_STAT: &str = "files.stat";
 /// See [`FILES_WRITE`].
 pub const FILES_REMOVE: &str = "files.remove";
+/// Request: collect a sandbox's declared outputs with their bytes.
+pub const OUTPUTS_COLLECT: &str = "outputs.collect";

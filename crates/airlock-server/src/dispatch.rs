@@ -35,6 +35,7 @@ pub fn is_session_method(method: &str) -> bool {
         m::FILES_LIST,
         m::FILES_STAT,
         m::FILES_REMOVE,
+        m::OUTPUTS_COLLECT,
     ]
     .contains(&method)
 }
@@ -166,6 +167,7 @@ fn on_sandbox(
                     m::FILES_LIST => files_api::list(&held, params).await,
                     m::FILES_STAT => files_api::stat(&held, params).await,
                     m::FILES_REMOVE => files_api::remove(&held, params).await,
+                    m::OUTPUTS_COLLECT => crate::outputs_api::collect(&held, params).await,
                     _ => Err(ErrorObject::new(
                         ErrorCode::MethodNotFound,
                         "unknown method",

@@ -21,6 +21,7 @@ pub mod ceilings;
 pub(crate) mod dispatch;
 pub(crate) mod files_api;
 pub mod framed;
+pub(crate) mod outputs_api;
 pub mod params;
 pub mod remote_tools;
 pub mod reply;

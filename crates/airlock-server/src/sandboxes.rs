@@ -36,6 +36,8 @@ pub struct Held {
     pub limits: Limits,
     /// The sandbox.
     pub sandbox: Arc<LocalSandbox>,
+    /// What `outputs.collect` reads.
+    pub outputs: crate::wire_spec::Outputs,
     idle: Duration,
     last_used: Mutex<Instant>,
     busy: Mutex<Option<String>>,
@@ -188,6 +190,7 @@ impl Sandboxes {
             spec: p.spec,
             limits,
             sandbox: local,
+            outputs: p.outputs,
             idle: p.idle,
             last_used: Mutex::new(Instant::now()),
             busy: Mutex::new(None),

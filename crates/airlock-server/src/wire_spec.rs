@@ -54,6 +54,10 @@ struct RawSpec {
     files_in: Option<TransferLimits>,
     files_out: Option<TransferLimits>,
     idle_timeout_s: Option<f64>,
+    #[serde(default)]
+    declared_outputs: Vec<crate::outputs_api::WireOutput>,
+    #[serde(default)]
+    outputs_named_at_call_time: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,6 +75,15 @@ struct RawCreate {
     key: Option<RawKey>,
 }
 
+/// What `outputs.collect` may read.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// Declared at create.
+    pub declared: Vec<airlock_router::outputs::DeclaredOutput>,
+    /// Whether a call may name others.
+    pub at_call_time: bool,
+}
+
 /// A parsed `sandbox.create`.
 #[derive(Debug, Clone)]
 pub struct CreateParams {
@@ -80,6 +93,8 @@ pub struct CreateParams {
     pub limits: RequestedLimits,
     /// Disposed after this long without a call.
     pub idle: Duration,
+    /// The outputs `outputs.collect` reads.
+    pub outputs: Outputs,
     /// The orchestrator's key, when it gave one.
     pub key: Option<SandboxKey>,
 }
@@ -131,10 +146,16 @@ pub fn parse_create(params: Option<Value>) -> Result<CreateParams, String> {
         b = b.files_out(l);
     }
     let spec = b.build().map_err(|e| format!("spec: {e}"))?;
+    let outputs = Outputs {
+        declared: crate::outputs_api::declared(s.declared_outputs)
+            .map_err(|e| format!("spec.declared_outputs: {e}"))?,
+        at_call_time: s.outputs_named_at_call_time,
+    };
     Ok(CreateParams {
         spec,
         limits: s.limits,
         idle,
+        outputs,
         key,
     })
 }
@@ -161,7 +182,7 @@ pub fn needs(method: &str) -> Option<Capability> {
         m::SANDBOX_RUN_CODE => Capability::RunCode,
         m::SANDBOX_EXEC => Capability::Exec,
         m::FILES_WRITE => Capability::FilesIn,
-        m::FILES_READ => Capability::FilesOut,
+        m::FILES_READ | m::OUTPUTS_COLLECT => Capability::FilesOut,
         m::FILES_LIST | m::FILES_STAT => Capability::FilesList,
         m::FILES_REMOVE => Capability::FilesDelete,
         _ => return None,
