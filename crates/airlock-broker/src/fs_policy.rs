@@ -17,11 +17,14 @@ use crate::interpreter::Interpreter;
 const SYSTEM_EXEC: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/usr/lib64"];
 
 /// Individual host files libc and common runtimes read; nothing here is private.
-const SYSTEM_FILES: [&str; 5] = [
+/// Only world-readable public data: `/etc/ssl` as a whole is not (its `private/` holds keys a
+/// non-root broker's groups may read, and a non-root guest keeps those groups).
+const SYSTEM_FILES: [&str; 6] = [
     "/etc/ld.so.cache",
     "/etc/localtime",
     "/etc/nsswitch.conf",
-    "/etc/ssl",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
     "/etc/alternatives",
 ];
 

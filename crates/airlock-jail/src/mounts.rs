@@ -47,9 +47,10 @@ impl Attrs {
         nodev: true,
         noexec: false,
     };
-    /// nosuid, noexec (device nodes keep dev).
+    /// Read-only, nosuid, noexec (device nodes keep dev; writing to a node is not a change to
+    /// its inode, so /dev/null still takes writes, but its times and mode cannot change).
     pub const DEVICE: Attrs = Attrs {
-        read_only: false,
+        read_only: true,
         nosuid: true,
         nodev: false,
         noexec: true,

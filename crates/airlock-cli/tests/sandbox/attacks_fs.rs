@@ -34,6 +34,7 @@ fn sandbox_cannot_read_private_host_files() {
         for path in [
             secret,
             "/etc/shadow",
+            "/etc/ssl/private/ssl-cert-snakeoil.key",
             "/root/.bashrc",
             "/home",
             public.to_str().unwrap(),

@@ -364,3 +364,46 @@ fn a_command_path_is_a_guest_path_never_resolved_on_the_host() {
         }
     }
 }
+
+/// The host's device nodes the sandbox's /dev binds: mode, owner and times, as the host sees
+/// them (their content is not a file's).
+fn node_meta(p: &str) -> (u32, u32, u32, (i64, i64), (i64, i64)) {
+    let m = std::fs::metadata(p).unwrap();
+    (
+        m.mode(),
+        m.uid(),
+        m.gid(),
+        (m.mtime(), m.mtime_nsec()),
+        (m.ctime(), m.ctime_nsec()),
+    )
+}
+
+const DEV_NODES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+#[test]
+fn host_device_nodes_cannot_change() {
+    for who in identities() {
+        let before: Vec<_> = DEV_NODES.iter().map(|p| node_meta(p)).collect();
+        let code = format!(
+            "import os\nfor p in {DEV_NODES:?}:\n    for name, f in [('utime', lambda p: os.utime(p, None)), ('chmod', lambda p: os.chmod(p, 0o600))]:\n        try:\n            f(p); print('CHANGED', name, p)\n        except OSError as e:\n            print('denied', name, e.errno)\nopen('/dev/null', 'w').write('still a sink')\nprint('wrote')"
+        );
+        let v = run_py(who, &code, &[]);
+        assert_completed(&v);
+        let out = v["stdout"].as_str().unwrap();
+        assert!(!out.contains("CHANGED"), "{who:?}: {out}");
+        assert!(
+            out.ends_with("wrote\n"),
+            "{who:?}: /dev/null must still take writes: {out}"
+        );
+        let v = exec(who, &["/usr/bin/touch", "/dev/null", "/dev/urandom"], &[]);
+        assert_eq!(v["exit_code"], 1, "{who:?}: touch succeeded: {v}");
+        let after: Vec<_> = DEV_NODES.iter().map(|p| node_meta(p)).collect();
+        assert_eq!(before, after, "{who:?}: a host device node changed");
+    }
+}

@@ -145,3 +145,31 @@ fn tcp_fast_open_is_refused_and_reaches_no_one() {
         }
     }
 }
+
+/// User xattrs on the sandbox's tmpfs: kernel memory outside the disk bound (and, without a
+/// cgroup, outside the memory limit). 4096 files with a 32 KiB xattr each (128 MiB).
+const XATTR: &str = "import os, time\nn = 0\ntry:\n    for i in range(4096):\n        p = '/work/x%d' % i\n        open(p, 'w').close()\n        os.setxattr(p, 'user.fill', b'x' * 32768)\n        n += 32768\n    print('FILLED', n)\nexcept OSError as e:\n    print('REFUSED', e.errno) if n == 0 else print('FILLED', n)\ntime.sleep(0.5)";
+
+/// Native AIO contexts come from the host-wide `fs.aio-max-nr`: a guest holding them all would
+/// make every host process's `io_setup` fail.
+const AIO: &str = "import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\nctx = ctypes.c_ulong(0)\nr = libc.syscall(206, 65536, ctypes.byref(ctx))\nprint(('REFUSED %d' % ctypes.get_errno()) if r < 0 else 'FILLED 65536')\ntime.sleep(0.5)";
+
+/// inotify watches on the bound system dirs would report what the host opens there.
+const INOTIFY: &str = "import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\nfd = libc.inotify_init1(0)\nprint(('REFUSED %d' % ctypes.get_errno()) if fd < 0 else 'FILLED 1')\ntime.sleep(0.5)";
+
+#[test]
+fn xattrs_are_refused_and_kernel_memory_does_not_grow() {
+    refused_and_nothing_allocated("128 MiB of user xattrs", "SUnreclaim", XATTR, 64 << 20);
+}
+
+#[test]
+fn host_wide_aio_and_inotify_are_refused() {
+    let aio_before = std::fs::read_to_string("/proc/sys/fs/aio-nr").unwrap();
+    refused_and_nothing_allocated("io_setup 65536", "SUnreclaim", AIO, 64 << 20);
+    refused_and_nothing_allocated("inotify_init1", "SUnreclaim", INOTIFY, 64 << 20);
+    // The host-wide AIO count is where it was.
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/fs/aio-nr").unwrap(),
+        aio_before
+    );
+}
