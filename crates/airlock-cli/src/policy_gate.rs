@@ -13,7 +13,8 @@ use std::time::Duration;
 use airlock_broker::Workload;
 use airlock_local::backend::local_declarations;
 use airlock_policy::{
-    decide, BackendProfile, Capability, Egress, Policy, SandboxSpec, MAX_POLICY_BYTES,
+    decide, BackendProfile, Capability, Egress, Policy, SandboxSpec, TransferLimits,
+    MAX_POLICY_BYTES,
 };
 use anyhow::{bail, Context};
 
@@ -139,6 +140,16 @@ impl Gate {
 
     /// Would the policy let the local sandbox serve a workload needing `needs` with `egress`?
     /// `Err` carries the refusal, naming the check and the fix.
+    /// The `files_in` and `files_out` limits a run gets: the defaults lowered to the policy's
+    /// ceilings.
+    pub fn transfer_limits(&self) -> (TransferLimits, TransferLimits) {
+        let host = self.policy.as_ref().map(|p| &p.host);
+        (
+            TransferLimits::DEFAULT.within(host.and_then(|h| h.files_in_ceiling.as_ref())),
+            TransferLimits::DEFAULT.within(host.and_then(|h| h.files_out_ceiling.as_ref())),
+        )
+    }
+
     pub fn admit(
         &self,
         needs: &[Capability],
@@ -148,9 +159,13 @@ impl Gate {
         let Some(policy) = &self.policy else {
             return Ok(());
         };
+        // A CLI or serve run names no transfer limits of its own: it asks for the defaults
+        // lowered to the host's ceilings, never for more than the policy allows.
         let mut spec = SandboxSpec::builder("airlock-cli")
             .requires(needs.iter().copied())
-            .egress(egress);
+            .egress(egress)
+            .files_in(self.transfer_limits().0)
+            .files_out(self.transfer_limits().1);
         if egress == Egress::Allowlist {
             spec = spec.egress_allow(hosts.iter().cloned());
         }

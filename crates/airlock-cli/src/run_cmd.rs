@@ -132,7 +132,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
             Err(refused) => return report(&refused, opts.json),
         };
         spec.sandbox = Some(Arc::clone(&fs));
-        transfer::Transfers::prepare(&opts.put, &opts.get, &fs)?
+        transfer::Transfers::prepare(&opts.put, &opts.get, &fs, gate.transfer_limits())?
     };
     let (result, gets_ok) = runtime.block_on(async {
         if let Some(t) = &transfers {

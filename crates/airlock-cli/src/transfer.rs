@@ -73,6 +73,7 @@ impl Transfers {
         put: &[String],
         get: &[String],
         fs: &Arc<SandboxFs>,
+        (files_in, files_out): (TransferLimits, TransferLimits),
     ) -> anyhow::Result<Option<Transfers>> {
         if put.is_empty() && get.is_empty() {
             return Ok(None);
@@ -93,7 +94,10 @@ impl Transfers {
                 Ok((guest, PathBuf::from(local)))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let spec = SandboxSpec::builder("cli").build()?;
+        let spec = SandboxSpec::builder("cli")
+            .files_in(files_in)
+            .files_out(files_out)
+            .build()?;
         let key = SandboxKey::new("cli", "run", "transfer")?;
         let exe = std::env::current_exe().context("locating the airlock binary")?;
         let sandbox = LocalSandbox::over_fs(key, &spec, LocalConfig::new(exe), Arc::clone(fs))

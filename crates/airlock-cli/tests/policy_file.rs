@@ -165,3 +165,37 @@ fn a_server_refuses_runs_its_policy_denies() {
     );
     assert!(stdout.contains(r#""stdout":"42\n""#), "{stdout}");
 }
+
+#[test]
+fn transfer_ceilings_lower_a_run_s_limits_instead_of_refusing_it() {
+    // docs/policy.md's own example: a files_in ceiling below the defaults. A run that names no
+    // limits of its own gets the ceilings, and a transfer over them is refused.
+    let p = policy(
+        "floor = \"os_process\"\n[limits.files_in]\nmax_files = 2\nmax_bytes_per_file = 16\nmax_total_bytes = 32\n",
+    );
+    let v = run_json(&p, &[], "print('ran')");
+    assert_eq!(v["status"], "completed", "{v}");
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    let big = dir.path().join("big");
+    std::fs::write(&small, "ok").unwrap();
+    std::fs::write(&big, "x".repeat(17)).unwrap();
+    let put = |local: &std::path::Path, guest: &str| format!("{}={guest}", local.display());
+    let v = run_json(&p, &["--put", &put(&small, "a")], "print(open('a').read())");
+    assert_eq!(v["stdout"], "ok\n", "{v}");
+    let out = airlock(
+        &[
+            "run",
+            "--policy",
+            p.path().to_str().unwrap(),
+            "--put",
+            &put(&big, "b"),
+            "-",
+        ],
+        "print('RAN')",
+    );
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("RAN"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("16"), "the refusal names the cap: {err}");
+}

@@ -66,6 +66,13 @@ impl TransferLimits {
         }
     }
 
+    /// These limits lowered, field by field, to `ceiling` (unchanged without one): what a
+    /// workload that did not name its own limits asks for under a host's ceilings.
+    #[must_use]
+    pub fn within(self, ceiling: Option<&TransferLimits>) -> TransferLimits {
+        ceiling.map_or(self, |c| self.min(c))
+    }
+
     /// The first field (in [`TransferField::ALL`] order) where `self` asks above `ceiling`.
     #[must_use]
     pub fn first_excess(&self, ceiling: &TransferLimits) -> Option<TransferField> {

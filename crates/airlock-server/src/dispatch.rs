@@ -122,7 +122,7 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
 }
 
 async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
-    let p = wire_spec::parse_create(Some(params)).map_err(invalid)?;
+    let p = wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
     let config = &conn.shared.config;
     let limits = config
         .ceilings

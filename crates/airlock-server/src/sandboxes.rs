@@ -157,6 +157,12 @@ impl Sandboxes {
         }
     }
 
+    /// The host policy the router enforces.
+    #[must_use]
+    pub fn host_policy(&self) -> &airlock_policy::HostPolicy {
+        self.router.host_policy()
+    }
+
     /// The isolation rung the backend holds.
     #[must_use]
     pub fn isolation(&self) -> &'static str {

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use airlock_policy::{
-    Capability, Egress, Isolation, IsolationScope, SandboxKey, SandboxSpec, TransferLimits,
+    Capability, Egress, HostPolicy, Isolation, IsolationScope, SandboxKey, SandboxSpec,
+    TransferLimits,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -103,8 +104,9 @@ fn invalid(m: impl Into<String>) -> String {
     m.into()
 }
 
-/// Parse `sandbox.create` params; the error is the `invalid_params` message.
-pub fn parse_create(params: Option<Value>) -> Result<CreateParams, String> {
+/// Parse `sandbox.create` params; the error is the `invalid_params` message. Transfer limits
+/// the spec does not name are the defaults lowered to the host's ceilings (`host`).
+pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreateParams, String> {
     let Some(v @ Value::Object(_)) = params else {
         return Err(invalid(
             "sandbox.create params must be an object with `spec`",
@@ -139,12 +141,15 @@ pub fn parse_create(params: Option<Value>) -> Result<CreateParams, String> {
     if let Some(floor) = s.min_isolation {
         b = b.min_isolation(floor);
     }
-    if let Some(l) = s.files_in {
-        b = b.files_in(l);
-    }
-    if let Some(l) = s.files_out {
-        b = b.files_out(l);
-    }
+    let lowered = |c: Option<&TransferLimits>| TransferLimits::DEFAULT.within(c);
+    b = b.files_in(
+        s.files_in
+            .unwrap_or_else(|| lowered(host.files_in_ceiling.as_ref())),
+    );
+    b = b.files_out(
+        s.files_out
+            .unwrap_or_else(|| lowered(host.files_out_ceiling.as_ref())),
+    );
     let spec = b.build().map_err(|e| format!("spec: {e}"))?;
     let outputs = Outputs {
         declared: crate::outputs_api::declared(s.declared_outputs)
@@ -197,24 +202,46 @@ mod tests {
 
     #[test]
     fn a_full_spec_parses_and_unknown_members_are_refused() {
-        let p = parse_create(Some(json!({
-            "spec": {"requires": ["run_code", "files_in"], "egress": "allowlist",
-                     "egress_allow": ["example.com:443"], "isolation_scope": "call",
-                     "limits": {"timeout_s": 5, "memory_mb": 256}, "idle_timeout_s": 60},
-            "key": {"scope": "tenant", "thread_id": "t1", "call_id": "c1"}
-        })))
+        let host = HostPolicy::default();
+        let p = parse_create(
+            Some(json!({
+                "spec": {"requires": ["run_code", "files_in"], "egress": "allowlist",
+                         "egress_allow": ["example.com:443"], "isolation_scope": "call",
+                         "limits": {"timeout_s": 5, "memory_mb": 256}, "idle_timeout_s": 60},
+                "key": {"scope": "tenant", "thread_id": "t1", "call_id": "c1"}
+            })),
+            &host,
+        )
         .unwrap();
         assert_eq!(p.spec.egress(), Egress::Allowlist);
         assert!(p.spec.requires().contains(&Capability::FilesIn));
         assert_eq!(p.idle, Duration::from_secs(60));
         assert_eq!(p.key.unwrap().call_id(), Some("c1"));
-        let e = parse_create(Some(json!({"spec": {"requires": [], "surprise": 1}}))).unwrap_err();
+        let e = parse_create(
+            Some(json!({"spec": {"requires": [], "surprise": 1}})),
+            &host,
+        )
+        .unwrap_err();
         assert!(e.contains("surprise"), "{e}");
-        let e = parse_create(Some(json!({"spec": {"requires": ["teleport"]}}))).unwrap_err();
+        let e = parse_create(Some(json!({"spec": {"requires": ["teleport"]}})), &host).unwrap_err();
         assert!(e.contains("teleport"), "{e}");
-        let e = parse_create(Some(json!({"spec": {"idle_timeout_s": -1}}))).unwrap_err();
+        let e = parse_create(Some(json!({"spec": {"idle_timeout_s": -1}})), &host).unwrap_err();
         assert!(e.contains("idle_timeout_s"), "{e}");
-        assert!(parse_create(Some(json!([]))).is_err());
+        assert!(parse_create(Some(json!([])), &host).is_err());
+    }
+
+    #[test]
+    fn unnamed_transfer_limits_are_lowered_to_the_host_ceilings() {
+        let host = HostPolicy {
+            files_in_ceiling: Some(TransferLimits {
+                max_files: 8,
+                ..TransferLimits::DEFAULT
+            }),
+            ..HostPolicy::default()
+        };
+        let p = parse_create(Some(json!({"spec": {}})), &host).unwrap();
+        assert_eq!(p.spec.files_in().max_files, 8);
+        assert_eq!(*p.spec.files_out(), TransferLimits::DEFAULT);
     }
 
     #[test]

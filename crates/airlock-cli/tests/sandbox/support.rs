@@ -226,10 +226,12 @@ pub fn survivors(marker: &str) -> Vec<String> {
     found
 }
 
-/// Any process of any sandbox run: a stage, a guest interpreter, or something tagged `marker`.
+/// Any process of a sandbox run: a stage of the binary under test (another checkout's
+/// `airlock` on the same machine is not ours), a guest interpreter, or something tagged
+/// `marker`.
 pub fn run_survivors(marker: &str) -> Vec<String> {
     let mut all = survivors("airlock guest bootstrap");
-    all.extend(survivors("__executor"));
+    all.extend(survivors(&format!("{}\0__executor", binary().display())));
     all.extend(survivors(marker));
     all
 }
