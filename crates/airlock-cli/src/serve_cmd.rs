@@ -208,6 +208,11 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
     config.max_connections = opts.max_connections.max(1);
     config.tool_timeout = seconds("tool-timeout", opts.tool_timeout)?;
     config.shutdown_timeout = seconds("shutdown-timeout", opts.shutdown_timeout)?;
+    if let Some(path) = &opts.audit {
+        let sink = AuditSink::open(path)
+            .with_context(|| format!("opening the audit file {}", path.display()))?;
+        config.audit = Some(Arc::new(sink));
+    }
     let epoch = format!("{:x}", std::process::id());
     config.sandboxes = Some(crate::serve_sandboxes::build(
         &config,
@@ -215,11 +220,6 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         &epoch,
         opts.max_sandboxes,
     )?);
-    if let Some(path) = &opts.audit {
-        let sink = AuditSink::open(path)
-            .with_context(|| format!("opening the audit file {}", path.display()))?;
-        config.audit = Some(Arc::new(sink));
-    }
     Ok(config)
 }
 

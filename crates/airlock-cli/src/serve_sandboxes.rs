@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use airlock_local::{LocalBackend, LocalConfig};
 use airlock_policy::Policy;
-use airlock_router::{Backend, Router};
+use airlock_router::{Backend, Observers, Router, SandboxObserver};
+use airlock_server::audit_events::AuditObserver;
 use airlock_server::sandboxes::Sandboxes;
 use airlock_server::ServerConfig;
 use anyhow::Context;
@@ -21,8 +22,17 @@ pub fn build(
     let mut local = LocalConfig::new(config.executor.clone());
     local.limits = config.defaults.clone();
     local.python = config.interpreter.clone();
+    // Policy events go to the audit log next to the run records.
+    let observer = config
+        .audit
+        .as_ref()
+        .map(|sink| Arc::new(AuditObserver(Arc::clone(sink))) as Arc<dyn SandboxObserver>);
+    local.observer = Observers::new(observer.clone());
     let backend = Arc::new(LocalBackend::new(local).context("setting up the local backend")?);
     let mut router = Router::builder(vec![Arc::clone(&backend) as Arc<dyn Backend>]);
+    if let Some(o) = &observer {
+        router = router.observer(Arc::clone(o));
+    }
     router = match policy {
         Some(p) => router.policy(p),
         None => router.min_isolation(backend.isolation()),
@@ -36,5 +46,6 @@ pub fn build(
         backend,
         epoch.to_owned(),
         max_live,
+        Observers::new(observer),
     )))
 }

@@ -187,6 +187,11 @@ impl AuditSink {
 
     /// Write one record. A failing sink is logged, never fatal to the run.
     pub fn write(&self, record: &AuditRecord) {
+        self.write_line(record, &record.run_id);
+    }
+
+    /// Write one JSON line of any serialisable record (policy events, see `audit_events`).
+    pub fn write_line(&self, record: &impl Serialize, what: &str) {
         let mut line = match serde_json::to_vec(record) {
             Ok(l) => l,
             Err(e) => {
@@ -200,7 +205,7 @@ impl AuditSink {
             Err(_) => Err(std::io::Error::other("audit sink lock poisoned")),
         };
         if let Err(e) = written {
-            tracing::error!(error = %e, run_id = %record.run_id, "audit record could not be written");
+            tracing::error!(error = %e, record = %what, "audit record could not be written");
         }
     }
 }

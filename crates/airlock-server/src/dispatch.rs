@@ -167,7 +167,9 @@ fn on_sandbox(
                     m::FILES_LIST => files_api::list(&held, params).await,
                     m::FILES_STAT => files_api::stat(&held, params).await,
                     m::FILES_REMOVE => files_api::remove(&held, params).await,
-                    m::OUTPUTS_COLLECT => crate::outputs_api::collect(&held, params).await,
+                    m::OUTPUTS_COLLECT => {
+                        crate::outputs_api::collect(&held, params, sbs.observers()).await
+                    }
                     _ => Err(ErrorObject::new(
                         ErrorCode::MethodNotFound,
                         "unknown method",

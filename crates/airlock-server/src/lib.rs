@@ -15,6 +15,7 @@
 //! and the session waits for it (and so for the executor to be reaped).
 pub mod admission;
 pub mod audit;
+pub mod audit_events;
 pub mod auth;
 pub mod cancel;
 pub mod ceilings;

@@ -63,7 +63,11 @@ struct CollectParams {
 }
 
 /// `outputs.collect {sandbox_id, outputs?}`.
-pub async fn collect(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+pub async fn collect(
+    h: &Held,
+    v: Value,
+    observers: &airlock_router::Observers,
+) -> Result<Value, ErrorObject> {
     let p: CollectParams = serde_json::from_value(v).map_err(|e| {
         ErrorObject::new(
             ErrorCode::InvalidParams,
@@ -84,7 +88,7 @@ pub async fn collect(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         }
     };
     let ctx = CollectContext {
-        observers: None,
+        observers: Some(observers),
         key: Some(&h.key),
     };
     let collected = collect_outputs(h.sandbox.as_ref(), &h.spec, &outputs, None, ctx)

@@ -123,6 +123,7 @@ pub struct Sandboxes {
     next: AtomicU64,
     epoch: String,
     max_live: usize,
+    observers: airlock_router::Observers,
 }
 
 /// Why `sandbox.create` did not hand one out.
@@ -145,7 +146,13 @@ fn disposal_value(f: Option<&DisposalFailure>) -> Value {
 impl Sandboxes {
     /// A registry over `router` (whose one backend is `backend`), holding at most `max_live`.
     #[must_use]
-    pub fn new(router: Router, backend: Arc<LocalBackend>, epoch: String, max_live: usize) -> Self {
+    pub fn new(
+        router: Router,
+        backend: Arc<LocalBackend>,
+        epoch: String,
+        max_live: usize,
+        observers: airlock_router::Observers,
+    ) -> Self {
         Sandboxes {
             router,
             backend,
@@ -154,7 +161,14 @@ impl Sandboxes {
             next: AtomicU64::new(1),
             epoch,
             max_live: max_live.max(1),
+            observers,
         }
+    }
+
+    /// Where policy events go.
+    #[must_use]
+    pub fn observers(&self) -> &airlock_router::Observers {
+        &self.observers
     }
 
     /// The host policy the router enforces.
