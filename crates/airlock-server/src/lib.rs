@@ -31,6 +31,7 @@ pub mod sandboxes;
 pub mod session;
 pub mod transport;
 pub mod wire_spec;
+pub mod wire_tools;
 pub mod ws;
 
 use std::path::PathBuf;

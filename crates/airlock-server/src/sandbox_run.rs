@@ -188,18 +188,25 @@ async fn run_inner(
             () = conn_gone.cancelled() => {}
         }
     });
-    let remote = RemoteTools::new(
+    let remote = Arc::new(RemoteTools::new(
         run_id.to_owned(),
         conn.outbound.clone(),
         conn.pending.clone(),
         config.tool_timeout,
         call.tools,
-    );
-    // A spec that did not ask for host tools gets none: every call is `unknown_tool`.
-    let tools: &dyn ToolHandler = if held.spec.requires().contains(&Capability::HostTools) {
-        &remote
-    } else {
-        &NoTools
+    ));
+    // Only a spec that asked for host tools and declared them gets any, each call through
+    // the registry's door (schema, call cap, response caps, sanitized denials); otherwise
+    // every call is `unknown_tool` and the orchestrator never sees one.
+    let door = held
+        .spec
+        .requires()
+        .contains(&Capability::HostTools)
+        .then(|| crate::wire_tools::door(&held.tools, &remote, &held.key))
+        .flatten();
+    let tools: &dyn ToolHandler = match &door {
+        Some(d) => d.as_ref(),
+        None => &NoTools,
     };
     let (tap, forwarder) = if call.stream {
         let (tap, rx) = OutputTap::new(TAP_CHUNKS);

@@ -38,6 +38,8 @@ pub struct Held {
     pub sandbox: Arc<LocalSandbox>,
     /// What `outputs.collect` reads.
     pub outputs: crate::wire_spec::Outputs,
+    /// The tools the orchestrator answers.
+    pub tools: Vec<crate::wire_tools::WireTool>,
     idle: Duration,
     last_used: Mutex<Instant>,
     busy: Mutex<Option<String>>,
@@ -211,6 +213,7 @@ impl Sandboxes {
             limits,
             sandbox: local,
             outputs: p.outputs,
+            tools: p.tools,
             idle: p.idle,
             last_used: Mutex::new(Instant::now()),
             busy: Mutex::new(None),

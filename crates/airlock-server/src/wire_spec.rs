@@ -59,6 +59,8 @@ struct RawSpec {
     declared_outputs: Vec<crate::outputs_api::WireOutput>,
     #[serde(default)]
     outputs_named_at_call_time: bool,
+    #[serde(default)]
+    tools: Vec<crate::wire_tools::WireTool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,6 +98,8 @@ pub struct CreateParams {
     pub idle: Duration,
     /// The outputs `outputs.collect` reads.
     pub outputs: Outputs,
+    /// The tools the orchestrator answers (served through the registry's door).
+    pub tools: Vec<crate::wire_tools::WireTool>,
     /// The orchestrator's key, when it gave one.
     pub key: Option<SandboxKey>,
 }
@@ -156,11 +160,16 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
             .map_err(|e| format!("spec.declared_outputs: {e}"))?,
         at_call_time: s.outputs_named_at_call_time,
     };
+    crate::wire_tools::check(&s.tools)?;
+    if !s.tools.is_empty() && !spec.requires().contains(&Capability::HostTools) {
+        return Err("spec.tools declares tools but spec.requires lacks host_tools".into());
+    }
     Ok(CreateParams {
         spec,
         limits: s.limits,
         idle,
         outputs,
+        tools: s.tools,
         key,
     })
 }
