@@ -16,9 +16,9 @@ use std::time::Duration;
 use crate::cancel::CancelToken;
 
 /// Unauthenticated connections held at once, server-wide.
-pub const MAX_PENDING: usize = 64;
+pub const MAX_PENDING: usize = 256;
 /// Unauthenticated connections held at once from one peer address.
-pub const MAX_PENDING_PER_PEER: usize = 16;
+pub const MAX_PENDING_PER_PEER: usize = 128;
 /// A peer that has not finished the upgrade by then is dropped.
 pub const UPGRADE_DEADLINE: Duration = Duration::from_secs(5);
 

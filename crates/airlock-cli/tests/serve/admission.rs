@@ -74,8 +74,9 @@ async fn an_authorized_client_is_served_while_300_unauthenticated_connections_ar
         assert_eq!(r["stdout"], "42\n");
         // The attackers' connections did not hold places: most were evicted already.
         let closed = closed_by_server(&mut attackers).await;
+        // (One address holds at most 128 pending connections.)
         assert!(
-            closed >= ATTACKERS - 64,
+            closed >= ATTACKERS - 128,
             "{who:?}: only {closed} of {ATTACKERS} idle connections were dropped"
         );
         // A second authorized client while the first is still connected.
