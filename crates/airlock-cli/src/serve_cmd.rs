@@ -213,12 +213,21 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
             .with_context(|| format!("opening the audit file {}", path.display()))?;
         config.audit = Some(Arc::new(sink));
     }
+    // The policy's server ceilings cap the flags.
+    let mut max_sandboxes = opts.max_sandboxes.max(1);
+    if let Some(sv) = policy.as_ref().map(|p| p.server) {
+        max_sandboxes = max_sandboxes.min(usize::try_from(sv.max_sandboxes).unwrap_or(usize::MAX));
+        if let Some(n) = sv.max_concurrent_runs {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            config.max_concurrent_runs = config.max_concurrent_runs.min(n);
+        }
+    }
     let epoch = format!("{:x}", std::process::id());
     config.sandboxes = Some(crate::serve_sandboxes::build(
         &config,
         policy.as_ref(),
         &epoch,
-        opts.max_sandboxes,
+        max_sandboxes,
     )?);
     Ok(config)
 }

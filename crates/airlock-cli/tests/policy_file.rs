@@ -199,3 +199,67 @@ fn transfer_ceilings_lower_a_run_s_limits_instead_of_refusing_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("16"), "the refusal names the cap: {err}");
 }
+
+/// Sends `requests` to `airlock serve --stdio --policy <p>` and returns what came back once
+/// the response with `last_id` arrived.
+fn serve_stdio(p: &tempfile::NamedTempFile, requests: &[&str], last_id: u32) -> String {
+    let frame = |body: &str| format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    let input: String = requests.iter().map(|r| frame(r)).collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["serve", "--stdio", "--policy", p.path().to_str().unwrap()])
+        .env_remove("AIRLOCK_POLICY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let done = format!("\"id\":{last_id}");
+    while !String::from_utf8_lossy(&seen).contains(&done) {
+        use std::io::Read;
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "server closed early: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[test]
+fn a_server_policy_caps_live_sandboxes_and_denies_capabilities_at_create() {
+    let p = policy(
+        "floor = \"os_process\"\ndenied_capabilities = [\"host_tools\"]\n[server]\nmax_sandboxes = 1\n",
+    );
+    let out = serve_stdio(
+        &p,
+        &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"sandbox.create","params":{"spec":{"requires":["run_code","host_tools"]}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"sandbox.create","params":{"spec":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"sandbox.create","params":{"spec":{}}}"#,
+        ],
+        3,
+    );
+    let msgs: Vec<serde_json::Value> = out
+        .split("Content-Length:")
+        .filter_map(|f| f.split_once("\r\n\r\n").map(|(_, b)| b))
+        .map(|b| serde_json::from_str(b).unwrap())
+        .collect();
+    let by_id = |id: u64| msgs.iter().find(|m| m["id"] == id).unwrap();
+    assert_eq!(by_id(1)["error"]["code"], -32007, "{out}");
+    assert_eq!(
+        by_id(1)["error"]["data"]["kind"],
+        "SandboxCapabilityDenied",
+        "{out}"
+    );
+    assert!(by_id(2)["result"]["sandbox_id"].is_string(), "{out}");
+    assert_eq!(by_id(3)["error"]["code"], -32018, "{out}");
+}

@@ -35,7 +35,7 @@ pub use isolation::Isolation;
 pub use key::{CallerContext, ContextFn, KeyError, SandboxKey};
 pub use limits::{Direction, SandboxLimits, TransferField, TransferLimits};
 pub use os_family::OsFamily;
-pub use policy_file::{Policy, PolicyFileError, RunLimits, MAX_POLICY_BYTES};
+pub use policy_file::{Policy, PolicyFileError, RunLimits, ServerLimits, MAX_POLICY_BYTES};
 pub use reclaim::FailedReclaimPolicy;
 pub use refusal::{CeilingOwner, Refusal};
 pub use scope::IsolationScope;

@@ -52,6 +52,26 @@ impl Default for RunLimits {
     }
 }
 
+/// Server-wide ceilings for `airlock serve` (the server serves one token, so per token and per
+/// server are the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Live sandboxes held at once (1..=10000); one more is refused `over_capacity`.
+    pub max_sandboxes: u64,
+    /// Runs executing at once (1..=4096); `None` is two per core. A session run over it is
+    /// refused `over_capacity`, never queued.
+    pub max_concurrent_runs: Option<u64>,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_sandboxes: 64,
+            max_concurrent_runs: None,
+        }
+    }
+}
+
 /// Everything `policy.toml` configures.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
@@ -61,6 +81,8 @@ pub struct Policy {
     pub limits: RunLimits,
     /// What to do with a sandbox whose per-call cleanup failed.
     pub failed_reclaim: FailedReclaimPolicy,
+    /// Server-wide ceilings (`[server]`).
+    pub server: ServerLimits,
 }
 
 /// A `policy.toml` that cannot be used.
@@ -116,7 +138,9 @@ const TOP_KEYS: &[&str] = &[
     "denied_identities",
     "failed_reclaim",
     "limits",
+    "server",
 ];
+const SERVER_KEYS: &[&str] = &["max_sandboxes", "max_concurrent_runs"];
 const LIMIT_KEYS: &[&str] = &[
     "timeout_seconds",
     "memory_mb",
@@ -198,6 +222,24 @@ impl Policy {
             }
             if let Some(v) = limits.get("files_out") {
                 policy.host.files_out_ceiling = Some(transfer("limits.files_out", v)?);
+            }
+        }
+        if let Some(v) = table.get("server") {
+            let server = as_table("server", v)?;
+            known(server, "server.", SERVER_KEYS)?;
+            let sv = &mut policy.server;
+            set_int(
+                server,
+                "server",
+                "max_sandboxes",
+                1,
+                10_000,
+                &mut sv.max_sandboxes,
+            )?;
+            if server.contains_key("max_concurrent_runs") {
+                let mut n = 0;
+                set_int(server, "server", "max_concurrent_runs", 1, 4096, &mut n)?;
+                sv.max_concurrent_runs = Some(n);
             }
         }
         Ok(policy)

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use airlock_policy::{
     Capability, FailedReclaimPolicy, Identity, Isolation, IsolationScope, Policy, PolicyFileError,
-    RunLimits, TransferLimits, MAX_POLICY_BYTES,
+    RunLimits, ServerLimits, TransferLimits, MAX_POLICY_BYTES,
 };
 
 const FULL: &str = r#"
@@ -33,6 +33,10 @@ max_files = 8
 
 [limits.files_out]
 max_files = 2
+
+[server]
+max_sandboxes = 8
+max_concurrent_runs = 3
 "#;
 
 #[test]
@@ -57,6 +61,13 @@ fn full_file_parses_every_key() {
     );
     assert_eq!(p.host.denied_identities, BTreeSet::from([Identity::User]));
     assert_eq!(p.failed_reclaim, FailedReclaimPolicy::Keep);
+    assert_eq!(
+        p.server,
+        ServerLimits {
+            max_sandboxes: 8,
+            max_concurrent_runs: Some(3)
+        }
+    );
     assert_eq!(
         p.limits,
         RunLimits {
@@ -157,6 +168,12 @@ fn out_of_range_limits_are_refused() {
         ),
         ("[limits]\nmemory_mb = 8", "limits.memory_mb", "8"),
         ("[limits]\ndisk_mb = 0", "limits.disk_mb", "0"),
+        ("[server]\nmax_sandboxes = 0", "server.max_sandboxes", "0"),
+        (
+            "[server]\nmax_concurrent_runs = 5000",
+            "server.max_concurrent_runs",
+            "5000",
+        ),
         (
             "[limits]\nmax_output_bytes = 99999999999",
             "limits.max_output_bytes",

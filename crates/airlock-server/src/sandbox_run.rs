@@ -175,8 +175,15 @@ async fn run_inner(
     };
     let queued = Instant::now();
     let shutdown = conn.shared.shutdown.clone();
-    let Ok(_permit) = conn.shared.runs.clone().acquire_owned().await else {
-        return Err(ErrorObject::new(ErrorCode::Shutdown, "no run slots"));
+    // Over the server's run ceiling a session run is refused, never queued.
+    let Ok(_permit) = conn.shared.runs.clone().try_acquire_owned() else {
+        return Err(ErrorObject::new(
+            ErrorCode::OverCapacity,
+            format!(
+                "all {} run slots of the server are busy; retry when a run ends",
+                config.max_concurrent_runs
+            ),
+        ));
     };
     let queued_ms = queued.elapsed().as_secs_f64() * 1000.0;
     let token = conn.shared.cancel_token_for(run_id);
