@@ -85,6 +85,12 @@ pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     let data = B64
         .decode(p.data.as_bytes())
         .map_err(|e| invalid(format!("data is not base64: {e}")))?;
+    // The encoded-length check above lets up to 4 bytes over through (base64 padding).
+    if data.len() as u64 > MAX_CHUNK {
+        return Err(invalid(format!(
+            "one files.write carries at most {MAX_CHUNK} bytes; send larger files in chunks"
+        )));
+    }
     let max = h.spec.files_in().max_bytes_per_file;
     let size = if p.offset == 0 {
         let len = data.len() as u64;
