@@ -30,6 +30,8 @@ fn invalid(m: impl Into<String>) -> ErrorObject {
 pub fn file_error(e: &SandboxError) -> ErrorObject {
     let code = match e {
         SandboxError::Path(_) => ErrorCode::InvalidParams,
+        // protocol.md: `not_found` is "no such sandbox, run or file".
+        SandboxError::NotFound { .. } => ErrorCode::NotFound,
         _ => ErrorCode::FileRefused,
     };
     ErrorObject::new(code, e.to_string())
