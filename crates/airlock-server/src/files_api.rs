@@ -146,7 +146,8 @@ pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .await
         .map_err(|e| file_error(&e))?;
     Ok(match st {
-        None => json!({ "path": rel.as_str(), "exists": false }),
+        // The documented shape has all four members, whatever is there.
+        None => json!({ "path": rel.as_str(), "exists": false, "size": null, "is_dir": false }),
         Some(s) => {
             json!({ "path": rel.as_str(), "exists": true, "size": s.size, "is_dir": s.is_dir })
         }
