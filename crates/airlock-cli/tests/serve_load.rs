@@ -26,7 +26,7 @@ async fn one_connection(server_url: String, token: String, conn: usize) -> Vec<S
     req.headers_mut()
         .insert("authorization", format!("Bearer {token}").parse().unwrap());
     let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    let mut c = WsClient { ws };
+    let mut c = WsClient::new(ws);
     let mut run_ids = Vec::new();
     for run in 0..RUNS {
         let id = (conn * 1000 + run) as i64;

@@ -68,6 +68,14 @@ struct ScopeParams {
     thread_id: String,
 }
 
+/// `sandbox.connect` and `sandbox.dispose` take the id and nothing else.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdOnly {
+    #[allow(dead_code, reason = "routed on before the method runs")]
+    sandbox_id: String,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CancelParams {
@@ -160,8 +168,13 @@ fn on_sandbox(
         _ => {
             tasks.spawn(async move {
                 let r = match method.as_str() {
-                    m::SANDBOX_CONNECT => Ok(held.describe(sbs.isolation())),
-                    m::SANDBOX_DISPOSE => sbs.dispose(&held.id).await,
+                    m::SANDBOX_CONNECT => {
+                        id_only(&method, params).map(|()| held.describe(sbs.isolation()))
+                    }
+                    m::SANDBOX_DISPOSE => match id_only(&method, params) {
+                        Ok(()) => sbs.dispose(&held.id).await,
+                        Err(e) => Err(e),
+                    },
                     m::FILES_WRITE => files_api::write(&held, params).await,
                     m::FILES_READ => files_api::read(&held, params).await,
                     m::FILES_LIST => files_api::list(&held, params).await,
@@ -179,6 +192,13 @@ fn on_sandbox(
             });
         }
     }
+}
+
+/// Refuses members other than `sandbox_id` (unknown members are `invalid_params`).
+fn id_only(method: &str, params: Value) -> Result<(), ErrorObject> {
+    serde_json::from_value::<IdOnly>(params)
+        .map(|_| ())
+        .map_err(|e| invalid(format!("{method} params: {e}")))
 }
 
 fn start_run(

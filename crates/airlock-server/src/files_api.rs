@@ -30,6 +30,8 @@ fn invalid(m: impl Into<String>) -> ErrorObject {
 pub fn file_error(e: &SandboxError) -> ErrorObject {
     let code = match e {
         SandboxError::Path(_) => ErrorCode::InvalidParams,
+        // protocol.md: `not_found` is "no such sandbox, run or file".
+        SandboxError::NotFound { .. } => ErrorCode::NotFound,
         _ => ErrorCode::FileRefused,
     };
     ErrorObject::new(code, e.to_string())
@@ -85,6 +87,12 @@ pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     let data = B64
         .decode(p.data.as_bytes())
         .map_err(|e| invalid(format!("data is not base64: {e}")))?;
+    // The encoded-length check above lets up to 4 bytes over through (base64 padding).
+    if data.len() as u64 > MAX_CHUNK {
+        return Err(invalid(format!(
+            "one files.write carries at most {MAX_CHUNK} bytes; send larger files in chunks"
+        )));
+    }
     let max = h.spec.files_in().max_bytes_per_file;
     let size = if p.offset == 0 {
         let len = data.len() as u64;
@@ -138,7 +146,8 @@ pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .await
         .map_err(|e| file_error(&e))?;
     Ok(match st {
-        None => json!({ "path": rel.as_str(), "exists": false }),
+        // The documented shape has all four members, whatever is there.
+        None => json!({ "path": rel.as_str(), "exists": false, "size": null, "is_dir": false }),
         Some(s) => {
             json!({ "path": rel.as_str(), "exists": true, "size": s.size, "is_dir": s.is_dir })
         }

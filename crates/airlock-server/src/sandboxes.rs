@@ -138,6 +138,24 @@ fn acquire_error(e: &AcquireError) -> ErrorObject {
     ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": kind }))
 }
 
+/// Why [`Sandboxes::insert`] did not hold a sandbox.
+enum NotHeld {
+    /// Its key is live under other run limits or another idle timeout (nothing was made).
+    Mismatch(ErrorObject),
+    /// The server holds its maximum (the sandbox just made must be disposed).
+    Full(ErrorObject),
+}
+
+fn key_spec_mismatch(live: &Held) -> ErrorObject {
+    let msg = format!(
+        "sandbox {} is live under this key with other run limits or another idle timeout; \
+         dispose of it before asking for another",
+        live.id
+    );
+    ErrorObject::new(ErrorCode::SandboxRefused, msg)
+        .with_data(json!({ "kind": "SandboxKeySpecMismatch" }))
+}
+
 fn disposal_value(f: Option<&DisposalFailure>) -> Value {
     match f {
         None => Value::Null,
@@ -220,29 +238,34 @@ impl Sandboxes {
         });
         match self.insert(held) {
             Ok(h) => Ok(h),
-            Err(full) => {
+            Err(NotHeld::Mismatch(e)) => Err(e),
+            Err(NotHeld::Full(e)) => {
                 let _ = self.router.dispose(&address).await;
-                Err(full)
+                Err(e)
             }
         }
     }
 
     /// Holds `held`, or returns the one already held for its key (the same key under an equal
-    /// spec: the router refuses a different one); over capacity when full.
-    fn insert(&self, held: Arc<Held>) -> Result<Arc<Held>, ErrorObject> {
+    /// spec: the router refuses a different policy spec, this the wire's own part of it, run
+    /// limits and idle timeout); over capacity when full.
+    fn insert(&self, held: Arc<Held>) -> Result<Arc<Held>, NotHeld> {
         let mut live = lock(&self.live);
         if let Some(h) = live.values().find(|h| h.key == held.key) {
+            if h.limits != held.limits || h.idle != held.idle {
+                return Err(NotHeld::Mismatch(key_spec_mismatch(h)));
+            }
             h.touch();
             return Ok(Arc::clone(h));
         }
         if live.len() >= self.max_live {
-            return Err(ErrorObject::new(
+            return Err(NotHeld::Full(ErrorObject::new(
                 ErrorCode::OverCapacity,
                 format!(
                     "the server holds its maximum of {} live sandboxes",
                     self.max_live
                 ),
-            ));
+            )));
         }
         live.insert(held.id.clone(), Arc::clone(&held));
         Ok(held)

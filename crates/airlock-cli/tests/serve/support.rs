@@ -125,7 +125,7 @@ impl WsServer {
             .max_frame_size(Some(64 << 20));
         let (ws, _) =
             tokio_tungstenite::connect_async_with_config(req, Some(config), false).await?;
-        Ok(WsClient { ws })
+        Ok(WsClient::new(ws))
     }
 
     pub fn audit(&self) -> Vec<Value> {
@@ -197,6 +197,10 @@ pub fn wait_bounded(child: &mut Child, within: Duration) -> Option<std::process:
 
 pub struct WsClient {
     pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// The id the next [`WsClient::request`] uses.
+    pub next_id: i64,
+    /// Messages read while waiting for another id (see [`WsClient::wait_for`]).
+    pub stash: Vec<Value>,
 }
 
 /// How a test answers a `call_tool`: Ok(result) or Err((code, message)).
@@ -223,6 +227,14 @@ pub fn tool_answer(id: &Value, outcome: Result<Value, (i64, String)>) -> Value {
 }
 
 impl WsClient {
+    pub fn new(ws: WebSocketStream<MaybeTlsStream<TcpStream>>) -> WsClient {
+        WsClient {
+            ws,
+            next_id: 1000,
+            stash: Vec::new(),
+        }
+    }
+
     pub async fn send(&mut self, v: &Value) {
         self.ws.send(WsMessage::text(v.to_string())).await.unwrap();
     }
@@ -502,4 +514,151 @@ pub fn error_code(resp: &Value) -> i64 {
 
 pub fn temp_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
+}
+
+// ---- the session methods (`sandbox.*`, `files.*`, `run.cancel`) ----
+
+/// Base64 of `bytes` (the file methods' encoding).
+pub fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The bytes of a base64 `data` member.
+pub fn unb64(v: &Value) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(v.as_str().unwrap_or_else(|| panic!("not base64 text: {v}")))
+        .unwrap()
+}
+
+/// `data.kind` of a `sandbox_refused` error.
+pub fn refusal_kind(resp: &Value) -> &str {
+    assert_eq!(error_code(resp), -32007, "{resp}");
+    resp["error"]["data"]["kind"].as_str().unwrap_or("")
+}
+
+/// The text of `run_id`'s `output` notifications on `stream`, in arrival order.
+pub fn output_text(notes: &[Value], run_id: &str, stream: &str) -> String {
+    notes
+        .iter()
+        .filter(|n| n["method"] == "output" && n["params"]["run_id"] == run_id)
+        .filter(|n| n["params"]["stream"] == stream)
+        .map(|n| n["params"]["data"].as_str().unwrap().to_string())
+        .collect()
+}
+
+impl WsClient {
+    /// Send `method` with a fresh id; returns the id.
+    pub async fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// One request and its response; notifications in between are dropped, a `call_tool`
+    /// is a test failure (use [`WsClient::wait_for`] for runs that call tools).
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params).await;
+        let (resp, notes) = self.wait_for(id, &no_tools).await;
+        assert!(
+            notes.iter().all(|n| n["method"] != "call_tool"),
+            "{notes:?}"
+        );
+        resp
+    }
+
+    /// The response to `id`, answering `call_tool`s with `tools`. Returns it and every other
+    /// message that arrived first (notifications and tool calls, in order); responses to other
+    /// ids are kept in `stash` for their own `wait_for`.
+    pub async fn wait_for(&mut self, id: i64, tools: ToolFn<'_>) -> (Value, Vec<Value>) {
+        if let Some(i) = self.stash.iter().position(|m| m["id"] == json!(id)) {
+            return (self.stash.remove(i), Vec::new());
+        }
+        let mut seen = Vec::new();
+        loop {
+            let m = self
+                .recv()
+                .await
+                .unwrap_or_else(|| panic!("connection closed before the response to {id}"));
+            if m["method"] == "call_tool" {
+                let answer = tools(
+                    m["params"]["tool"].as_str().unwrap_or(""),
+                    &m["params"]["args"],
+                );
+                self.send(&tool_answer(&m["id"], answer)).await;
+                seen.push(m);
+            } else if m["id"] == json!(id) && m.get("method").is_none() {
+                return (m, seen);
+            } else if m.get("method").is_some() {
+                seen.push(m);
+            } else {
+                self.stash.push(m);
+            }
+        }
+    }
+}
+
+/// Tools for a test that expects no `call_tool` (every call fails the test).
+pub fn no_tools(name: &str, _args: &Value) -> Result<Value, (i64, String)> {
+    panic!("unexpected call_tool {name:?}")
+}
+
+impl StdioServer {
+    /// One request and its response (blocking); `output` notifications in between are
+    /// returned with it.
+    pub fn call(&mut self, id: i64, method: &str, params: Value) -> (Value, Vec<Value>) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut notes = Vec::new();
+        loop {
+            let m = self.recv().expect("eof before the response");
+            if m["id"] == json!(id) && m.get("method").is_none() {
+                return (m, notes);
+            }
+            assert_eq!(m["method"], "output", "unexpected message: {m}");
+            notes.push(m);
+        }
+    }
+}
+
+/// The real uid of `pid`, if it still exists.
+pub fn uid_of(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Every process on the host (any parent) whose real uid is one of `uids`.
+pub fn processes_of(uids: &[u32]) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| uid_of(*p).is_some_and(|u| uids.contains(&u)))
+        .collect()
+}
+
+/// Which of `pids` still exist.
+pub fn still_alive(pids: &[i32]) -> Vec<i32> {
+    pids.iter()
+        .copied()
+        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        .collect()
+}
+
+/// The server's descriptors on mount namespaces (a live sandbox holds one).
+pub fn mount_ns_fds(pid: i32) -> usize {
+    fd_list(pid)
+        .iter()
+        .filter(|l| l.starts_with("mnt:["))
+        .count()
+}
+
+/// `Shmem` of /proc/meminfo (tmpfs pages, the sandboxes' files included), KiB.
+pub fn shmem_kib() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text.lines().find(|l| l.starts_with("Shmem:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }

@@ -1,0 +1,169 @@
+"""The session methods (docs/server.md, "Sandboxes that persist"), driven with nothing but the
+`websockets` library and what docs/server.md and docs/protocol.md say: a client an orchestrator
+author could write from the docs alone. It does not use airlock_client on purpose."""
+import asyncio
+import base64
+import json
+
+from websockets.asyncio.client import connect
+
+# docs/protocol.md, "Error codes".
+INVALID_PARAMS = -32602
+SANDBOX_REFUSED = -32007
+NOT_FOUND = -32016
+# docs/server.md, "Files": at most 512 KiB per call.
+CHUNK = 512 * 1024
+
+
+class Rpc:
+    """JSON-RPC 2.0 over one WebSocket: one message per text message."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.next_id = 1
+        self.early = {}  # responses that arrived while waiting for another id
+
+    async def request(self, method, params):
+        rid = self.next_id
+        self.next_id += 1
+        await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        return rid
+
+    async def response(self, rid):
+        """The response to `rid` and the notifications that came before it, in order."""
+        notes = []
+        while rid not in self.early:
+            msg = json.loads(await asyncio.wait_for(self.ws.recv(), timeout=60))
+            assert msg["jsonrpc"] == "2.0", msg
+            if "method" in msg:
+                assert "id" not in msg, f"no request expected from the broker here: {msg}"
+                notes.append(msg)
+            else:
+                self.early[msg["id"]] = msg
+        return self.early.pop(rid), notes
+
+    async def call(self, method, params):
+        msg, _ = await self.response(await self.request(method, params))
+        return msg
+
+
+def ok(msg):
+    assert "error" not in msg, msg
+    return msg["result"]
+
+
+def code_of(msg):
+    assert "result" not in msg, msg
+    return msg["error"]["code"]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def session(server):
+    return connect(server.url, additional_headers={"Authorization": f"Bearer {server.token}"},
+                   max_size=2 ** 21)
+
+
+STREAMER = """
+import time
+nums = [int(x) for x in open('data/in.txt').read().split()]
+for i, n in enumerate(nums):
+    print(f'got {n}', flush=True)
+    time.sleep(0.2)
+open('out.txt', 'w').write(f'sum={sum(nums)}\\n')
+print('done')
+"""
+
+
+async def create_write_run_read_stream_dispose(server):
+    async with session(server) as ws:
+        rpc = Rpc(ws)
+        requires = ["run_code", "files_in", "files_out", "files_list"]
+        d = ok(await rpc.call("sandbox.create", {"spec": {
+            "requires": requires, "egress": "closed", "isolation_scope": "conversation",
+            "limits": {"timeout_s": 30, "memory_mb": 256}, "idle_timeout_s": 600}}))
+        sid = d["sandbox_id"]
+        assert d["work_dir"] == "/work"
+        assert d["egress"] == "closed"
+        assert d["isolation_scope"] == "conversation"
+        assert sorted(d["requires"]) == sorted(requires)
+        assert d["idle_timeout_s"] == 600
+
+        # files.write: missing parents are created; the result is the path and size.
+        w = ok(await rpc.call("files.write", {"sandbox_id": sid, "path": "data/in.txt",
+                                              "data": b64(b"3\n4\n5\n")}))
+        assert w == {"path": "data/in.txt", "size": 6}
+
+        # A streamed run: `output` notifications, in order, before the run's response.
+        rid = await rpc.request("sandbox.run_code", {"sandbox_id": sid, "code": STREAMER,
+                                                     "stream": True, "timeout_s": 20})
+        resp, notes = await rpc.response(rid)
+        r = ok(resp)
+        assert r["status"] == "completed", r
+        assert r["sandbox_id"] == sid
+        assert r["stdout"] == "got 3\ngot 4\ngot 5\ndone\n"
+        outputs = [n for n in notes if n["method"] == "output"]
+        assert all(n["params"]["run_id"] == r["run_id"] for n in outputs), outputs
+        streamed = "".join(n["params"]["data"] for n in outputs if n["params"]["stream"] == "stdout")
+        assert streamed == r["stdout"]
+        assert len(outputs) >= 3, outputs
+
+        # files.read: what the run wrote.
+        got = ok(await rpc.call("files.read", {"sandbox_id": sid, "path": "out.txt"}))
+        assert base64.b64decode(got["data"]) == b"sum=12\n"
+        assert (got["path"], got["offset"], got["size"], got["eof"]) == ("out.txt", 0, 7, True)
+
+        # The next run is a fresh process over the same files.
+        r2 = ok(await rpc.call("sandbox.run_code", {"sandbox_id": sid,
+                                                    "code": "print(open('out.txt').read(), end='')"}))
+        assert r2["stdout"] == "sum=12\n", r2
+        assert r2["run_id"] != r["run_id"]
+
+        entries = ok(await rpc.call("files.list", {"sandbox_id": sid}))["entries"]
+        assert [(e["name"], e["is_dir"]) for e in entries] == [("data", True), ("out.txt", False)]
+        st = ok(await rpc.call("files.stat", {"sandbox_id": sid, "path": "out.txt"}))
+        assert (st["exists"], st["size"], st["is_dir"]) == (True, 7, False)
+
+        # Refusals: a path out of /work, a capability the spec did not require.
+        bad = await rpc.call("files.read", {"sandbox_id": sid, "path": "../etc/passwd"})
+        assert code_of(bad) == INVALID_PARAMS
+        no_delete = await rpc.call("files.remove", {"sandbox_id": sid, "path": "out.txt"})
+        assert code_of(no_delete) == SANDBOX_REFUSED
+
+        gone = ok(await rpc.call("sandbox.dispose", {"sandbox_id": sid}))
+        assert gone == {"sandbox_id": sid, "disposal": None}
+        for method, params in [("files.read", {"sandbox_id": sid, "path": "out.txt"}),
+                               ("sandbox.connect", {"sandbox_id": sid})]:
+            assert code_of(await rpc.call(method, params)) == NOT_FOUND
+
+
+def test_create_write_run_read_stream_dispose(server):
+    asyncio.run(create_write_run_read_stream_dispose(server))
+
+
+async def chunked_round_trip(server):
+    blob = bytes((i * 31 + i // 1000) % 256 for i in range(2 * CHUNK + 12345))
+    async with session(server) as ws:
+        rpc = Rpc(ws)
+        sid = ok(await rpc.call("sandbox.create", {"spec": {}}))["sandbox_id"]
+        for off in range(0, len(blob), CHUNK):
+            w = ok(await rpc.call("files.write", {"sandbox_id": sid, "path": "blob.bin",
+                                                  "data": b64(blob[off:off + CHUNK]), "offset": off}))
+            assert w["size"] == min(off + CHUNK, len(blob))
+        code = "b = open('blob.bin', 'rb').read()\nopen('copy.bin', 'wb').write(b)\nprint(len(b))"
+        r = ok(await rpc.call("sandbox.run_code", {"sandbox_id": sid, "code": code}))
+        assert r["stdout"] == f"{len(blob)}\n", r
+        back, eof = b"", False
+        while not eof:
+            c = ok(await rpc.call("files.read", {"sandbox_id": sid, "path": "copy.bin",
+                                                 "offset": len(back), "length": CHUNK}))
+            back += base64.b64decode(c["data"])
+            eof = c["eof"]
+        assert back == blob
+        ok(await rpc.call("sandbox.dispose", {"sandbox_id": sid}))
+
+
+def test_files_move_in_512_kib_chunks(server):
+    asyncio.run(chunked_round_trip(server))
