@@ -79,7 +79,8 @@ struct IdOnly {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CancelParams {
-    run_id: String,
+    run_id: Option<String>,
+    sandbox_id: Option<String>,
 }
 
 /// Serve one session request; its response is sent by a task spawned into `tasks`.
@@ -119,14 +120,28 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         m::RUN_CANCEL => {
             let r = serde_json::from_value::<CancelParams>(params)
                 .map_err(|e| invalid(format!("run.cancel params: {e}")))
-                .and_then(|p| {
-                    sbs.cancel_run(&p.run_id)
-                        .map(|()| json!({"run_id": p.run_id}))
-                });
+                .and_then(|p| cancel(&sbs, p));
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         _ => on_sandbox(conn, &sbs, id, method, params, tasks),
     }
+}
+
+/// `run.cancel` by `run_id`, or by `sandbox_id` (its run in flight: one per sandbox, so a
+/// client need not have seen the run's id).
+fn cancel(sbs: &Sandboxes, p: CancelParams) -> Result<Value, ErrorObject> {
+    let run_id = match (p.run_id, p.sandbox_id) {
+        (Some(r), None) => r,
+        (None, Some(s)) => sbs.get(&s)?.running().ok_or_else(|| {
+            ErrorObject::new(
+                ErrorCode::NotFound,
+                format!("sandbox {s} has no run in flight"),
+            )
+        })?,
+        _ => return Err(invalid("run.cancel takes `run_id` or `sandbox_id`")),
+    };
+    sbs.cancel_run(&run_id)?;
+    Ok(json!({ "run_id": run_id }))
 }
 
 async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
@@ -222,10 +237,15 @@ fn start_run(
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     }
+    // Registered before the task starts, so `run.cancel` reaches the run from this moment.
+    let token = crate::cancel::CancelToken::new();
+    if let Some(s) = &conn.shared.config.sandboxes {
+        s.run_started(&run_id, token.clone());
+    }
     let held = Arc::clone(held);
     let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);
     tasks.spawn(tracing::Instrument::instrument(
-        sandbox_run::run(conn, held, id, run_id, call),
+        sandbox_run::run(conn, held, id, run_id, call, token),
         span,
     ));
 }

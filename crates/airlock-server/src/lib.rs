@@ -127,15 +127,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// A cancel token for `run_id`, registered so `run.cancel` reaches it.
-    pub(crate) fn cancel_token_for(&self, run_id: &str) -> CancelToken {
-        let t = CancelToken::new();
-        if let Some(s) = &self.config.sandboxes {
-            s.run_started(run_id, t.clone());
-        }
-        t
-    }
-
     /// Forgets `run_id`'s cancel token.
     pub(crate) fn run_ended(&self, run_id: &str) {
         if let Some(s) = &self.config.sandboxes {

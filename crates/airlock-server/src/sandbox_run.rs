@@ -137,8 +137,15 @@ async fn forward(run_id: String, mut rx: mpsc::Receiver<OutputChunk>, out: mpsc:
 }
 
 /// Run `call` in `held` and send its one terminal response for `request_id`.
-pub async fn run(conn: Conn, held: Arc<Held>, request_id: Id, run_id: String, call: RunCall) {
-    let msg = match run_inner(&conn, &held, &request_id, &run_id, call).await {
+pub async fn run(
+    conn: Conn,
+    held: Arc<Held>,
+    request_id: Id,
+    run_id: String,
+    call: RunCall,
+    token: CancelToken,
+) {
+    let msg = match run_inner(&conn, &held, &request_id, &run_id, call, token).await {
         Ok(m) => m,
         Err(e) => Message::error(request_id, e),
     };
@@ -153,6 +160,7 @@ async fn run_inner(
     request_id: &Id,
     run_id: &str,
     call: RunCall,
+    token: CancelToken,
 ) -> Result<Message, ErrorObject> {
     let config = &conn.shared.config;
     let requested = crate::ceilings::RequestedLimits {
@@ -186,7 +194,6 @@ async fn run_inner(
         ));
     };
     let queued_ms = queued.elapsed().as_secs_f64() * 1000.0;
-    let token = conn.shared.cancel_token_for(run_id);
     let conn_gone = conn.conn_gone.clone();
     let cancel: Cancel = Box::pin(async move {
         tokio::select! {

@@ -86,6 +86,12 @@ impl Held {
         Ok(())
     }
 
+    /// The run in flight, if any.
+    #[must_use]
+    pub fn running(&self) -> Option<String> {
+        lock(&self.busy).clone()
+    }
+
     /// Releases the claim (the run ended).
     pub fn release(&self) {
         *lock(&self.busy) = None;
