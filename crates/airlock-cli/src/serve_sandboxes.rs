@@ -41,11 +41,14 @@ pub fn build(
     for w in router.warnings() {
         tracing::warn!(warning = %w, "router");
     }
-    Ok(Arc::new(Sandboxes::new(
-        router,
-        backend,
-        epoch.to_owned(),
-        max_live,
-        Observers::new(observer),
-    )))
+    Ok(Arc::new(
+        Sandboxes::new(
+            router,
+            backend,
+            epoch.to_owned(),
+            max_live,
+            Observers::new(observer),
+        )
+        .with_audit(config.audit.clone()),
+    ))
 }

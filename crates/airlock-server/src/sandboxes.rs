@@ -132,6 +132,7 @@ pub struct Sandboxes {
     epoch: String,
     max_live: usize,
     observers: airlock_router::Observers,
+    audit: Option<Arc<crate::audit::AuditSink>>,
 }
 
 /// Why `sandbox.create` did not hand one out.
@@ -188,6 +189,27 @@ impl Sandboxes {
             epoch,
             max_live: max_live.max(1),
             observers,
+            audit: None,
+        }
+    }
+
+    /// Also records the refusals this registry makes itself (the router records its own).
+    #[must_use]
+    pub fn with_audit(mut self, sink: Option<Arc<crate::audit::AuditSink>>) -> Self {
+        self.audit = sink;
+        self
+    }
+
+    fn audit_refusal(&self, key: &SandboxKey, spec: &SandboxSpec, kind: &str) {
+        if let Some(sink) = &self.audit {
+            let line = json!({
+                "event": "sandbox_refused",
+                "key": key.to_string(),
+                "egress": spec.egress().as_str(),
+                "scope": spec.isolation_scope().as_str(),
+                "failure": kind,
+            });
+            sink.write_line(&line, "sandbox_refused");
         }
     }
 
@@ -218,6 +240,14 @@ impl Sandboxes {
             None => SandboxKey::new("wire", id.as_str(), "wire")
                 .map_err(|e| ErrorObject::new(ErrorCode::InternalError, e.to_string()))?,
         };
+        // The router compares the policy spec; the wire's own part (run limits, idle timeout)
+        // is compared here, before the router would hand the live sandbox back.
+        if let Some(h) = self.live_for(&key, &p.spec) {
+            if h.limits != limits || h.idle != p.idle {
+                self.audit_refusal(&key, &p.spec, "SandboxKeySpecMismatch");
+                return Err(key_spec_mismatch(&h));
+            }
+        }
         let sb = self
             .router
             .acquire(&key, &p.spec)
@@ -250,6 +280,18 @@ impl Sandboxes {
                 Err(e)
             }
         }
+    }
+
+    /// The live sandbox the router would hand back for `key` under `spec`: one held at the
+    /// key's conversation or call address, made for an equal spec.
+    fn live_for(&self, key: &SandboxKey, spec: &SandboxSpec) -> Option<Arc<Held>> {
+        let conversation = key
+            .for_scope(airlock_policy::IsolationScope::Conversation)
+            .ok();
+        let live = lock(&self.live);
+        live.values()
+            .find(|h| (h.key == *key || Some(&h.key) == conversation.as_ref()) && h.spec == *spec)
+            .cloned()
     }
 
     /// Holds `held`, or returns the one already held for its key (the same key under an equal

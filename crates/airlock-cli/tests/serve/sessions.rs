@@ -603,13 +603,47 @@ async fn gates(user: Option<&str>) {
     assert_eq!(result_of(&r)["stdout"], "refused -32013\n", "{user:?}: {r}");
     assert!(seen.is_empty(), "{seen:?}");
 
-    // With host_tools (and the tool named) the call reaches the orchestrator.
-    let tools_sb = create(
+    // host_tools without a declared tool: still nothing reaches the orchestrator.
+    let undeclared = create(
         &mut c,
         json!({"spec": {"requires": ["run_code", "host_tools"]}}),
     )
     .await;
     let code = "print(call_tool('echo', {'a': 1}))";
+    let id = c
+        .request(
+            "sandbox.run_code",
+            json!({"sandbox_id": undeclared, "code": code}),
+        )
+        .await;
+    let (r, seen) = c.wait_for(id, &echo_tools).await;
+    assert_eq!(result_of(&r)["status"], "error", "{user:?}: {r}");
+    assert!(
+        seen.is_empty(),
+        "an undeclared tool reached the orchestrator: {seen:?}"
+    );
+
+    // With host_tools and the tool declared, the call passes the registry's door (its schema)
+    // and reaches the orchestrator; arguments against the schema never do.
+    let echo = json!({"name": "echo", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false}, "source": null, "sink": null, "identity": null});
+    let tools_sb = create(
+        &mut c,
+        json!({"spec": {"requires": ["run_code", "host_tools"], "tools": [echo]}}),
+    )
+    .await;
+    let bad = "try:\n    call_tool('echo', {'a': 'not an integer'})\nexcept ToolError as e:\n    print('denied', e.code)";
+    let id = c
+        .request(
+            "sandbox.run_code",
+            json!({"sandbox_id": tools_sb, "code": bad}),
+        )
+        .await;
+    let (r, seen) = c.wait_for(id, &echo_tools).await;
+    assert_eq!(result_of(&r)["stdout"], "denied -32602\n", "{user:?}: {r}");
+    assert!(
+        seen.is_empty(),
+        "a call against the schema reached the orchestrator: {seen:?}"
+    );
     let id = c
         .request(
             "sandbox.run_code",
@@ -654,7 +688,7 @@ async fn keys_return_the_same_sandbox_for_an_equal_spec_only() {
         json!({"limits": {"timeout_s": 5}}),
         json!({"idle_timeout_s": 5}),
     ];
-    for spec in different {
+    for spec in &different {
         let r = c
             .call("sandbox.create", json!({"spec": spec, "key": key}))
             .await;
@@ -668,6 +702,22 @@ async fn keys_return_the_same_sandbox_for_an_equal_spec_only() {
     let r = result_of(&r);
     assert_eq!(r["egress"], "allowlist", "{r}");
     assert_ne!(r["sandbox_id"], a.as_str());
+    // The audit log holds the policy layer's events: the refusals with their kind, the
+    // disposal, the acquisitions.
+    let events = server.audit_events();
+    let count = |event: &str, failure: Value| {
+        events
+            .iter()
+            .filter(|e| e["event"] == event && e["failure"] == failure)
+            .count()
+    };
+    assert_eq!(
+        count("sandbox_refused", json!("SandboxKeySpecMismatch")),
+        different.len(),
+        "{events:?}"
+    );
+    assert_eq!(count("sandbox_disposed", Value::Null), 1, "{events:?}");
+    assert!(count("sandbox_acquired", Value::Null) >= 2, "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -938,6 +988,29 @@ async fn run_cancel_ends_the_run_and_keeps_the_sandbox() {
         let r = c.call("run.cancel", json!({"run_id": unknown})).await;
         assert_eq!(error_code(&r), NOT_FOUND, "{unknown}: {r}");
     }
+    // A run started without streaming: its id is unknown until it ends, so it is cancelled
+    // by its sandbox.
+    let id = c
+        .request(
+            "sandbox.run_code",
+            json!({"sandbox_id": sid, "code": "import time\ntime.sleep(60)"}),
+        )
+        .await;
+    let until = Instant::now() + Duration::from_secs(10);
+    let cancelled = loop {
+        let r = c.call("run.cancel", json!({"sandbox_id": sid})).await;
+        if r.get("result").is_some() {
+            break r;
+        }
+        assert_eq!(error_code(&r), NOT_FOUND, "{r}");
+        assert!(Instant::now() < until, "the run never showed up: {r}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let (resp, _) = c.wait_for(id, &no_tools).await;
+    assert_eq!(result_of(&resp)["status"], "cancelled", "{resp}");
+    assert_eq!(result_of(&resp)["run_id"], result_of(&cancelled)["run_id"]);
+    let r = c.call("run.cancel", json!({"sandbox_id": sid})).await;
+    assert_eq!(error_code(&r), NOT_FOUND, "no run in flight: {r}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1109,6 +1182,7 @@ const MALFORMED: &[&str] = &[
     r#"run.cancel {}"#,
     r#"run.cancel {"run_id": 1}"#,
     r#"run.cancel {"run_id": "x", "bogus": 1}"#,
+    r#"run.cancel {"run_id": "x", "sandbox_id": "SID"}"#,
     r#"files.write {"path": "a", "data": ""}"#,
     r#"files.write {"sandbox_id": "SID", "data": ""}"#,
     r#"files.write {"sandbox_id": "SID", "path": 1, "data": ""}"#,

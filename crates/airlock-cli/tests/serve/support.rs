@@ -128,7 +128,23 @@ impl WsServer {
         Ok(WsClient::new(ws))
     }
 
+    /// The audit file's run records (policy events, which carry an `event` member, left out).
     pub fn audit(&self) -> Vec<Value> {
+        self.audit_lines()
+            .into_iter()
+            .filter(|v| v.get("event").is_none())
+            .collect()
+    }
+
+    /// The audit file's policy events.
+    pub fn audit_events(&self) -> Vec<Value> {
+        self.audit_lines()
+            .into_iter()
+            .filter(|v| v.get("event").is_some())
+            .collect()
+    }
+
+    fn audit_lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.dir.path().join("audit.jsonl")).unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -398,7 +414,23 @@ impl StdioServer {
         self.stdin = None;
     }
 
+    /// The audit file's run records (policy events, which carry an `event` member, left out).
     pub fn audit(&self) -> Vec<Value> {
+        self.audit_lines()
+            .into_iter()
+            .filter(|v| v.get("event").is_none())
+            .collect()
+    }
+
+    /// The audit file's policy events.
+    pub fn audit_events(&self) -> Vec<Value> {
+        self.audit_lines()
+            .into_iter()
+            .filter(|v| v.get("event").is_some())
+            .collect()
+    }
+
+    fn audit_lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.dir.path().join("audit.jsonl")).unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap())
