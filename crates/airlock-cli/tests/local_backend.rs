@@ -313,3 +313,17 @@ for name, args in [('nope\x1b', {}), ('echo', {'n': 'x'}), ('echo', {'n': 1}), (
         .unwrap();
     assert_eq!(r.stdout, "7\n", "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filled_disk_is_a_disk_limit_and_the_bound_is_the_backend_s() {
+    let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
+    config.limits.max_disk_bytes = 32 << 20;
+    let b = LocalBackend::new(config).unwrap();
+    let sb = local(&b, &key("disk")).await;
+    let code = "import time\nn = 0\ntry:\n    with open('/work/fill', 'wb') as f:\n        while True:\n            f.write(b'x' * (1 << 20)); f.flush(); n += 1\nexcept OSError as e:\n    print('stopped', e.errno, n)\ntime.sleep(0.5)";
+    let r = sb.run_code(code, &Default::default()).await.unwrap();
+    assert_eq!(r.status, airlock_router::RunStatus::DiskLimit, "{r:?}");
+    let stopped: Vec<&str> = r.stdout.split_whitespace().collect();
+    assert_eq!(stopped[..2], ["stopped", "28"], "{r:?}");
+    assert!(stopped[2].parse::<u64>().unwrap() <= 32, "{r:?}");
+}
