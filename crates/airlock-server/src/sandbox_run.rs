@@ -145,13 +145,33 @@ pub async fn run(
     call: RunCall,
     token: CancelToken,
 ) {
+    // Released however the run ends (a panicking task included), so the sandbox never stays
+    // busy; released before the response goes out, so the client's next run is never `busy`.
+    let claim = Claim {
+        held: Arc::clone(&held),
+        conn: conn.clone(),
+        run_id: run_id.clone(),
+    };
     let msg = match run_inner(&conn, &held, &request_id, &run_id, call, token).await {
         Ok(m) => m,
         Err(e) => Message::error(request_id, e),
     };
-    held.release();
-    conn.shared.run_ended(&run_id);
+    drop(claim);
     let _ = conn.outbound.send(Outbound::Message(msg)).await;
+}
+
+/// A sandbox's claim for one run, released on drop.
+struct Claim {
+    held: Arc<Held>,
+    conn: Conn,
+    run_id: String,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.held.release();
+        self.conn.shared.run_ended(&self.run_id);
+    }
 }
 
 async fn run_inner(

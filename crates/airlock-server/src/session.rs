@@ -49,6 +49,9 @@ struct Current {
     task: JoinHandle<RunOutcome>,
 }
 
+/// Session methods one connection may have in flight at once.
+const MAX_IN_FLIGHT: usize = 16;
+
 struct Session {
     shared: Arc<Shared>,
     info: Arc<ConnInfo>,
@@ -101,7 +104,11 @@ pub(crate) async fn serve(
                         tracing::error!(error = %e, "a session method task failed");
                     }
                 }
-                ev = inbound.recv(), if reading => match ev {
+                // At most MAX_IN_FLIGHT session methods per connection: past that the
+                // connection is not read (the client's requests wait in its own socket), so a
+                // client pipelining requests without reading answers holds a bounded amount
+                // of the server's memory.
+                ev = inbound.recv(), if reading && s.tasks.len() < MAX_IN_FLIGHT => match ev {
                     None => {
                         tracing::info!("peer closed the connection");
                         reading = false;
