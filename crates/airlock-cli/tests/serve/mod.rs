@@ -5,4 +5,5 @@ mod admission;
 mod conformance_stdio;
 mod conformance_ws;
 mod faults;
+mod session_limits;
 mod sessions;
