@@ -136,6 +136,24 @@ async fn forward(run_id: String, mut rx: mpsc::Receiver<OutputChunk>, out: mpsc:
     }
 }
 
+/// A run slot; a queued run still honours a shutdown and its connection's end (it is answered
+/// `shutdown` and never spawns anything).
+async fn run_slot(conn: &Conn) -> Result<tokio::sync::OwnedSemaphorePermit, ErrorObject> {
+    let gone = |why: &str| Err(ErrorObject::new(ErrorCode::Shutdown, why));
+    tokio::select! {
+        p = conn.shared.runs.clone().acquire_owned() => match p {
+            Ok(p) => Ok(p),
+            Err(_) => gone("no run slots"),
+        },
+        () = conn.shared.shutdown.cancelled() => {
+            gone("the broker is shutting down; the queued run was not started")
+        }
+        () = conn.conn_gone.cancelled() => {
+            gone("the connection closed before the queued run started")
+        }
+    }
+}
+
 /// Run `call` in `held` and send its one terminal response for `request_id`.
 pub async fn run(conn: Conn, held: Arc<Held>, request_id: Id, run_id: String, call: RunCall) {
     let msg = match run_inner(&conn, &held, &request_id, &run_id, call).await {
@@ -175,9 +193,7 @@ async fn run_inner(
     };
     let queued = Instant::now();
     let shutdown = conn.shared.shutdown.clone();
-    let Ok(_permit) = conn.shared.runs.clone().acquire_owned().await else {
-        return Err(ErrorObject::new(ErrorCode::Shutdown, "no run slots"));
-    };
+    let permit = run_slot(conn).await?;
     let queued_ms = queued.elapsed().as_secs_f64() * 1000.0;
     let token = conn.shared.cancel_token_for(run_id);
     let conn_gone = conn.conn_gone.clone();
@@ -223,6 +239,9 @@ async fn run_inner(
     req.cancel = Some(cancel);
     req.output = tap;
     let result = held.sandbox.run_request(req).await;
+    // The run is over (every process of it gone): its slot goes back now, not once a listener
+    // that stopped reading has taken the last notifications — that could be never.
+    drop(permit);
     if let Some(f) = forwarder {
         let _ = f.await;
     }
