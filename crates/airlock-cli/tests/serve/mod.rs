@@ -5,3 +5,4 @@ mod admission;
 mod conformance_stdio;
 mod conformance_ws;
 mod faults;
+mod session_faults;
