@@ -124,3 +124,378 @@ async fn load_50_connections_x_20_runs_leak_nothing() {
     assert!(all.is_subset(&audited));
     eprintln!("load: {} runs in {took:?}", CONNECTIONS * RUNS);
 }
+
+// ---- sandboxes that persist: 50 sandboxes x 20 runs over the session methods ----
+
+mod sessions {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use serde_json::{json, Value};
+
+    use super::support::session_probes::*;
+    use super::support::*;
+
+    /// Connections, sandboxes per connection, runs per sandbox.
+    const CONNS: usize = 10;
+    const PER_CONN: usize = 5;
+    const RUNS: usize = 20;
+    /// Run slots: on 2 cores more only queue in the kernel instead of the server.
+    const SLOTS: &str = "4";
+
+    /// Every run's latency (request sent to result received), ms.
+    type Latencies = Arc<Mutex<Vec<f64>>>;
+
+    fn spec() -> Value {
+        json!({"spec": {
+            "requires": ["run_code", "exec", "files_in", "files_out", "files_list", "host_tools"],
+            "limits": {"timeout_s": 60},
+            "tools": [{
+                "name": "add", "description": "a + b",
+                "schema": {"type": "object", "required": ["a", "b"], "additionalProperties": false,
+                           "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+                "source": null, "sink": null, "identity": null}]}})
+    }
+
+    fn add(name: &str, args: &Value) -> Result<Value, (i64, String)> {
+        match name {
+            "add" => Ok(json!(
+                args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap()
+            )),
+            _ => Err((-32013, format!("no tool {name}"))),
+        }
+    }
+
+    /// Run 4k: Python, streamed, one tool call, reads the file the orchestrator wrote.
+    fn python_streamed(g: usize, r: usize) -> (Value, String) {
+        let code = format!(
+            "n = call_tool('add', {{'a': {g}, 'b': {r}}})\n\
+             open('log.txt', 'a').write('r{r}\\n')\n\
+             for i in range(40):\n    print('g{g} r{r} line', i, 'x' * 100)\n\
+             print(n, open('in.txt').read().strip())"
+        );
+        let mut want: String = (0..40)
+            .map(|i| format!("g{g} r{r} line {i} {}\n", "x".repeat(100)))
+            .collect();
+        want.push_str(&format!("{} sandbox {g}\n", g + r));
+        (json!({"code": code, "stream": true}), want)
+    }
+
+    /// Run 4k+1: a streamed command.
+    fn command_streamed(g: usize, r: usize) -> (Value, String) {
+        let sh = format!(
+            "echo r{r} >> log.txt; i=0; while [ $i -lt 50 ]; do echo g{g} r{r} $i; i=$((i+1)); done"
+        );
+        let want = (0..50).map(|i| format!("g{g} r{r} {i}\n")).collect();
+        (json!({"argv": ["/bin/sh", "-c", sh], "stream": true}), want)
+    }
+
+    /// Run 4k+2: a command over a file the orchestrator wrote; it writes one back.
+    fn command_files(r: usize) -> (Value, String) {
+        let sh =
+            format!("echo r{r} >> log.txt; wc -c < chunk-{r}.bin; cp chunk-{r}.bin out-{r}.bin");
+        (
+            json!({"argv": ["/bin/sh", "-c", sh]}),
+            format!("{}\n", chunk(r).len()),
+        )
+    }
+
+    /// Run 4k+3: Python with two tool calls, not streamed.
+    fn python_tools(g: usize, r: usize) -> (Value, String) {
+        let code = format!(
+            "open('log.txt', 'a').write('r{r}\\n')\n\
+             print(call_tool('add', {{'a': {r}, 'b': call_tool('add', {{'a': {g}, 'b': 1000}})}}))"
+        );
+        (json!({"code": code}), format!("{}\n", r + g + 1000))
+    }
+
+    fn chunk(r: usize) -> Vec<u8> {
+        (0..4096 + r * 97)
+            .map(|i| (i * 31 + r).to_le_bytes()[0])
+            .collect()
+    }
+
+    async fn write(c: &Mux, sid: &str, path: &str, data: &[u8]) {
+        let w = c
+            .call(
+                "files.write",
+                json!({"sandbox_id": sid, "path": path, "data": b64(data)}),
+            )
+            .await;
+        assert_eq!(result_of(&w.msg)["size"], data.len(), "{}", w.msg);
+    }
+
+    async fn read(c: &Mux, sid: &str, path: &str) -> Vec<u8> {
+        let r = c
+            .call("files.read", json!({"sandbox_id": sid, "path": path}))
+            .await;
+        let v = result_of(&r.msg);
+        assert_eq!(v["eof"], true, "{v}");
+        unb64_text(v["data"].as_str().unwrap())
+    }
+
+    #[derive(Default)]
+    struct Tally {
+        runs: AtomicUsize,
+        streamed_checked: AtomicUsize,
+        dropped_runs: AtomicUsize,
+        tool_calls: AtomicUsize,
+        refused: AtomicUsize,
+    }
+
+    /// One sandbox's life: create, 20 runs with files in and out, check its files, dispose.
+    async fn one_sandbox(c: Arc<Mux>, g: usize, lat: Latencies, tally: Arc<Tally>) {
+        let created = c.call("sandbox.create", spec()).await;
+        let sid = result_of(&created.msg)["sandbox_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        write(&c, &sid, "in.txt", format!("sandbox {g}\n").as_bytes()).await;
+        for r in 0..RUNS {
+            let (mut params, want) = match r % 4 {
+                0 => python_streamed(g, r),
+                1 => command_streamed(g, r),
+                2 => {
+                    write(&c, &sid, &format!("chunk-{r}.bin"), &chunk(r)).await;
+                    command_files(r)
+                }
+                _ => python_tools(g, r),
+            };
+            params["sandbox_id"] = json!(sid);
+            let method = if params.get("code").is_some() {
+                "sandbox.run_code"
+            } else {
+                "sandbox.exec"
+            };
+            let sent = Instant::now();
+            // Over the server's run slots a session run is refused `over_capacity` (never
+            // queued): the client retries, as a real orchestrator would.
+            let reply = loop {
+                let reply = c.call(method, params.clone()).await;
+                if reply.msg["error"]["code"] != -32018 {
+                    break reply;
+                }
+                tally.refused.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            lat.lock()
+                .unwrap()
+                .push(sent.elapsed().as_secs_f64() * 1000.0);
+            let res = result_of(&reply.msg);
+            assert_eq!(res["status"], "completed", "g{g} r{r}: {}", reply.msg);
+            assert_eq!(res["stdout"], want, "g{g} r{r}: {}", reply.msg);
+            assert_eq!(res["sandbox_id"], sid);
+            tally.runs.fetch_add(1, Ordering::Relaxed);
+            tally
+                .tool_calls
+                .fetch_add(reply.tool_calls, Ordering::Relaxed);
+            let expect_calls = [1, 0, 0, 2][r % 4];
+            assert_eq!(reply.tool_calls, expect_calls, "g{g} r{r}");
+            if params["stream"] == true {
+                let dropped = res["output_dropped_bytes"]
+                    .as_u64()
+                    .expect("a streamed run counts drops");
+                if dropped == 0 {
+                    assert_eq!(
+                        reply.streamed("stdout"),
+                        want,
+                        "g{g} r{r}: streamed != stdout"
+                    );
+                    tally.streamed_checked.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    tally.dropped_runs.fetch_add(1, Ordering::Relaxed);
+                    // Whole chunks were dropped: what came plus what was counted is all of it.
+                    let got = reply.streamed("stdout").len() + reply.streamed("stderr").len();
+                    assert_eq!(got as u64 + dropped, want.len() as u64, "g{g} r{r}");
+                }
+            } else {
+                assert!(
+                    reply.outputs.is_empty(),
+                    "g{g} r{r}: notifications unasked: {:?}",
+                    reply.outputs
+                );
+            }
+            if r % 4 == 2 {
+                assert_eq!(
+                    read(&c, &sid, &format!("out-{r}.bin")).await,
+                    chunk(r),
+                    "g{g} r{r}"
+                );
+            }
+        }
+        // Files persist across the sandbox's runs: every run appended its line.
+        let log: String = (0..RUNS).map(|r| format!("r{r}\n")).collect();
+        assert_eq!(
+            String::from_utf8(read(&c, &sid, "log.txt").await).unwrap(),
+            log,
+            "g{g}"
+        );
+        assert_eq!(
+            read(&c, &sid, "in.txt").await,
+            format!("sandbox {g}\n").into_bytes()
+        );
+        let d = c.call("sandbox.dispose", json!({"sandbox_id": sid})).await;
+        assert_eq!(result_of(&d.msg)["disposal"], Value::Null, "{}", d.msg);
+    }
+
+    async fn one_connection(server: Arc<WsServer>, conn: usize, lat: Latencies, tally: Arc<Tally>) {
+        let tools: SharedTools = Arc::new(add);
+        let c = Arc::new(Mux::new(server.connect().await.ws, tools));
+        let mut tasks = Vec::new();
+        for j in 0..PER_CONN {
+            let g = conn * PER_CONN + j;
+            tasks.push(tokio::spawn(one_sandbox(
+                Arc::clone(&c),
+                g,
+                lat.clone(),
+                tally.clone(),
+            )));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let c = Arc::try_unwrap(c).ok().expect("every sandbox task is done");
+        let strays = c.close().await;
+        assert!(
+            strays.is_empty(),
+            "conn {conn}: messages that were no one's response: {strays:?}"
+        );
+    }
+
+    /// The `pct`th percentile of sorted figures.
+    fn percentile(sorted: &[f64], pct: usize) -> f64 {
+        sorted[(sorted.len() - 1) * pct / 100]
+    }
+
+    /// A warm-up sandbox: the interpreter probe, the reaper, the first tmpfs, so the
+    /// baselines below are steady.
+    async fn warm_up(server: &WsServer) {
+        let c = Mux::new(server.connect().await.ws, Arc::new(add));
+        let created = c.call("sandbox.create", spec()).await;
+        let sid = result_of(&created.msg)["sandbox_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (mut p, want) = python_tools(0, 0);
+        p["sandbox_id"] = json!(sid);
+        let r = c.call("sandbox.run_code", p).await;
+        assert_eq!(result_of(&r.msg)["stdout"], want);
+        c.call("sandbox.dispose", json!({"sandbox_id": sid})).await;
+        assert!(c.close().await.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn load_50_sandboxes_x_20_runs_streaming_files_tools_leak_nothing() {
+        let server = Arc::new(WsServer::start(&[
+            "--max-sandboxes",
+            "64",
+            "--max-concurrent-runs",
+            SLOTS,
+        ]));
+        let pid = server.pid();
+        warm_up(&server).await;
+        assert!(settle(pid, Duration::from_secs(10)).is_empty());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let fds_before = fd_count(pid);
+        let rss_before = rss_kib(pid);
+
+        // Sample the server's RSS while the load runs.
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut peak = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    peak = peak.max(rss_kib(pid));
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                peak
+            })
+        };
+        let lat = Latencies::default();
+        let tally = Arc::new(Tally::default());
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..CONNS)
+            .map(|conn| {
+                tokio::spawn(one_connection(
+                    Arc::clone(&server),
+                    conn,
+                    lat.clone(),
+                    tally.clone(),
+                ))
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let took = started.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let peak_sampled = sampler.join().unwrap();
+        let total = CONNS * PER_CONN * RUNS;
+        assert_eq!(tally.runs.load(Ordering::Relaxed), total);
+
+        // Every sandbox was disposed: nothing of any is left.
+        let left = settle(pid, Duration::from_secs(10));
+        assert!(left.is_empty(), "processes left: {left:?}");
+        assert!(server.run_dirs().is_empty(), "{:?}", server.run_dirs());
+        assert!(entries(&server.dir.path().join("tmp")).is_empty());
+        let end = Instant::now() + Duration::from_secs(10);
+        while fd_count(pid) > fds_before && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let fds_after = fd_count(pid);
+        let (rss_after, peak) = (rss_kib(pid), peak_rss_kib(pid).max(peak_sampled));
+        let mut l = lat.lock().unwrap().clone();
+        l.sort_by(f64::total_cmp);
+        let runs: Vec<Value> = server
+            .audit()
+            .into_iter()
+            .filter(|a| a.get("event").is_none())
+            .collect();
+        let sorted = |key: &str| {
+            let mut v: Vec<f64> = runs.iter().filter_map(|a| a[key].as_f64()).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let wall = sorted("wall_time_ms");
+        eprintln!(
+            "session load: {total} runs in {:.1} s = {:.1} runs/s ({CONNS} connections x \
+             {PER_CONN} sandboxes, {SLOTS} run slots); run latency (request to result) p50 {:.0} \
+             ms, p99 {:.0} ms, max {:.0} ms (retries after over_capacity included: {}); in the \
+             sandbox p50 {:.0} ms, p99 {:.0} ms; tool calls {}; streamed runs checked whole {}, \
+             with drops {}; server RSS {} KiB before, peak {} KiB, {} KiB after; server fds \
+             {fds_before} before, {fds_after} after",
+            took.as_secs_f64(),
+            total as f64 / took.as_secs_f64(),
+            percentile(&l, 50),
+            percentile(&l, 99),
+            l[l.len() - 1],
+            tally.refused.load(Ordering::Relaxed),
+            percentile(&wall, 50),
+            percentile(&wall, 99),
+            tally.tool_calls.load(Ordering::Relaxed),
+            tally.streamed_checked.load(Ordering::Relaxed),
+            tally.dropped_runs.load(Ordering::Relaxed),
+            rss_before,
+            peak,
+            rss_after,
+        );
+        assert!(
+            fds_after <= fds_before + 2,
+            "server fds leaked: {fds_before} -> {fds_after}: {:?}",
+            fd_list(pid)
+        );
+        assert!(peak < 512 * 1024, "server peak RSS {peak} KiB");
+        assert!(
+            rss_after < rss_before + 128 * 1024,
+            "server RSS grew {rss_before} -> {rss_after} KiB"
+        );
+        assert_eq!(runs.len(), total + 1, "one audit record per run");
+        assert!(runs.iter().all(|a| a["status"] == "completed"));
+        assert!(
+            took < Duration::from_secs(150),
+            "session load took {took:?}"
+        );
+    }
+}

@@ -204,7 +204,7 @@ async fn run_inner(
     let queued = Instant::now();
     let shutdown = conn.shared.shutdown.clone();
     // Over the server's run ceiling a session run is refused, never queued.
-    let Ok(_permit) = conn.shared.runs.clone().try_acquire_owned() else {
+    let Ok(permit) = conn.shared.runs.clone().try_acquire_owned() else {
         return Err(ErrorObject::new(
             ErrorCode::OverCapacity,
             format!(
@@ -257,6 +257,9 @@ async fn run_inner(
     req.cancel = Some(cancel);
     req.output = tap;
     let result = held.sandbox.run_request(req).await;
+    // The run is over (every process of it gone): its slot goes back now, not once a listener
+    // that stopped reading has taken the last notifications — that could be never.
+    drop(permit);
     if let Some(f) = forwarder {
         let _ = f.await;
     }

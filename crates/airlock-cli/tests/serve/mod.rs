@@ -5,5 +5,6 @@ mod admission;
 mod conformance_stdio;
 mod conformance_ws;
 mod faults;
+mod session_faults;
 mod session_limits;
 mod sessions;

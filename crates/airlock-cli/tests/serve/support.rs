@@ -694,3 +694,290 @@ pub fn shmem_kib() -> u64 {
     let line = text.lines().find(|l| l.starts_with("Shmem:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
+
+// =============================================================================================
+// Session load and fault probes (serve_load.rs, serve/session_faults.rs): a client that
+// multiplexes many requests on one connection, process snapshots that survive the server's
+// death, and memory probes. One module, so it merges beside other additions to this file.
+// =============================================================================================
+pub mod session_probes {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use futures_util::{SinkExt, StreamExt};
+    use serde_json::{json, Value};
+    use tokio::net::TcpStream;
+    use tokio::sync::{mpsc, oneshot};
+    use tokio::task::JoinHandle;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+    use super::{shmem_kib, tool_answer, PATIENCE};
+
+    /// The bytes of standard base64 text.
+    pub fn unb64_text(text: &str) -> Vec<u8> {
+        super::unb64(&Value::String(text.to_owned()))
+    }
+
+    /// How the reader answers `call_tool` (it lives in the reader task).
+    pub type SharedTools = Arc<dyn Fn(&str, &Value) -> Result<Value, (i64, String)> + Send + Sync>;
+
+    /// One response, with the `output` notifications and `call_tool`s of its run (when it is a
+    /// run's result) that arrived before it.
+    #[derive(Debug)]
+    pub struct Reply {
+        pub msg: Value,
+        pub outputs: Vec<Value>,
+        pub tool_calls: usize,
+    }
+
+    impl Reply {
+        /// The concatenated `data` of this run's notifications on `stream`.
+        pub fn streamed(&self, stream: &str) -> String {
+            self.outputs
+                .iter()
+                .filter(|n| n["params"]["stream"] == stream)
+                .map(|n| n["params"]["data"].as_str().unwrap_or(""))
+                .collect()
+        }
+    }
+
+    #[derive(Default)]
+    struct State {
+        waiting: HashMap<i64, oneshot::Sender<Reply>>,
+        outputs: HashMap<String, Vec<Value>>,
+        tool_calls: HashMap<String, usize>,
+        /// Notifications of any run received so far.
+        outputs_seen: usize,
+        /// Responses nobody waited for (a duplicate, an unknown id) and unknown messages.
+        strays: Vec<Value>,
+    }
+
+    type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+    /// A connection carrying many requests at once: a writer task, a reader task that answers
+    /// `call_tool`, files `output` notifications by run id and hands each response to its
+    /// waiter — exactly once; anything else is kept as a stray.
+    pub struct Mux {
+        out: mpsc::UnboundedSender<WsMessage>,
+        state: Arc<Mutex<State>>,
+        next: AtomicI64,
+        reader: JoinHandle<()>,
+        writer: JoinHandle<()>,
+    }
+
+    fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn on_message(
+        m: Value,
+        state: &Mutex<State>,
+        tools: &SharedTools,
+        out: &mpsc::UnboundedSender<WsMessage>,
+    ) {
+        let run_id = m["params"]["run_id"].as_str().unwrap_or("").to_string();
+        let mut st = lock(state);
+        match m["method"].as_str() {
+            Some("call_tool") => {
+                *st.tool_calls.entry(run_id).or_default() += 1;
+                drop(st);
+                let args = &m["params"]["args"];
+                let answer = tools(m["params"]["tool"].as_str().unwrap_or(""), args);
+                let _ = out.send(WsMessage::text(tool_answer(&m["id"], answer).to_string()));
+            }
+            Some("output") => {
+                st.outputs_seen += 1;
+                st.outputs.entry(run_id).or_default().push(m);
+            }
+            Some(_) => st.strays.push(m),
+            None => {
+                let waiter = m["id"].as_i64().and_then(|id| st.waiting.remove(&id));
+                let Some(tx) = waiter else {
+                    st.strays.push(m);
+                    return;
+                };
+                let run = m["result"]["run_id"].as_str().unwrap_or("").to_string();
+                let outputs = st.outputs.remove(&run).unwrap_or_default();
+                let tool_calls = st.tool_calls.remove(&run).unwrap_or_default();
+                let _ = tx.send(Reply {
+                    msg: m,
+                    outputs,
+                    tool_calls,
+                });
+            }
+        }
+    }
+
+    impl Mux {
+        pub fn new(ws: Ws, tools: SharedTools) -> Mux {
+            let (mut sink, mut stream) = ws.split();
+            let (out, mut rx) = mpsc::unbounded_channel::<WsMessage>();
+            let writer = tokio::spawn(async move {
+                while let Some(m) = rx.recv().await {
+                    let close = matches!(m, WsMessage::Close(_));
+                    if sink.send(m).await.is_err() || close {
+                        break;
+                    }
+                }
+            });
+            let state = Arc::new(Mutex::new(State::default()));
+            let (st, tx) = (Arc::clone(&state), out.clone());
+            let reader = tokio::spawn(async move {
+                while let Some(Ok(msg)) = stream.next().await {
+                    match msg {
+                        WsMessage::Text(t) => match serde_json::from_str(t.as_str()) {
+                            Ok(v) => on_message(v, &st, &tools, &tx),
+                            Err(_) => lock(&st).strays.push(json!({"unparsable": t.as_str()})),
+                        },
+                        WsMessage::Close(_) => break,
+                        _ => {}
+                    }
+                }
+                // Waiters still registered learn the connection is gone.
+                lock(&st).waiting.clear();
+            });
+            Mux {
+                out,
+                state,
+                next: AtomicI64::new(1),
+                reader,
+                writer,
+            }
+        }
+
+        /// Send `method` and wait for its one response.
+        pub async fn call(&self, method: &str, params: Value) -> Reply {
+            self.try_call(method, params)
+                .await
+                .unwrap_or_else(|| panic!("connection closed before the response to {method}"))
+        }
+
+        /// Like [`Mux::call`]; None when the connection ends before the response.
+        pub async fn try_call(&self, method: &str, params: Value) -> Option<Reply> {
+            let id = self.next.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = oneshot::channel();
+            lock(&self.state).waiting.insert(id, tx);
+            let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            if self.out.send(WsMessage::text(req.to_string())).is_err() {
+                return None;
+            }
+            match tokio::time::timeout(PATIENCE, rx).await {
+                Ok(r) => r.ok(),
+                Err(_) => panic!("no response to {method} {id} within {PATIENCE:?}"),
+            }
+        }
+
+        /// `output` notifications received so far (runs whose result has not come included).
+        pub fn outputs_seen(&self) -> usize {
+            lock(&self.state).outputs_seen
+        }
+
+        /// Close the connection, read to its end, and return every message that was not the one
+        /// response to a request (duplicates, unknown ids, notifications after their result).
+        pub async fn close(self) -> Vec<Value> {
+            let _ = self.out.send(WsMessage::Close(None));
+            let _ = tokio::time::timeout(PATIENCE, self.reader).await;
+            self.writer.abort();
+            let mut st = lock(&self.state);
+            let mut strays = std::mem::take(&mut st.strays);
+            strays.extend(st.outputs.drain().flat_map(|(_, v)| v));
+            strays
+        }
+    }
+
+    /// A process as it was seen: its pid and start time (so a reused pid is not mistaken for it).
+    pub type Seen = (i32, u64);
+
+    fn start_time(pid: i32) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(19)?
+            .parse()
+            .ok()
+    }
+
+    /// Every descendant of `pid` now, with start times.
+    pub fn snapshot(pid: i32) -> Vec<Seen> {
+        super::descendants(pid)
+            .into_iter()
+            .filter_map(|p| start_time(p).map(|t| (p, t)))
+            .collect()
+    }
+
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, a)| a.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Which of `seen` are still alive (same pid, same start time; zombies count as gone).
+    pub fn alive(seen: &[Seen]) -> Vec<i32> {
+        seen.iter()
+            .filter(|(p, t)| start_time(*p) == Some(*t) && !is_zombie(*p))
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    /// Wait (bounded) until none of `seen` is alive; returns those left.
+    pub fn wait_gone(seen: &[Seen], within: Duration) -> Vec<i32> {
+        let end = Instant::now() + within;
+        loop {
+            let left = alive(seen);
+            if left.is_empty() || Instant::now() > end {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn status_kib(pid: i32, field: &str) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        text.lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Resident memory of `pid`, KiB.
+    pub fn rss_kib(pid: i32) -> u64 {
+        status_kib(pid, "VmRSS:")
+    }
+
+    /// Peak resident memory of `pid` over its life, KiB.
+    pub fn peak_rss_kib(pid: i32) -> u64 {
+        status_kib(pid, "VmHWM:")
+    }
+
+    /// Wait (bounded) until `Shmem` is at most `kib`; returns the last reading.
+    pub fn shmem_at_most(kib: u64, within: Duration) -> u64 {
+        let end = Instant::now() + within;
+        loop {
+            let now = shmem_kib();
+            if now <= kib || Instant::now() > end {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Entries left in a directory.
+    pub fn entries(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
