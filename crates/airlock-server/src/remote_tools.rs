@@ -73,6 +73,7 @@ impl Pending {
 /// Relays one run's tool calls to the orchestrator.
 pub struct RemoteTools {
     run_id: String,
+    sandbox_id: Option<String>,
     outbound: mpsc::Sender<Outbound>,
     pending: Pending,
     next: AtomicU64,
@@ -124,6 +125,7 @@ impl RemoteTools {
     ) -> Self {
         Self {
             run_id,
+            sandbox_id: None,
             outbound,
             pending,
             next: AtomicU64::new(1),
@@ -131,6 +133,14 @@ impl RemoteTools {
             allowed,
             calls: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Names the sandbox in every `call_tool` (a client with several runs on one connection
+    /// can route a call before it has seen the run's id).
+    #[must_use]
+    pub fn in_sandbox(mut self, sandbox_id: &str) -> Self {
+        self.sandbox_id = Some(sandbox_id.to_owned());
+        self
     }
 
     /// The calls made so far (for the audit record).
@@ -150,7 +160,10 @@ impl RemoteTools {
 
     async fn relay(&self, guard: &CallGuard<'_>, args: Value) -> Result<Value, ToolFailure> {
         let fail = |m: String| ToolFailure::new(ErrorCode::ToolError, m);
-        let params = json!({ "tool": guard.name, "args": args, "run_id": self.run_id });
+        let mut params = json!({ "tool": guard.name, "args": args, "run_id": self.run_id });
+        if let Some(sid) = &self.sandbox_id {
+            params["sandbox_id"] = json!(sid);
+        }
         let request = Message::request(
             guard.id.clone(),
             airlock_protocol::method::CALL_TOOL,

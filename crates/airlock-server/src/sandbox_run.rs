@@ -109,7 +109,12 @@ pub fn parse(method: &str, v: Value) -> Result<RunCall, ErrorObject> {
 
 /// Sends output chunks as `output` notifications; a UTF-8 sequence cut between chunks is
 /// carried to the next chunk of its stream.
-async fn forward(run_id: String, mut rx: mpsc::Receiver<OutputChunk>, out: mpsc::Sender<Outbound>) {
+async fn forward(
+    run_id: String,
+    sandbox_id: String,
+    mut rx: mpsc::Receiver<OutputChunk>,
+    out: mpsc::Sender<Outbound>,
+) {
     let mut carry: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     while let Some(c) = rx.recv().await {
         let slot = usize::from(c.stream == airlock_broker::output::Stream::Stderr);
@@ -126,6 +131,7 @@ async fn forward(run_id: String, mut rx: mpsc::Receiver<OutputChunk>, out: mpsc:
         }
         let params = json!({
             "run_id": run_id,
+            "sandbox_id": sandbox_id,
             "stream": c.stream.as_str(),
             "data": String::from_utf8_lossy(&bytes),
         });
@@ -222,13 +228,16 @@ async fn run_inner(
             () = conn_gone.cancelled() => {}
         }
     });
-    let remote = Arc::new(RemoteTools::new(
-        run_id.to_owned(),
-        conn.outbound.clone(),
-        conn.pending.clone(),
-        config.tool_timeout,
-        call.tools,
-    ));
+    let remote = Arc::new(
+        RemoteTools::new(
+            run_id.to_owned(),
+            conn.outbound.clone(),
+            conn.pending.clone(),
+            config.tool_timeout,
+            call.tools,
+        )
+        .in_sandbox(&held.id),
+    );
     // Only a spec that asked for host tools and declared them gets any, each call through
     // the registry's door (schema, call cap, response caps, sanitized denials); otherwise
     // every call is `unknown_tool` and the orchestrator never sees one.
@@ -244,7 +253,12 @@ async fn run_inner(
     };
     let (tap, forwarder) = if call.stream {
         let (tap, rx) = OutputTap::new(TAP_CHUNKS);
-        let f = tokio::spawn(forward(run_id.to_owned(), rx, conn.outbound.clone()));
+        let f = tokio::spawn(forward(
+            run_id.to_owned(),
+            held.id.clone(),
+            rx,
+            conn.outbound.clone(),
+        ));
         (Some(tap), Some(f))
     } else {
         (None, None)

@@ -104,11 +104,7 @@ pub(crate) async fn serve(
                         tracing::error!(error = %e, "a session method task failed");
                     }
                 }
-                // At most MAX_IN_FLIGHT session methods per connection: past that the
-                // connection is not read (the client's requests wait in its own socket), so a
-                // client pipelining requests without reading answers holds a bounded amount
-                // of the server's memory.
-                ev = inbound.recv(), if reading && s.tasks.len() < MAX_IN_FLIGHT => match ev {
+                ev = inbound.recv(), if reading => match ev {
                     None => {
                         tracing::info!("peer closed the connection");
                         reading = false;
@@ -185,6 +181,20 @@ impl Session {
         match m {
             Message::Request(req) if req.method == airlock_protocol::method::EXECUTE => {
                 self.execute(req).await
+            }
+            // At most MAX_IN_FLIGHT session methods per connection (a client pipelining
+            // requests without reading answers holds a bounded part of the server); one more
+            // is refused at once. `run.cancel` is always served.
+            Message::Request(req)
+                if dispatch::is_session_method(&req.method)
+                    && self.tasks.len() >= MAX_IN_FLIGHT
+                    && req.method != airlock_protocol::method::RUN_CANCEL =>
+            {
+                let msg = format!(
+                    "{MAX_IN_FLIGHT} requests are in flight on this connection; wait for an answer"
+                );
+                self.send(reply::error(Some(req.id), ErrorCode::OverCapacity, msg))
+                    .await;
             }
             Message::Request(req) if dispatch::is_session_method(&req.method) => {
                 let conn = Conn {
@@ -314,12 +324,18 @@ impl Session {
             output: None,
         };
         let span = tracing::info_span!("run", run_id = %run_id);
+        // `run.cancel {run_id}` reaches an `execute` run too.
+        let cancel = CancelToken::new();
+        if let Some(sbs) = &self.shared.config.sandboxes {
+            sbs.run_started(&run_id, cancel.clone());
+        }
         let job = Job {
             shared: self.shared.clone(),
             info: self.info.clone(),
             run_id: run_id.clone(),
             kind,
             conn_gone: self.conn_gone.clone(),
+            cancel,
         };
         let task = tokio::spawn(job.run(spec, tools).instrument(span));
         self.current = Some(Current {
@@ -342,10 +358,21 @@ struct Job {
     run_id: String,
     kind: &'static str,
     conn_gone: CancelToken,
+    cancel: CancelToken,
+}
+
+/// Forgets a run's cancel token however its job ends.
+struct Registered(Arc<Shared>, String);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.0.run_ended(&self.1);
+    }
 }
 
 impl Job {
     async fn run(self, spec: RunSpec, tools: RemoteTools) -> RunOutcome {
+        let _registered = Registered(self.shared.clone(), self.run_id.clone());
         let queued = Instant::now();
         let shutdown = self.shared.shutdown.clone();
         let permit = tokio::select! {
@@ -372,10 +399,12 @@ impl Job {
             "run started"
         );
         let conn_gone = self.conn_gone.clone();
+        let asked = self.cancel.clone();
         let cancel: Cancel = Box::pin(async move {
             tokio::select! {
                 () = shutdown.cancelled() => {}
                 () = conn_gone.cancelled() => {}
+                () = asked.cancelled() => {}
             }
         });
         let result = match &self.shared.config.pool {
