@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from airlock_client import (AsyncClient, BusyError, Capability, CollectedOutputs, ConnectionError, DeclaredOutput,
+from airlock_client import (AsyncClient, BusyError, Capability, CollectedOutputs, ConnectionClosedError,
+                            ConnectionError, DeclaredOutput,
                             Egress, FileRefusedError, InvalidParamsError, IsolationScope, Limits, NotFoundError,
                             RunStatus, Sandbox, SandboxKey, SandboxRefusedError, StdioClient, Tool, TransferLimits)
 
@@ -209,6 +210,8 @@ async def test_reattach_after_the_connection_closes(server):
     sb = await first.sandbox(idle_timeout=120)
     await sb.files.write("note.txt", "kept")
     await first.close()
+    with pytest.raises(ConnectionClosedError):
+        await sb.files.read("note.txt")
     async with await AsyncClient.connect(server.url, server.token) as second:
         again = await Sandbox.connect(second, sb.sandbox_id)
         assert again.sandbox_id == sb.sandbox_id and again.info.idle_timeout_s == 120
