@@ -1,5 +1,6 @@
 """The blocking twins (`SyncClient`, `SyncSandbox`) against a real `airlock serve`."""
 import inspect
+import signal
 import threading
 import time
 
@@ -73,3 +74,19 @@ def test_the_twins_have_the_same_signatures(sync_cls, async_cls):
             continue  # the transports differ; checked below
         assert _params(getattr(sync_cls, name)) == _params(getattr(async_cls, name)), name
     assert _params(SyncClient.connect) == _params(AsyncClient.connect)
+
+
+def test_an_interrupted_sync_call_cancels_the_run_on_the_broker(server):
+    main = threading.get_ident()
+    with SyncClient.connect(server.url, server.token) as c, c.sandbox() as sb:
+        started = threading.Event()
+
+        def interrupt():
+            if started.wait(30):
+                signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C, delivered to the blocked thread
+        threading.Thread(target=interrupt).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            sb.run_code(RUNAWAY, timeout=60, on_stdout=lambda s: started.set())
+        # The next run waits for the cancelled one to be gone, long before its 60 s budget.
+        assert sb.run_code("print(3)").stdout == "3\n" and time.monotonic() - t0 < 20

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Dict, List, Mapping, Optional
 
+from .spec import WireEnum
 
-class RunStatus(str, Enum):
+
+class RunStatus(WireEnum):
     """How a run ended. A `str` enum: `result.status == "completed"` holds too."""
 
     COMPLETED = "completed"

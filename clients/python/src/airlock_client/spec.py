@@ -7,7 +7,14 @@ from enum import Enum
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Union
 
 
-class Capability(str, Enum):
+class WireEnum(str, Enum):
+    """A `str` enum whose members print as their wire spelling."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Capability(WireEnum):
     """What a sandbox may be used for; every method is checked against its spec's list."""
 
     RUN_CODE = "run_code"
@@ -27,7 +34,7 @@ DEFAULT_REQUIRES: FrozenSet[Capability] = frozenset({
     Capability.FILES_LIST, Capability.FILES_DELETE})
 
 
-class Egress(str, Enum):
+class Egress(WireEnum):
     """Network reach: `closed` (none) or `allowlist` (the hosts of `egress_allow`)."""
 
     CLOSED = "closed"
@@ -35,14 +42,14 @@ class Egress(str, Enum):
     UNRESTRICTED = "unrestricted"  # part of the vocabulary; the broker never serves it
 
 
-class IsolationScope(str, Enum):
+class IsolationScope(WireEnum):
     """`conversation` (one sandbox per key) or `call` (one per call id)."""
 
     CONVERSATION = "conversation"
     CALL = "call"
 
 
-class Isolation(str, Enum):
+class Isolation(WireEnum):
     """Isolation rungs, weakest to strongest."""
 
     NONE = "none"
@@ -54,7 +61,7 @@ class Isolation(str, Enum):
     VM = "vm"
 
 
-class Identity(str, Enum):
+class Identity(WireEnum):
     """The authority a host tool acts with."""
 
     APP = "app"
