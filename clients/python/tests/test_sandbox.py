@@ -324,3 +324,16 @@ async def test_a_sandbox_over_stdio(bin_path):
             assert r.stdout == "stdio\n" == "".join(chunks)
     finally:
         await c.close()
+
+
+async def test_dispose_scope_disposes_every_sandbox_of_a_conversation(client):
+    a = await client.sandbox(key=SandboxKey("tenant-s", "conv-9"))
+    b = await client.sandbox(key=SandboxKey("tenant-s", "conv-9", call_id="c1"), isolation_scope="call")
+    other = await client.sandbox(key=SandboxKey("tenant-s", "conv-10"))
+    answer = await client.dispose_scope("tenant-s", "conv-9")
+    assert answer.get("undisposed") is None, answer
+    for gone in (a, b):
+        with pytest.raises(NotFoundError):
+            await gone.describe()
+    assert (await other.describe()).sandbox_id == other.sandbox_id
+    await other.dispose()

@@ -27,6 +27,13 @@ DRAIN_WAIT_S = 60.0
 Response = Dict[str, Any]
 
 
+def _retrieve(fut: "asyncio.Future[Response]") -> None:
+    """Mark a failure as seen: a response nobody awaits any more (its task was cancelled) must
+    not be reported as an unretrieved exception when the connection closes."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _call(fn: ToolFn, args: Any) -> Any:
     return fn(**args) if isinstance(args, dict) else fn(args)
 
@@ -74,6 +81,7 @@ class Session:
         if self._closed is not None:
             raise self._closed
         fut: "asyncio.Future[Response]" = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_retrieve)
         self._waiting[rid] = fut
         return fut
 
