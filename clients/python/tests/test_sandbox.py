@@ -337,3 +337,32 @@ async def test_dispose_scope_disposes_every_sandbox_of_a_conversation(client):
             await gone.describe()
     assert (await other.describe()).sandbox_id == other.sandbox_id
     await other.dispose()
+
+
+async def test_more_runs_than_the_brokers_in_flight_cap_on_one_connection(tmp_path):
+    """The broker stops reading a connection with 16 session methods in flight; the client keeps
+    below that, so `cancel()` and tool answers always get through."""
+    from conftest import Server
+    s = Server(tmp_path, extra=["--max-concurrent-runs", "32", "--ceiling-timeout", "60"])
+    try:
+        async with await AsyncClient.connect(s.url, s.token) as c:
+            ping = Tool.define(lambda: "pong", name="ping", schema={"type": "object"})
+            sbs = [await c.sandbox(tools=[ping]) for _ in range(17)]
+            events = [started_event() for _ in range(16)]
+            runs = [asyncio.ensure_future(sb.run_code(RUNAWAY, timeout=60, on_stdout=on_out))
+                    for sb, (on_out, _) in zip(sbs, events)]
+            await asyncio.wait_for(asyncio.gather(*(ev.wait() for _, ev in events[:15])), 60)
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            await sbs[0].cancel()
+            assert loop.time() - t0 < 5
+            assert (await asyncio.wait_for(runs[0], 30)).status == RunStatus.CANCELLED
+            await asyncio.wait_for(events[15][1].wait(), 30)  # the 16th run got the freed slot
+            for task in runs[1:]:
+                task.cancel()
+            r = await asyncio.wait_for(sbs[16].run_code("print(call_tool('ping'))"), 60)
+            assert r.stdout == "pong\n", r
+            for sb in sbs:
+                await sb.dispose()
+    finally:
+        s.stop()

@@ -21,6 +21,11 @@ from .result import RunResult
 
 #: The broker's one message cap (both hops, both transports).
 MAX_MESSAGE_BYTES = 1024 * 1024
+#: Session methods the broker serves at once per connection; past that it stops reading the
+#: connection (so call_tool answers and run.cancel would wait). The client keeps one below, and
+#: never counts `run.cancel` (it must always get through) or `execute` (not a session method).
+MAX_IN_FLIGHT = 15
+UNCOUNTED = ("run.cancel", "execute")
 #: How long a run waits for its sandbox's previous, cancelled run to end before it is sent anyway.
 DRAIN_WAIT_S = 60.0
 
@@ -48,6 +53,20 @@ class Session:
         self._edge_error: Optional[AirlockError] = None
         self._tasks: Set["asyncio.Future[None]"] = set()
         self._draining: Dict[str, "asyncio.Future[None]"] = {}
+        self._slots: Optional[asyncio.Semaphore] = None
+
+    async def _acquire(self, method: str) -> bool:
+        """Take one of the broker's in-flight slots for `method`; whether one was taken."""
+        if method in UNCOUNTED:
+            return False
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        await self._slots.acquire()
+        return True
+
+    def _release(self, taken: bool) -> None:
+        if taken and self._slots is not None:
+            self._slots.release()
 
     # -- requests -------------------------------------------------------------------------
 
@@ -88,12 +107,14 @@ class Session:
     async def request(self, method: str, params: Mapping[str, Any]) -> Any:
         """Send one request; its result, or its error raised as the typed `AirlockError`."""
         rid, text = self._encode(method, params)
-        fut = self._expect(rid)
+        taken = await self._acquire(method)
         try:
+            fut = self._expect(rid)
             await self._send(text)
             resp = await fut
         finally:
             self._waiting.pop(rid, None)
+            self._release(taken)
         if "error" in resp:
             raise error_from_wire(resp["error"])
         return resp.get("result")
@@ -106,29 +127,38 @@ class Session:
         if prev is not None:
             await asyncio.wait({prev}, timeout=DRAIN_WAIT_S)
         rid, text = self._encode(method, params)
-        await self._runs.admit(ctx)
+        taken = await self._acquire(method)
+        try:
+            await self._runs.admit(ctx)
+        except BaseException:
+            self._release(taken)
+            raise
         try:
             fut = self._expect(rid)
         except BaseException:
             self._runs.finish(ctx)
+            self._release(taken)
             raise
         try:
             await self._send(text)
             resp = await asyncio.shield(fut)  # cancelling this task must leave `fut` to the drain
         except asyncio.CancelledError:
-            self._draining[key] = self._spawn(self._abandon(key, rid, fut, ctx))
+            self._draining[key] = self._spawn(self._abandon(key, rid, fut, ctx, taken))
             raise
         except BaseException:
             self._waiting.pop(rid, None)
             self._runs.finish(ctx)
+            self._release(taken)
             raise
         self._waiting.pop(rid, None)
         self._runs.finish(ctx)
+        self._release(taken)
         if "error" in resp:
             raise error_from_wire(resp["error"])
         return RunResult.from_wire(resp.get("result"))
 
-    async def _abandon(self, key: str, rid: int, fut: "asyncio.Future[Response]", ctx: RunCtx) -> None:
+    async def _abandon(self, key: str, rid: int, fut: "asyncio.Future[Response]", ctx: RunCtx,
+                       taken: bool) -> None:
         """The task awaiting run `rid` was cancelled: cancel the run on the broker, then wait for
         its response so the table and the sandbox are clean for the next run."""
         try:
@@ -146,6 +176,7 @@ class Session:
         finally:
             self._waiting.pop(rid, None)
             self._runs.finish(ctx)
+            self._release(taken)
             if self._draining.get(key) is asyncio.current_task():
                 del self._draining[key]
 
