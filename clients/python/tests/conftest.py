@@ -4,10 +4,14 @@ import os
 import pathlib
 import secrets
 import subprocess
+import sys
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
+SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
+# The package next to these tests, whatever copy is installed.
+sys.path.insert(0, str(SRC))
 
 
 def airlock_bin() -> str:

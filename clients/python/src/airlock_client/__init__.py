@@ -1,18 +1,38 @@
-"""Orchestrator-side client for the airlock broker (`airlock serve`).
+"""Orchestrator-side SDK for the airlock broker (`airlock serve`).
 
-Connect, send a program, answer its `call_tool` requests with Python functions, get one
-typed `RunResult` (or a typed `AirlockError` for a request refused before the run).
+One-shot runs (`execute`) and sandboxes that persist across runs (`client.sandbox(...)`): run
+code and commands, move files in and out, stream output, cancel, collect declared outputs,
+answer the program's `call_tool` requests with Python functions. Async (`AsyncClient`,
+`StdioClient`, `Sandbox`) and blocking twins (`SyncClient`, `SyncSandbox`). Every refusal is a
+typed `AirlockError` subclass, one per wire error code. Reference: docs/sdk.md.
 """
+from ._files import CHUNK_BYTES, Files
+from ._runs import OutputCallback, ToolFn
 from ._session import MAX_MESSAGE_BYTES
-from .client import AsyncClient, Client, StdioClient
-from .errors import (AirlockError, BusyError, ConnectionClosedError, ErrorCode, InvalidParamsError,
-                     MethodNotFoundError, ProgramTooLargeError, ProtocolError, ShutdownError, ToolDenied,
-                     UnauthorizedError)
-from .result import RunError, RunResult
+from .client import AsyncClient, BaseClient, StdioClient
+from .errors import (AirlockError, BusyError, ConnectionClosedError, ConnectionError, ErrorCode,
+                     ExecutorCrashedError, FileRefusedError, InternalError, InvalidParamsError,
+                     InvalidRequestError, MemoryLimitError, MethodNotFoundError, NotFoundError,
+                     OutputLimitError, OverCapacityError, ParseError, ProgramError, ProgramTooLargeError,
+                     ProtocolError, RunTimeoutError, SandboxRefusedError, ShutdownError, ToolCallLimitError,
+                     ToolDenied, ToolDeniedError, ToolError, UnauthorizedError, UnknownToolError, error_class)
+from .models import Artifact, CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo
+from .result import EgressDecision, RunError, RunResult, RunStatus
+from .sandbox import Sandbox
+from .spec import (DEFAULT_REQUIRES, Capability, DeclaredOutput, Egress, Identity, Isolation, IsolationScope,
+                   Limits, SandboxKey, Tool, ToolDeclaration, TransferLimits)
+from .sync import Client, SyncClient, SyncFiles, SyncSandbox
 
 __all__ = [
-    "AirlockError", "AsyncClient", "BusyError", "Client", "ConnectionClosedError", "ErrorCode",
-    "InvalidParamsError", "MAX_MESSAGE_BYTES", "MethodNotFoundError", "ProgramTooLargeError",
-    "ProtocolError", "RunError", "RunResult", "ShutdownError", "StdioClient", "ToolDenied",
-    "UnauthorizedError",
+    "AirlockError", "Artifact", "AsyncClient", "BaseClient", "BusyError", "CHUNK_BYTES", "Capability", "Client",
+    "CollectedOutputs", "ConnectionClosedError", "ConnectionError", "DEFAULT_REQUIRES", "DeclaredOutput",
+    "Disposal", "EgressDecision", "Egress", "ErrorCode", "ExecutorCrashedError", "FileEntry",
+    "FileRefusedError", "FileStat", "Files", "Identity", "InternalError", "InvalidParamsError",
+    "InvalidRequestError", "Isolation", "IsolationScope", "Limits", "MAX_MESSAGE_BYTES", "MemoryLimitError",
+    "MethodNotFoundError", "NotFoundError", "OutputCallback", "OutputLimitError", "OverCapacityError",
+    "ParseError", "ProgramError", "ProgramTooLargeError", "ProtocolError", "RunError", "RunResult",
+    "RunStatus", "RunTimeoutError", "Sandbox", "SandboxInfo", "SandboxKey", "SandboxRefusedError",
+    "ShutdownError", "StdioClient", "SyncClient", "SyncFiles", "SyncSandbox", "Tool", "ToolCallLimitError",
+    "ToolDeclaration", "ToolDenied", "ToolDeniedError", "ToolError", "ToolFn", "TransferLimits",
+    "UnauthorizedError", "UnknownToolError", "error_class",
 ]

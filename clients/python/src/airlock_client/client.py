@@ -1,56 +1,171 @@
-"""The clients: `AsyncClient` (WebSocket), `StdioClient` (spawns `airlock serve --stdio`) and
-the blocking `Client` wrapper."""
+"""The asynchronous clients: `AsyncClient` (WebSocket) and `StdioClient` (spawns
+`airlock serve --stdio`), over one shared API in `BaseClient`."""
 from __future__ import annotations
 
 import asyncio
 import os
-import threading
-from typing import Any, Optional, Sequence
+from types import TracebackType
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Type, TypeVar, Union
 
 import websockets
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
+from ._runs import RunCtx, ToolFn
 from ._session import MAX_MESSAGE_BYTES, Session
-from .errors import AirlockError, ProtocolError, UnauthorizedError
+from .errors import AirlockError, ConnectionError, ProtocolError, UnauthorizedError
+from .models import SandboxInfo
 from .result import RunResult
+from .sandbox import Sandbox
+from .spec import (DEFAULT_REQUIRES, Capability, CapabilityLike, DeclaredOutput, Egress, Isolation,
+                   IsolationScope, Limits, SandboxKey, Tool, TransferLimits, capabilities)
 
 #: Longest header section accepted from the broker on stdio.
 MAX_HEADER_BYTES = 4096
 
+C = TypeVar("C", bound="BaseClient")
 
-class _Base:
+
+def execute_params(code: Optional[str], argv: Optional[Sequence[str]], limits: Limits,
+                   env: Optional[Mapping[str, str]], tools: Iterable[str]) -> Dict[str, Any]:
+    if (code is None) == (argv is None):
+        raise ValueError("give exactly one of code= or argv=")
+    if isinstance(argv, str):
+        raise TypeError("argv is a list of strings, e.g. ['/bin/echo', 'hi']")
+    params: Dict[str, Any] = {"code": code} if code is not None else {"argv": list(argv or [])}
+    if limits.to_wire():
+        params["limits"] = limits.to_wire()
+    if env:
+        params["env"] = dict(env)
+    params["tools"] = sorted(tools)
+    return params
+
+
+def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union[Egress, str, None],
+                  egress_allow: Sequence[str], isolation_scope: Union[IsolationScope, str, None],
+                  min_isolation: Union[Isolation, str, None], limits: Optional[Limits],
+                  files_in: Optional[TransferLimits], files_out: Optional[TransferLimits],
+                  idle_timeout: Optional[float], tools: Sequence[Tool], declared_outputs: Sequence[DeclaredOutput],
+                  outputs_named_at_call_time: bool, key: Optional[SandboxKey]) -> Dict[str, Any]:
+    """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire."""
+    if isinstance(egress_allow, str):
+        raise TypeError("egress_allow is a list of 'host[:port]' strings")
+    caps = capabilities(requires) if requires is not None else None
+    if tools and caps is None:
+        caps = DEFAULT_REQUIRES | {Capability.HOST_TOOLS}
+    spec: Dict[str, Any] = {}
+    if caps is not None:
+        spec["requires"] = sorted(c.value for c in caps)
+    spec["egress"] = Egress(egress).value if egress is not None else (
+        Egress.ALLOWLIST.value if egress_allow else Egress.CLOSED.value)
+    if egress_allow:
+        spec["egress_allow"] = list(egress_allow)
+    if isolation_scope is not None:
+        spec["isolation_scope"] = IsolationScope(isolation_scope).value
+    if min_isolation is not None:
+        spec["min_isolation"] = Isolation(min_isolation).value
+    if limits is not None and limits.to_wire():
+        spec["limits"] = limits.to_wire()
+    if files_in is not None:
+        spec["files_in"] = files_in.to_wire()
+    if files_out is not None:
+        spec["files_out"] = files_out.to_wire()
+    if idle_timeout is not None:
+        spec["idle_timeout_s"] = idle_timeout
+    if tools:
+        spec["tools"] = [t.declaration.to_wire() for t in tools]
+    if declared_outputs:
+        spec["declared_outputs"] = [o.to_wire() for o in declared_outputs]
+    if outputs_named_at_call_time:
+        spec["outputs_named_at_call_time"] = True
+    params: Dict[str, Any] = {"spec": spec}
+    if key is not None:
+        params["key"] = key.to_wire()
+    return params
+
+
+class BaseClient:
+    """What every transport offers: one-shot `execute`, and persistent sandboxes."""
+
     _session: Session
 
-    async def execute(self, code: Optional[str] = None, **kwargs: Any) -> RunResult:
-        """Run `code` (or `argv=[...]`) in a fresh sandbox; answer its tool calls from `tools`.
-
-        Keyword arguments: argv, tools ({name: callable or async callable}; a dict argument
-        is passed as keyword arguments), timeout (s), memory_mb, max_tool_calls,
-        max_output_bytes, env. Returns a RunResult for any run that started (check
-        `.status`); raises a typed AirlockError for a request refused before the run.
+    async def execute(self, code: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
+                      tools: Optional[Mapping[str, ToolFn]] = None, timeout: Optional[float] = None,
+                      memory_mb: Optional[int] = None, max_tool_calls: Optional[int] = None,
+                      max_output_bytes: Optional[int] = None, env: Optional[Mapping[str, str]] = None) -> RunResult:
+        """Run `code` (or `argv=[...]`) in a fresh, throw-away sandbox; answer its tool calls from
+        `tools` ({name: callable or async callable}; a dict argument is passed as keyword
+        arguments). Returns a RunResult for any run that started (check `.status`); raises a
+        typed AirlockError for a request refused before the run. One at a time per connection.
         """
-        return await self._session.execute(code, **kwargs)
+        limits = Limits(timeout_s=timeout, memory_mb=memory_mb, max_tool_calls=max_tool_calls,
+                        max_output_bytes=max_output_bytes)
+        tools = dict(tools or {})
+        params = execute_params(code, argv, limits, env, tools)
+        return await self._session.run("execute", params, RunCtx(None, tools))
 
-    async def __aenter__(self):
-        return self
+    async def sandbox(self, *, requires: Optional[Iterable[CapabilityLike]] = None,
+                      egress: Union[Egress, str, None] = None, egress_allow: Sequence[str] = (),
+                      isolation_scope: Union[IsolationScope, str, None] = None,
+                      min_isolation: Union[Isolation, str, None] = None, limits: Optional[Limits] = None,
+                      files_in: Optional[TransferLimits] = None, files_out: Optional[TransferLimits] = None,
+                      idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
+                      declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
+                      key: Optional[SandboxKey] = None) -> Sandbox:
+        """Create a sandbox that persists across runs (`sandbox.create`).
 
-    async def __aexit__(self, *exc):
-        await self.close()
+        `requires`: the capabilities it may use (default: all but host tools; `host_tools` is
+        added when `tools` are given). `egress`: closed (default) or allowlist (the default when
+        `egress_allow` names hosts). `limits`: every run's limits. `files_in`/`files_out`:
+        transfer caps. `idle_timeout` (s): disposed after this long without a call.
+        `tools`: declared tools with the callables that answer them. `declared_outputs`: what
+        `collect_outputs()` returns. `key`: the same key with an equal spec returns the same
+        sandbox. Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
+        OverCapacityError.
+        """
+        tools = list(tools)
+        params = create_params(requires=requires, egress=egress, egress_allow=egress_allow,
+                               isolation_scope=isolation_scope, min_isolation=min_isolation, limits=limits,
+                               files_in=files_in, files_out=files_out, idle_timeout=idle_timeout, tools=tools,
+                               declared_outputs=declared_outputs,
+                               outputs_named_at_call_time=outputs_named_at_call_time, key=key)
+        info = SandboxInfo.from_wire(await self._session.request("sandbox.create", params))
+        return Sandbox(self._session, info, {t.declaration.name: t.handler for t in tools})
+
+    async def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> Sandbox:
+        """Re-attach to a live sandbox by id (`sandbox.connect`); NotFoundError when it is gone.
+        `tools` answers, by name, the tools its spec declared."""
+        info = SandboxInfo.from_wire(await self._session.request("sandbox.connect", {"sandbox_id": sandbox_id}))
+        return Sandbox(self._session, info, tools)
+
+    async def dispose_scope(self, scope: str, thread_id: str) -> Dict[str, Any]:
+        """Dispose every sandbox of one conversation key (`scope.dispose`); the broker's answer."""
+        result = await self._session.request("scope.dispose", {"scope": scope, "thread_id": thread_id})
+        return dict(result) if isinstance(result, dict) else {}
 
     async def close(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    async def __aenter__(self: C) -> C:
+        return self
 
-class AsyncClient(_Base):
-    """A WebSocket connection to `airlock serve --listen`. One run at a time."""
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        await self.close()
 
-    def __init__(self, ws):
+
+class AsyncClient(BaseClient):
+    """A WebSocket connection to `airlock serve --listen`."""
+
+    def __init__(self, ws: ClientConnection) -> None:
         self._ws = ws
         self._session = Session(self._ws.send)
         self._reader = asyncio.ensure_future(self._read())
 
     @classmethod
     async def connect(cls, url: str, token: Optional[str] = None, *, open_timeout: float = 10.0) -> "AsyncClient":
+        """Connect and authenticate. UnauthorizedError for a wrong token; ConnectionError when the
+        broker cannot be reached."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
             ws = await ws_connect(url, additional_headers=headers, max_size=MAX_MESSAGE_BYTES,
@@ -59,7 +174,9 @@ class AsyncClient(_Base):
             status = e.response.status_code
             if status == 401:
                 raise UnauthorizedError("the broker refused the bearer token") from e
-            raise AirlockError(f"websocket upgrade refused with HTTP {status}") from e
+            raise ConnectionError(f"websocket upgrade to {url} refused with HTTP {status}") from e
+        except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException, ValueError) as e:
+            raise ConnectionError(f"cannot connect to the broker at {url}: {e}") from e
         return cls(ws)
 
     async def _read(self) -> None:
@@ -77,33 +194,44 @@ class AsyncClient(_Base):
         await asyncio.gather(self._reader, return_exceptions=True)
 
 
-class StdioClient(_Base):
+class StdioClient(BaseClient):
     """Spawns `airlock serve --stdio` and talks Content-Length framing over its pipes."""
 
-    def __init__(self, proc):
+    def __init__(self, proc: "asyncio.subprocess.Process") -> None:
         self._proc = proc
         self._session = Session(self._write)
         self._lock = asyncio.Lock()
         self._reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls, binary: Optional[str] = None, args: Sequence[str] = (), env=None) -> "StdioClient":
+    async def start(cls, binary: Optional[str] = None, args: Sequence[str] = (),
+                    env: Optional[Mapping[str, str]] = None) -> "StdioClient":
+        """Spawn the broker (`binary`, default $AIRLOCK_BIN or `airlock` on PATH)."""
         binary = binary or os.environ.get("AIRLOCK_BIN", "airlock")
-        proc = await asyncio.create_subprocess_exec(
-            binary, "serve", "--stdio", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            env=env, limit=MAX_MESSAGE_BYTES + MAX_HEADER_BYTES)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                binary, "serve", "--stdio", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                env=dict(env) if env is not None else None, limit=MAX_MESSAGE_BYTES + MAX_HEADER_BYTES)
+        except OSError as e:
+            raise ConnectionError(f"cannot start {binary!r}: {e}") from e
         return cls(proc)
 
     async def _write(self, text: str) -> None:
         body = text.encode()
+        stdin = self._proc.stdin
+        if stdin is None:
+            raise AirlockError("the broker's stdin is not a pipe")
         async with self._lock:
-            self._proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            await self._proc.stdin.drain()
+            stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            await stdin.drain()
 
     async def _read_frame(self) -> Optional[bytes]:
+        stdout = self._proc.stdout
+        if stdout is None:
+            return None
         length, seen = None, 0
         while True:
-            line = await self._proc.stdout.readline()
+            line = await stdout.readline()
             if not line:
                 return None
             seen += len(line)
@@ -116,7 +244,7 @@ class StdioClient(_Base):
                 length = int(value.strip())
         if length is None or length < 0 or length > MAX_MESSAGE_BYTES:
             raise ProtocolError(f"bad content-length {length!r}")
-        return await self._proc.stdout.readexactly(length)
+        return await stdout.readexactly(length)
 
     async def _read(self) -> None:
         why = None
@@ -136,43 +264,3 @@ class StdioClient(_Base):
             self._proc.stdin.close()
         await asyncio.gather(self._reader, return_exceptions=True)
         await self._proc.wait()
-
-
-class Client:
-    """Blocking wrapper over `AsyncClient`: an event loop on a private thread. Tool callbacks
-    run on worker threads, so they may block."""
-
-    def __init__(self, aclient: AsyncClient, loop: asyncio.AbstractEventLoop, thread: threading.Thread):
-        self._a, self._loop, self._thread = aclient, loop, thread
-
-    @classmethod
-    def connect(cls, url: str, token: Optional[str] = None, **kwargs: Any) -> "Client":
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="airlock-client", daemon=True)
-        thread.start()
-        try:
-            aclient = asyncio.run_coroutine_threadsafe(AsyncClient.connect(url, token, **kwargs), loop).result()
-        except BaseException:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
-            raise
-        return cls(aclient, loop, thread)
-
-    def execute(self, code: Optional[str] = None, **kwargs: Any) -> RunResult:
-        """See `AsyncClient.execute`."""
-        return asyncio.run_coroutine_threadsafe(self._a.execute(code, **kwargs), self._loop).result()
-
-    def close(self) -> None:
-        if self._loop.is_closed():
-            return
-        asyncio.run_coroutine_threadsafe(self._a.close(), self._loop).result()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -1,8 +1,32 @@
-"""The typed result of a run (the broker's RunResult)."""
+"""The typed result of a run (the broker's RunResult, every member the wire sends)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
+
+from .spec import WireEnum
+
+
+class RunStatus(WireEnum):
+    """How a run ended. A `str` enum: `result.status == "completed"` holds too."""
+
+    COMPLETED = "completed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    DISK_LIMIT = "disk_limit"
+    KILLED = "killed"
+    PROTOCOL_ERROR = "protocol_error"
+    REFUSED = "refused"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"  # a status this client does not know (a newer broker)
+
+    @classmethod
+    def parse(cls, v: Any) -> "RunStatus":
+        try:
+            return cls(v)
+        except ValueError:
+            return cls.UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -14,10 +38,36 @@ class RunError:
 
 
 @dataclass(frozen=True)
-class RunResult:
-    """Everything the orchestrator learns about a finished run."""
+class EgressDecision:
+    """One allow or deny of the egress proxy (allowlist egress)."""
 
-    status: str
+    host: str
+    port: int
+    method: str
+    decision: str
+    reason: str
+    message: str
+    address: Optional[str]
+
+    @classmethod
+    def from_wire(cls, v: Any) -> "EgressDecision":
+        d: Mapping[str, Any] = v if isinstance(v, dict) else {}
+        addr = d.get("address")
+        return cls(host=str(d.get("host", "")), port=int(d.get("port", 0)), method=str(d.get("method", "")),
+                   decision=str(d.get("decision", "")), reason=str(d.get("reason", "")),
+                   message=str(d.get("message", "")), address=str(addr) if addr is not None else None)
+
+
+def _opt_int(v: Any) -> Optional[int]:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything the orchestrator learns about a finished run. `raw` is the result object as
+    received, for members a newer broker adds."""
+
+    status: RunStatus
     stdout: str
     stderr: str
     exit_code: Optional[int]
@@ -32,23 +82,29 @@ class RunResult:
     tool_calls: int
     run_id: str
     enforcement: List[str] = field(default_factory=list)
+    warm: bool = False
+    egress: List[EgressDecision] = field(default_factory=list)
+    sandbox_id: Optional[str] = None
+    output_dropped_bytes: Optional[int] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         """True when the program ran to the end and exited 0."""
-        return self.status == "completed"
+        return self.status == RunStatus.COMPLETED
 
     @classmethod
     def from_wire(cls, v: Any) -> "RunResult":
         if not isinstance(v, dict):
             raise ValueError(f"run result is not an object: {v!r}")
         err = v.get("error")
+        sid = v.get("sandbox_id")
         return cls(
-            status=str(v.get("status", "")),
+            status=RunStatus.parse(v.get("status")),
             stdout=str(v.get("stdout", "")),
             stderr=str(v.get("stderr", "")),
-            exit_code=v.get("exit_code"),
-            signal=v.get("signal"),
+            exit_code=_opt_int(v.get("exit_code")),
+            signal=_opt_int(v.get("signal")),
             error=RunError(int(err.get("code", 0)), str(err.get("message", ""))) if isinstance(err, dict) else None,
             stdout_truncated=bool(v.get("stdout_truncated", False)),
             stderr_truncated=bool(v.get("stderr_truncated", False)),
@@ -58,5 +114,10 @@ class RunResult:
             peak_rss_bytes=int(v.get("peak_rss_bytes", 0)),
             tool_calls=int(v.get("tool_calls", 0)),
             run_id=str(v.get("run_id", "")),
-            enforcement=list(v.get("enforcement", [])),
+            enforcement=[str(e) for e in v.get("enforcement") or []],
+            warm=bool(v.get("warm", False)),
+            egress=[EgressDecision.from_wire(d) for d in v.get("egress") or []],
+            sandbox_id=str(sid) if sid is not None else None,
+            output_dropped_bytes=_opt_int(v.get("output_dropped_bytes")),
+            raw=dict(v),
         )

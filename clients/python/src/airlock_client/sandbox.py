@@ -1,0 +1,143 @@
+"""`Sandbox`: a sandbox that persists across runs (docs/server.md, "Sandboxes that persist").
+
+Each run is a fresh process over the sandbox's persistent `/work`; files move in and out with
+`files`; a run can stream its output and be cancelled; `dispose()` (or leaving `async with`)
+frees everything.
+"""
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Type
+
+from ._files import Files
+from ._runs import OutputCallback, RunCtx, ToolFn
+from ._session import Session
+from .errors import NotFoundError
+from .models import CollectedOutputs, Disposal, SandboxInfo
+from .result import RunResult
+from .spec import DeclaredOutput
+
+if TYPE_CHECKING:
+    from .client import BaseClient
+
+
+def run_params(sandbox_id: str, *, timeout: Optional[float], env: Optional[Mapping[str, str]],
+               stream: bool) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"sandbox_id": sandbox_id}
+    if timeout is not None:
+        params["timeout_s"] = timeout
+    if env is not None:
+        params["env"] = dict(env)
+    if stream:
+        params["stream"] = True
+    return params
+
+
+class Sandbox:
+    """A live sandbox on the broker. Make one with `client.sandbox(...)`, re-attach to one by id
+    with `Sandbox.connect(client, id)` (or `client.connect_sandbox(id)`)."""
+
+    def __init__(self, session: Session, info: SandboxInfo, tools: Optional[Mapping[str, ToolFn]] = None) -> None:
+        self._session = session
+        self._info = info
+        self._tools: Dict[str, ToolFn] = dict(tools or {})
+        self._disposed = False
+        #: File transfer: `write`, `read`, `read_text`, `list`, `stat`, `exists`, `remove`.
+        self.files = Files(session, info.sandbox_id)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._info.sandbox_id
+
+    @property
+    def info(self) -> SandboxInfo:
+        """The broker's description of this sandbox (as of create or the last `describe()`)."""
+        return self._info
+
+    def __repr__(self) -> str:
+        return f"Sandbox({self.sandbox_id!r})"
+
+    @classmethod
+    async def connect(cls, client: "BaseClient", sandbox_id: str, *,
+                      tools: Optional[Mapping[str, ToolFn]] = None) -> "Sandbox":
+        """Re-attach to a live sandbox by id (from any connection). `tools` answers the tools its
+        spec declared, by name."""
+        return await client.connect_sandbox(sandbox_id, tools=tools)
+
+    async def describe(self) -> SandboxInfo:
+        """Ask the broker again (`sandbox.connect`); NotFoundError once it is gone."""
+        self._info = SandboxInfo.from_wire(await self._session.request("sandbox.connect",
+                                                                       {"sandbox_id": self.sandbox_id}))
+        return self._info
+
+    async def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
+                       on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
+                       tools: Optional[Sequence[str]] = None) -> RunResult:
+        """Run Python `code` in a fresh process over the sandbox's files.
+
+        `timeout` (s) overrides the spec's run budget; `env` is the program's whole environment;
+        `on_stdout`/`on_stderr` receive the output as it is produced, in order (the result
+        still carries all of it); `tools` narrows the declared tools this run may call.
+        Returns the RunResult of any run that started (check `.status`); raises a typed
+        AirlockError for a refusal (BusyError, NotFoundError, InvalidParamsError, ...).
+        Cancelling the awaiting task cancels the run on the broker.
+        """
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        params = run_params(self.sandbox_id, timeout=timeout, env=env,
+                            stream=on_stdout is not None or on_stderr is not None)
+        params["code"] = code
+        allowed = None
+        if tools is not None:
+            if isinstance(tools, str):
+                raise TypeError("tools is a list of tool names")
+            params["tools"] = sorted(tools)
+            allowed = frozenset(tools)
+        ctx = RunCtx(self.sandbox_id, self._tools, allowed, on_stdout, on_stderr)
+        return await self._session.run("sandbox.run_code", params, ctx)
+
+    async def exec(self, argv: Sequence[str], *, cwd: Optional[str] = None, timeout: Optional[float] = None,
+                   env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
+                   on_stderr: Optional[OutputCallback] = None) -> RunResult:
+        """Run a command (`["/bin/sh", "-c", "ls -l"]`) in the sandbox; `cwd` defaults to /work.
+        Otherwise as `run_code`."""
+        if isinstance(argv, str):
+            raise TypeError("argv is a list of strings, e.g. ['/bin/sh', '-c', command]")
+        params = run_params(self.sandbox_id, timeout=timeout, env=env,
+                            stream=on_stdout is not None or on_stderr is not None)
+        params["argv"] = list(argv)
+        if cwd is not None:
+            params["cwd"] = cwd
+        ctx = RunCtx(self.sandbox_id, {}, None, on_stdout, on_stderr)
+        return await self._session.run("sandbox.exec", params, ctx)
+
+    async def cancel(self) -> str:
+        """Cancel the run in flight (`run.cancel`); its own call then returns a RunResult with
+        status `cancelled`. Returns the cancelled run's id; NotFoundError when none is running."""
+        return await self._session.cancel_sandbox_run(self.sandbox_id)
+
+    async def collect_outputs(self, outputs: Optional[Sequence[DeclaredOutput]] = None) -> CollectedOutputs:
+        """The spec's `declared_outputs` (or `outputs`, if the spec allowed outputs named at call
+        time), all-or-nothing: FileRefusedError (`.kind`) when any check fails."""
+        params: Dict[str, Any] = {"sandbox_id": self.sandbox_id}
+        if outputs is not None:
+            params["outputs"] = [o.to_wire() for o in outputs]
+        return CollectedOutputs.from_wire(await self._session.request("outputs.collect", params))
+
+    async def dispose(self) -> Disposal:
+        """Cancel any run, free everything the sandbox holds. A second call is a NotFoundError."""
+        d = Disposal.from_wire(await self._session.request("sandbox.dispose", {"sandbox_id": self.sandbox_id}))
+        self._disposed = True
+        return d
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        if self._disposed or self._session.closed:
+            return
+        try:
+            await self.dispose()
+        except NotFoundError:
+            pass  # disposed elsewhere, or idled out

@@ -1,0 +1,214 @@
+"""The blocking twins: `SyncClient`, `SyncSandbox`, `SyncFiles` — the async client on an event
+loop of its own, on a private thread. Same methods, same explicit keyword arguments.
+
+Tool callbacks run on worker threads (they may block); streaming callbacks run on the client's
+loop thread (keep them quick). Interrupting a blocking call (KeyboardInterrupt) cancels the
+run on the broker, as cancelling the async task does.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import TracebackType
+from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+
+from ._files import Files
+from ._runs import OutputCallback, ToolFn
+from .client import AsyncClient, BaseClient, StdioClient
+from .models import CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo
+from .result import RunResult
+from .sandbox import Sandbox
+from .spec import (CapabilityLike, DeclaredOutput, Egress, Isolation, IsolationScope, Limits, SandboxKey, Tool,
+                   TransferLimits)
+
+T = TypeVar("T")
+
+
+class _Loop:
+    """An event loop running on a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="airlock-client", daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Awaitable[T]) -> T:
+        async def wrap() -> T:
+            return await coro
+        fut = asyncio.run_coroutine_threadsafe(wrap(), self.loop)
+        try:
+            return fut.result()
+        except BaseException:
+            fut.cancel()  # an interrupted caller cancels the task, and so the run on the broker
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+class SyncFiles:
+    """Blocking `Files`: see `airlock_client._files.Files`."""
+
+    def __init__(self, loop: _Loop, files: Files) -> None:
+        self._loop, self._files = loop, files
+
+    def write(self, path: str, data: Union[bytes, str], *, encoding: str = "utf-8") -> FileStat:
+        return self._loop.call(self._files.write(path, data, encoding=encoding))
+
+    def read(self, path: str) -> bytes:
+        return self._loop.call(self._files.read(path))
+
+    def read_text(self, path: str, *, encoding: str = "utf-8") -> str:
+        return self._loop.call(self._files.read_text(path, encoding=encoding))
+
+    def list(self, path: Optional[str] = None) -> List[FileEntry]:
+        return self._loop.call(self._files.list(path))
+
+    def stat(self, path: str) -> FileStat:
+        return self._loop.call(self._files.stat(path))
+
+    def exists(self, path: str) -> bool:
+        return self._loop.call(self._files.exists(path))
+
+    def remove(self, path: str) -> None:
+        self._loop.call(self._files.remove(path))
+
+
+class SyncSandbox:
+    """Blocking `Sandbox`. `cancel()` may be called from another thread while a run blocks."""
+
+    def __init__(self, loop: _Loop, sandbox: Sandbox) -> None:
+        self._loop, self._sb = loop, sandbox
+        self.files = SyncFiles(loop, sandbox.files)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._sb.sandbox_id
+
+    @property
+    def info(self) -> SandboxInfo:
+        return self._sb.info
+
+    def __repr__(self) -> str:
+        return f"SyncSandbox({self.sandbox_id!r})"
+
+    @classmethod
+    def connect(cls, client: "SyncClient", sandbox_id: str, *,
+                tools: Optional[Mapping[str, ToolFn]] = None) -> "SyncSandbox":
+        return client.connect_sandbox(sandbox_id, tools=tools)
+
+    def describe(self) -> SandboxInfo:
+        return self._loop.call(self._sb.describe())
+
+    def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
+                 on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
+                 tools: Optional[Sequence[str]] = None) -> RunResult:
+        return self._loop.call(self._sb.run_code(code, timeout=timeout, env=env, on_stdout=on_stdout,
+                                                 on_stderr=on_stderr, tools=tools))
+
+    def exec(self, argv: Sequence[str], *, cwd: Optional[str] = None, timeout: Optional[float] = None,
+             env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
+             on_stderr: Optional[OutputCallback] = None) -> RunResult:
+        return self._loop.call(self._sb.exec(argv, cwd=cwd, timeout=timeout, env=env, on_stdout=on_stdout,
+                                             on_stderr=on_stderr))
+
+    def cancel(self) -> str:
+        return self._loop.call(self._sb.cancel())
+
+    def collect_outputs(self, outputs: Optional[Sequence[DeclaredOutput]] = None) -> CollectedOutputs:
+        return self._loop.call(self._sb.collect_outputs(outputs))
+
+    def dispose(self) -> Disposal:
+        return self._loop.call(self._sb.dispose())
+
+    def __enter__(self) -> "SyncSandbox":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self._loop.call(self._sb.__aexit__(exc_type, exc, tb))
+
+
+class SyncClient:
+    """Blocking client: `SyncClient.connect(url, token)` (WebSocket) or `SyncClient.stdio()`."""
+
+    def __init__(self, aclient: BaseClient, loop: _Loop) -> None:
+        self._a, self._loop = aclient, loop
+
+    @classmethod
+    def connect(cls, url: str, token: Optional[str] = None, *, open_timeout: float = 10.0) -> "SyncClient":
+        loop = _Loop()
+        try:
+            aclient = loop.call(AsyncClient.connect(url, token, open_timeout=open_timeout))
+        except BaseException:
+            loop.stop()
+            raise
+        return cls(aclient, loop)
+
+    @classmethod
+    def stdio(cls, binary: Optional[str] = None, args: Sequence[str] = (),
+              env: Optional[Mapping[str, str]] = None) -> "SyncClient":
+        loop = _Loop()
+        try:
+            aclient = loop.call(StdioClient.start(binary, args, env))
+        except BaseException:
+            loop.stop()
+            raise
+        return cls(aclient, loop)
+
+    @property
+    def async_client(self) -> BaseClient:
+        """The async client underneath (its coroutines belong to this client's loop)."""
+        return self._a
+
+    def execute(self, code: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
+                tools: Optional[Mapping[str, ToolFn]] = None, timeout: Optional[float] = None,
+                memory_mb: Optional[int] = None, max_tool_calls: Optional[int] = None,
+                max_output_bytes: Optional[int] = None, env: Optional[Mapping[str, str]] = None) -> RunResult:
+        """See `AsyncClient.execute`."""
+        return self._loop.call(self._a.execute(code, argv=argv, tools=tools, timeout=timeout, memory_mb=memory_mb,
+                                               max_tool_calls=max_tool_calls, max_output_bytes=max_output_bytes,
+                                               env=env))
+
+    def sandbox(self, *, requires: Optional[Iterable[CapabilityLike]] = None,
+                egress: Union[Egress, str, None] = None, egress_allow: Sequence[str] = (),
+                isolation_scope: Union[IsolationScope, str, None] = None,
+                min_isolation: Union[Isolation, str, None] = None, limits: Optional[Limits] = None,
+                files_in: Optional[TransferLimits] = None, files_out: Optional[TransferLimits] = None,
+                idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
+                declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
+                key: Optional[SandboxKey] = None) -> SyncSandbox:
+        """See `AsyncClient.sandbox`."""
+        sb = self._loop.call(self._a.sandbox(
+            requires=requires, egress=egress, egress_allow=egress_allow, isolation_scope=isolation_scope,
+            min_isolation=min_isolation, limits=limits, files_in=files_in, files_out=files_out,
+            idle_timeout=idle_timeout, tools=tools, declared_outputs=declared_outputs,
+            outputs_named_at_call_time=outputs_named_at_call_time, key=key))
+        return SyncSandbox(self._loop, sb)
+
+    def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:
+        return SyncSandbox(self._loop, self._loop.call(self._a.connect_sandbox(sandbox_id, tools=tools)))
+
+    def dispose_scope(self, scope: str, thread_id: str) -> Dict[str, Any]:
+        return self._loop.call(self._a.dispose_scope(scope, thread_id))
+
+    def close(self) -> None:
+        if self._loop.loop.is_closed():
+            return
+        self._loop.call(self._a.close())
+        self._loop.stop()
+
+    def __enter__(self) -> "SyncClient":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close()
+
+
+#: The name the first releases used.
+Client = SyncClient

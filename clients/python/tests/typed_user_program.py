@@ -1,0 +1,62 @@
+"""A small user program of the SDK. `test_typing.py` checks it with `mypy --strict` (so every
+name and field it touches must be typed) and runs it against a real broker."""
+from __future__ import annotations
+
+import asyncio
+from typing import List, Optional
+
+from airlock_client import (AirlockError, AsyncClient, Capability, CollectedOutputs, DeclaredOutput, Egress,
+                            FileEntry, Limits, RunResult, RunStatus, Sandbox, SandboxKey, SandboxRefusedError,
+                            SyncClient, Tool, TransferLimits)
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+ADD = Tool.define(add, schema={"type": "object", "properties": {"a": {"type": "integer"},
+                                                                "b": {"type": "integer"}}})
+
+
+async def demo(url: str, token: str) -> List[str]:
+    lines: List[str] = []
+    async with await AsyncClient.connect(url, token) as client:
+        sb: Sandbox = await client.sandbox(
+            requires=[Capability.RUN_CODE, Capability.EXEC, Capability.FILES_IN, Capability.FILES_OUT,
+                      Capability.FILES_LIST, Capability.HOST_TOOLS],
+            egress=Egress.CLOSED, limits=Limits(timeout_s=20, memory_mb=256),
+            files_in=TransferLimits(max_bytes_per_file=4 << 20), tools=[ADD],
+            declared_outputs=[DeclaredOutput("answer.txt", "text/plain")],
+            key=SandboxKey("typed", "program"), idle_timeout=60)
+        async with sb:
+            await sb.files.write("in.txt", "20 22")
+            r: RunResult = await sb.run_code(
+                "a, b = map(int, open('in.txt').read().split())\n"
+                "open('answer.txt', 'w').write(str(call_tool('add', {'a': a, 'b': b})))\nprint('ok')",
+                timeout=10, on_stdout=lines.append)
+            code: Optional[int] = r.exit_code
+            assert r.status is RunStatus.COMPLETED and code == 0 and r.sandbox_id == sb.sandbox_id
+            entries: List[FileEntry] = await sb.files.list()
+            lines.extend(e.name for e in entries)
+            out: CollectedOutputs = await sb.collect_outputs()
+            lines.extend(a.text() for a in out.artifacts)
+            try:
+                await client.sandbox(key=SandboxKey("typed", "program"))
+            except SandboxRefusedError as e:
+                lines.append(e.kind or "")
+            except AirlockError as e:
+                lines.append(f"unexpected {e.code}")
+    return lines
+
+
+def demo_sync(url: str, token: str) -> str:
+    with SyncClient.connect(url, token) as client, client.sandbox() as sb:
+        sb.files.write("x.bin", b"\x00\x01")
+        size: Optional[int] = sb.files.stat("x.bin").size
+        return f"{sb.exec(['/bin/echo', 'hi']).stdout.strip()} {size}"
+
+
+if __name__ == "__main__":
+    import sys
+    print(asyncio.run(demo(sys.argv[1], sys.argv[2])), demo_sync(sys.argv[1], sys.argv[2]))
