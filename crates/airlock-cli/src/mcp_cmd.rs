@@ -8,16 +8,33 @@ use std::time::Duration;
 
 use airlock_mcp::config_file::{parse_upstreams, MAX_CONFIG_BYTES};
 use airlock_mcp::{McpConfig, UpstreamSpec};
-use airlock_policy::{Policy, MAX_POLICY_BYTES};
+use airlock_policy::IsolationScope;
 use anyhow::{bail, Context};
-use clap::Args;
+use clap::{Args, ValueEnum};
+
+use crate::policy_gate::Gate;
+
+/// How long a sandbox lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// One sandbox for the MCP session: files in /work persist across tool calls.
+    Conversation,
+    /// A fresh sandbox for every tool call (no file tools).
+    Call,
+}
 
 /// Options of `airlock mcp`.
 #[derive(Debug, Args)]
 pub struct McpOpts {
-    /// Read run limits from this policy.toml (`[limits]`); defaults otherwise.
+    /// A policy.toml (also read from $AIRLOCK_POLICY): its floor, denied capabilities and
+    /// identities, transfer ceilings and scope floor admit every tool call, as `serve` does;
+    /// its `[limits]` bound every run.
     #[arg(long, value_name = "PATH")]
     pub policy: Option<PathBuf>,
+    /// `conversation`: one sandbox per MCP session, files persist across calls;
+    /// `call`: a fresh sandbox per tool call.
+    #[arg(long, value_enum, default_value_t = Scope::Conversation)]
+    pub scope: Scope,
     /// Start an upstream MCP server (outside the sandbox) and offer its tools to `execute`
     /// programs as NAME.tool (repeatable). COMMAND is split into words, not run by a shell.
     #[arg(long = "upstream", value_name = "NAME='COMMAND ARGS'")]
@@ -59,11 +76,6 @@ fn read_bounded(path: &PathBuf, cap: usize) -> anyhow::Result<String> {
     Ok(text)
 }
 
-fn read_policy(path: &PathBuf) -> anyhow::Result<Policy> {
-    let text = read_bounded(path, MAX_POLICY_BYTES)?;
-    Policy::from_toml_str(&text).with_context(|| format!("policy {}", path.display()))
-}
-
 pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -71,9 +83,13 @@ pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
-    let policy = opts.policy.as_ref().map(read_policy).transpose()?;
+    let gate = Gate::load(opts.policy.as_deref())?;
     let executor = std::env::current_exe().context("locating the airlock binary")?;
-    let mut config = McpConfig::new(executor, policy.as_ref());
+    let mut config = McpConfig::new(executor, gate.policy());
+    config.scope = match opts.scope {
+        Scope::Conversation => IsolationScope::Conversation,
+        Scope::Call => IsolationScope::Call,
+    };
     config.python = opts.python;
     config.upstream_call_timeout = seconds(opts.upstream_timeout, "--upstream-timeout")?;
     config.upstream_start_timeout =

@@ -1,10 +1,11 @@
-//! What `airlock mcp` is configured with: run limits (from `policy.toml` or defaults), the
-//! executor binary, and the upstream MCP servers to start.
+//! What `airlock mcp` is configured with: the policy (run limits, floor, denied capabilities,
+//! transfer ceilings) or the defaults, the sandbox scope, the executor binary, and the upstream
+//! MCP servers to start.
 use std::path::PathBuf;
 use std::time::Duration;
 
 use airlock_broker::Limits;
-use airlock_policy::{Policy, RunLimits, TransferLimits};
+use airlock_policy::{IsolationScope, Policy, RunLimits, TransferLimits};
 
 use crate::error::McpError;
 use crate::words;
@@ -61,10 +62,17 @@ pub fn is_identifier(s: &str) -> bool {
 /// Everything the server needs.
 #[derive(Debug, Clone)]
 pub struct McpConfig {
-    /// Limits of every run.
+    /// Limits of every run; `limits.timeout` is also the most a call's `timeout_s` may ask.
     pub limits: Limits,
-    /// Caps on the declared output files returned from one run.
+    /// Caps on the files returned from the sandbox (declared outputs, `read_file`).
     pub outputs: TransferLimits,
+    /// Caps on the files written into the sandbox (`write_file`).
+    pub files_in: TransferLimits,
+    /// The host policy the sandboxes are routed under (None: the machine's own rung is the
+    /// floor, nothing is denied).
+    pub policy: Option<Policy>,
+    /// One sandbox for the whole MCP session (files persist across calls), or one per call.
+    pub scope: IsolationScope,
     /// The `airlock` binary (its `__executor` subcommand is the stage).
     pub executor: PathBuf,
     /// The interpreter; `python3` on PATH when None.
@@ -83,12 +91,15 @@ impl McpConfig {
     /// A configuration with the limits of `policy` (or the policy defaults when None).
     pub fn new(executor: PathBuf, policy: Option<&Policy>) -> McpConfig {
         let run = policy.map(|p| p.limits).unwrap_or(RunLimits::DEFAULT);
-        let outputs = policy
-            .and_then(|p| p.host.files_out_ceiling)
-            .unwrap_or(TransferLimits::DEFAULT);
+        let host = policy.map(|p| &p.host);
         McpConfig {
             limits: limits_from(&run),
-            outputs,
+            outputs: TransferLimits::DEFAULT
+                .within(host.and_then(|h| h.files_out_ceiling.as_ref())),
+            files_in: TransferLimits::DEFAULT
+                .within(host.and_then(|h| h.files_in_ceiling.as_ref())),
+            policy: policy.cloned(),
+            scope: IsolationScope::Conversation,
             executor,
             python: None,
             upstreams: Vec::new(),
@@ -106,6 +117,7 @@ pub fn limits_from(run: &RunLimits) -> Limits {
         memory_bytes: run.memory_mb.saturating_mul(1024 * 1024),
         max_tool_calls: u32::try_from(run.max_tool_calls).unwrap_or(u32::MAX),
         max_output_bytes: usize::try_from(run.max_output_bytes).unwrap_or(usize::MAX),
+        max_disk_bytes: run.disk_mb.saturating_mul(1024 * 1024),
         ..Limits::default()
     }
 }
@@ -134,5 +146,7 @@ mod tests {
         assert_eq!(c.limits.timeout, Duration::from_secs(7));
         assert_eq!(c.limits.max_tool_calls, 3);
         assert_eq!(c.limits.memory_bytes, 512 * 1024 * 1024);
+        assert_eq!(c.limits.max_disk_bytes, 1024 * 1024 * 1024);
+        assert_eq!(c.scope, IsolationScope::Conversation);
     }
 }

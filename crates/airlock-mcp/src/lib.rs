@@ -2,7 +2,9 @@
 //!
 //! `airlock mcp` serves MCP over stdio (newline-delimited JSON-RPC, via the official `rmcp`
 //! SDK) and offers sandboxed code execution as tools: `execute` (a Python program that may call
-//! upstream MCP tools), `run_python` (a Python program with no tools) and `exec` (a command).
+//! upstream MCP tools), `run_python` (a Python program with no tools), `exec` (a command), and
+//! `write_file`, `read_file`, `list_files` on the session's one sandbox (the `local` backend
+//! behind the router, under the policy: [`sandboxes`]), whose files persist across calls.
 //! Upstream MCP servers are started by airlock itself, outside the sandbox; their tools reach
 //! the sandboxed program only through [`UpstreamTools`]: each tool is registered in the
 //! host-tool registry (`airlock_router::host_tools`, sealed at start-up), whose one door refuses
@@ -10,14 +12,21 @@
 //! and response sizes; every upstream call has a timeout. Credentials the upstreams hold never
 //! enter the sandbox.
 
+pub mod args;
 pub mod config;
 pub mod config_file;
 pub mod error;
+pub mod file_tools;
+pub mod media;
 pub mod outputs;
+pub mod progress;
+pub mod pytypes;
 pub mod registry;
 pub mod result;
+pub mod sandboxes;
 pub mod server;
 pub mod stubs;
+pub mod tools;
 pub mod upstream;
 pub mod words;
 

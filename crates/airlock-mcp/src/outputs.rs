@@ -1,50 +1,77 @@
-//! Declared outputs: files a run's caller names up front (`outputs: ["result.csv"]`), read
-//! from the run's work dir after the run and returned in the MCP result.
+//! Declared outputs: files a call names up front (`outputs: ["plot.png"]`), read from the
+//! sandbox's /work after the run and returned in the MCP result, each once.
 //!
-//! Reading happens only after [`airlock_broker::run`] returned, when every process of the
-//! run is gone, through the sandbox's work dir handle (never a host path). Each path is a
-//! [`GuestRelPath`] (relative, no `..`), opened with `openat2` following no link at all, the
-//! file must be a regular file with one link, and the sizes are bounded by the policy's
-//! `limits.files_out` (per file, total, count) against the bytes actually read.
-use std::io::Read;
-use std::os::fd::AsFd;
-
-use airlock_jail::dirfd::{fstat, DirFd, FileKind};
+//! Reading happens only after the run returned, when every process of the run is gone,
+//! through the sandbox's work dir handle (never a host path): each path is a [`GuestRelPath`]
+//! (relative, no `..`), opened following no link at all, the file must be regular with one
+//! link, and the sizes are bounded by the policy's `limits.files_out` (per file, total, count)
+//! against the bytes actually read.
+use airlock_broker::GUEST_WORK_DIR;
+use airlock_local::LocalSandbox;
 use airlock_policy::{GuestRelPath, TransferLimits};
+use airlock_router::{Sandbox, SandboxError};
 use serde::Serialize;
+
+use crate::media::{self, Form};
 
 /// One declared output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Output {
-    /// The path as declared.
+    /// The path as declared (relative to /work).
     pub path: String,
-    /// Its text (UTF-8, lossily decoded) when it could be read.
+    /// Its media type, when it was read.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// Its size in bytes when it could be read.
+    pub mime_type: Option<&'static str>,
+    /// How it is attached to the result: `image`, `text` or `blob`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<&'static str>,
+    /// Its size in bytes, when it was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
     /// Why it was not returned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The bytes (attached once, as a content block; never in the structured content).
+    #[serde(skip)]
+    pub data: Option<(Vec<u8>, Form)>,
 }
 
 fn refused(path: &str, why: impl Into<String>) -> Output {
     Output {
         path: path.to_owned(),
-        text: None,
+        mime_type: None,
+        content: None,
         bytes: None,
         error: Some(why.into()),
+        data: None,
     }
 }
 
 /// Check a declared path before the run (so a bad one refuses the call, not the result).
 pub fn check(path: &str) -> Result<GuestRelPath, String> {
-    GuestRelPath::parse(path).map_err(|e| format!("output path {path:?}: {e}"))
+    crate::args::parse_path(path).map_err(|e| format!("output {e}"))
 }
 
-/// Read the declared outputs from the run's work dir handle, within `limits`.
-pub fn collect(work: &DirFd, declared: &[GuestRelPath], limits: &TransferLimits) -> Vec<Output> {
+/// A file error in words for the model, naming only the guest path.
+pub fn why(e: &SandboxError) -> String {
+    match e {
+        SandboxError::NotFound { .. } => "no such file".to_owned(),
+        SandboxError::NotConfined { .. } => {
+            "the path goes through a symlink or a non-directory".to_owned()
+        }
+        SandboxError::TooLarge { size, max, .. } => {
+            format!("{size} bytes, above the {max} byte cap")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Read the declared outputs from `sandbox`'s /work, within `limits`.
+pub async fn collect(
+    sandbox: &LocalSandbox,
+    declared: &[GuestRelPath],
+    limits: &TransferLimits,
+) -> Vec<Output> {
     let mut total: u64 = 0;
     let mut out = Vec::new();
     for (i, p) in declared.iter().enumerate() {
@@ -56,102 +83,41 @@ pub fn collect(work: &DirFd, declared: &[GuestRelPath], limits: &TransferLimits)
             ));
             continue;
         }
-        match read_one(work, p, limits, total) {
-            Ok(buf) => {
-                let n = u64::try_from(buf.len()).unwrap_or(u64::MAX);
+        let room = limits.max_total_bytes.saturating_sub(total);
+        let cap = limits.max_bytes_per_file.min(room);
+        match sandbox.read_file(GUEST_WORK_DIR, p, cap).await {
+            Ok(data) => {
+                let n = u64::try_from(data.len()).unwrap_or(u64::MAX);
                 total = total.saturating_add(n);
+                let (mime, form) = media::classify(shown, &data);
                 out.push(Output {
                     path: shown.to_owned(),
-                    text: Some(String::from_utf8_lossy(&buf).into_owned()),
+                    mime_type: Some(mime),
+                    content: Some(form.as_str()),
                     bytes: Some(n),
                     error: None,
+                    data: Some((data, form)),
                 });
             }
-            Err(why) => out.push(refused(shown, why)),
+            Err(SandboxError::NotFound { .. }) => {
+                out.push(refused(shown, "the program did not create it"));
+            }
+            Err(SandboxError::TooLarge { size, .. }) if cap < limits.max_bytes_per_file => {
+                out.push(refused(
+                    shown,
+                    format!(
+                        "{size} bytes: the outputs exceed the {} byte total cap",
+                        limits.max_total_bytes
+                    ),
+                ));
+            }
+            Err(e) => out.push(refused(shown, why(&e))),
         }
     }
     out
 }
 
-/// One output's bytes: opened beneath the work dir following no link, a regular file with one
-/// link, within the per-file and total caps (re-checked against the bytes read).
-fn read_one(
-    work: &DirFd,
-    p: &GuestRelPath,
-    limits: &TransferLimits,
-    total: u64,
-) -> Result<Vec<u8>, String> {
-    let file = work
-        .open_read(p.as_str())
-        .map_err(|e| match e.raw_os_error() {
-            _ if e.kind() == std::io::ErrorKind::NotFound => {
-                "the program did not create it".to_owned()
-            }
-            // ELOOP / EXDEV: openat2 met a link.
-            Some(40 | 18) => "the path goes through a symlink".to_owned(),
-            _ => e.to_string(),
-        })?;
-    let meta = fstat(file.as_fd()).map_err(|e| e.to_string())?;
-    if meta.kind != FileKind::Regular || meta.nlink != 1 {
-        return Err("not a regular file with a single link".into());
-    }
-    let cap = limits.max_bytes_per_file;
-    if meta.size > cap {
-        return Err(format!(
-            "{} bytes, above the {cap} byte per-file cap",
-            meta.size
-        ));
-    }
-    let mut buf = Vec::new();
-    file.take(cap.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
-    let n = u64::try_from(buf.len()).unwrap_or(u64::MAX);
-    if n > cap {
-        return Err(format!("above the {cap} byte per-file cap"));
-    }
-    if total.saturating_add(n) > limits.max_total_bytes {
-        return Err(format!(
-            "outputs exceed the {} byte total cap",
-            limits.max_total_bytes
-        ));
-    }
-    Ok(buf)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_declared_files_and_refuses_symlinks_and_missing_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("d")).unwrap();
-        std::fs::write(dir.path().join("d/a.txt"), "hello").unwrap();
-        std::os::unix::fs::symlink("/etc", dir.path().join("l")).unwrap();
-        let declared: Vec<GuestRelPath> = ["d/a.txt", "l/hostname", "nope"]
-            .iter()
-            .map(|p| check(p).unwrap())
-            .collect();
-        let work = DirFd::open(dir.path()).unwrap();
-        let got = collect(&work, &declared, &TransferLimits::DEFAULT);
-        assert_eq!(got[0].text.as_deref(), Some("hello"));
-        assert!(got[1].error.as_deref().unwrap().contains("symlink"));
-        assert!(got[2].error.is_some());
-        assert!(check("../x").is_err());
-        assert!(check("/etc/passwd").is_err());
-    }
-
-    #[test]
-    fn size_caps_hold() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("big"), vec![b'a'; 100]).unwrap();
-        let limits = TransferLimits {
-            max_bytes_per_file: 10,
-            ..TransferLimits::DEFAULT
-        };
-        let work = DirFd::open(dir.path()).unwrap();
-        let got = collect(&work, &[check("big").unwrap()], &limits);
-        assert!(got[0].error.as_deref().unwrap().contains("cap"));
-    }
+/// The URI a guest file is attached under.
+pub fn uri(path: &str) -> String {
+    format!("airlock://work/{path}")
 }

@@ -45,6 +45,8 @@ pub struct UpstreamTool {
     pub description: String,
     /// Its input schema, as listed.
     pub input_schema: Value,
+    /// Its output schema, when it declares one.
+    pub output_schema: Option<Value>,
 }
 
 /// The sealed set of upstream tools.
@@ -102,6 +104,13 @@ impl UpstreamTools {
                     .take(MAX_DESCRIPTION_CHARS)
                     .collect();
                 let schema = Value::Object((*t.input_schema).clone());
+                let output_schema = t
+                    .output_schema
+                    .as_ref()
+                    .map(|o| Value::Object((**o).clone()));
+                let unwrap = output_schema
+                    .as_ref()
+                    .is_some_and(|o| crate::pytypes::wrapped_result(o).is_some());
                 let tool = HostTool {
                     name: qualified.clone(),
                     description: description.clone(),
@@ -115,6 +124,7 @@ impl UpstreamTools {
                         upstream: Arc::clone(up),
                         tool: name.clone(),
                         qualified: qualified.clone(),
+                        unwrap,
                     }),
                 };
                 match registry.register(tool) {
@@ -124,6 +134,7 @@ impl UpstreamTools {
                         tool: name,
                         description,
                         input_schema: schema,
+                        output_schema,
                     }),
                     Err(e) => {
                         tracing::warn!(upstream = up.name(), error = %e, "skipping an upstream tool");
@@ -165,6 +176,8 @@ struct UpstreamBody {
     upstream: Arc<Upstream>,
     tool: String,
     qualified: String,
+    /// The output schema is an SDK's `{"result": X}` wrapper: hand the program X.
+    unwrap: bool,
 }
 
 #[async_trait]
@@ -198,7 +211,7 @@ impl ToolBody for UpstreamBody {
                     retryable: true,
                 },
             })?;
-        convert(name, result)
+        convert(name, result, self.unwrap)
     }
 }
 
@@ -260,9 +273,10 @@ fn text_of(result: &CallToolResult) -> String {
 }
 
 /// What the program receives for an upstream result: its structured content when it has
-/// some, else its single content block (text parsed as JSON when it is JSON), else a list.
-/// An upstream `isError` result is a failure whose reason carries the upstream's text.
-fn convert(name: &str, result: CallToolResult) -> Result<Value, ToolBodyError> {
+/// some (`X` for `{"result": X}` when `unwrap`: the tool's output schema declares that
+/// wrapper), else its single content block (text parsed as JSON when it is JSON), else a
+/// list. An upstream `isError` result is a failure whose reason carries the upstream's text.
+fn convert(name: &str, result: CallToolResult, unwrap: bool) -> Result<Value, ToolBodyError> {
     if result.is_error == Some(true) {
         return Err(ToolBodyError {
             public_reason: format!("upstream error: {name}: {}", bounded(&text_of(&result))),
@@ -270,7 +284,12 @@ fn convert(name: &str, result: CallToolResult) -> Result<Value, ToolBodyError> {
         });
     }
     if let Some(v) = result.structured_content {
-        return Ok(v);
+        return Ok(match v {
+            Value::Object(mut m) if unwrap && m.len() == 1 && m.contains_key("result") => {
+                m.remove("result").unwrap_or(Value::Null)
+            }
+            other => other,
+        });
     }
     match result.content.as_slice() {
         [] => Ok(Value::Null),
@@ -289,14 +308,25 @@ mod tests {
     #[test]
     fn results_convert_to_program_values() {
         let r = CallToolResult::success(vec![ContentBlock::text("{\"t\": 3}")]);
-        assert_eq!(convert("a.b", r).unwrap(), json!({"t": 3}));
+        assert_eq!(convert("a.b", r, false).unwrap(), json!({"t": 3}));
         let r = CallToolResult::success(vec![ContentBlock::text("sunny")]);
-        assert_eq!(convert("a.b", r).unwrap(), json!("sunny"));
+        assert_eq!(convert("a.b", r, false).unwrap(), json!("sunny"));
         let r = CallToolResult::success(vec![ContentBlock::text("1"), ContentBlock::text("x")]);
-        assert_eq!(convert("a.b", r).unwrap(), json!([1, "x"]));
+        assert_eq!(convert("a.b", r, false).unwrap(), json!([1, "x"]));
+        let wrapped = || {
+            let mut r = CallToolResult::success(vec![ContentBlock::text("5")]);
+            r.structured_content = Some(json!({"result": 5}));
+            r
+        };
+        assert_eq!(convert("a.b", wrapped(), true).unwrap(), json!(5));
+        assert_eq!(
+            convert("a.b", wrapped(), false).unwrap(),
+            json!({"result": 5})
+        );
         let err = convert(
             "a.b",
             CallToolResult::error(vec![ContentBlock::text("no city")]),
+            false,
         )
         .unwrap_err();
         assert_eq!(err.public_reason, "upstream error: a.b: no city");

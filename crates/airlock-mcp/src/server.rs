@@ -1,20 +1,27 @@
-//! The MCP server: tools `execute`, `run_python` and `exec`, each call one fresh sandboxed
-//! run with the configured limits.
+//! The MCP server: the code tools `execute`, `run_python` and `exec`, and (in conversation
+//! scope) the file tools `write_file`, `read_file` and `list_files`, all served in the
+//! session's sandbox (see [`crate::sandboxes`]).
 //!
-//! - `execute {code, outputs?}`: a Python program that may call the upstream tools (through
-//!   `call_tool("NAME.tool", args)` or the generated `airlock_tools` module in its work dir);
-//!   the tool's description lists those tools.
-//! - `run_python {code, outputs?}`: a Python program with no tools at all.
-//! - `exec {argv, outputs?}`: a command.
+//! - `execute {code, outputs?, timeout_s?}`: a Python program that may call the upstream tools
+//!   (through `call_tool("NAME.tool", args)` or the generated `airlock_tools` module, written
+//!   into /work before each `execute` run); the tool's description lists them with typed
+//!   signatures.
+//! - `run_python {code, outputs?, timeout_s?}`: a Python program with no tools at all.
+//! - `exec {argv, env?, outputs?, timeout_s?}`: a command.
 //!
-//! A run is spawned as its own task, so a client that goes away or cancels (`notifications/
-//! cancelled`) ends the run through its cancel path (status `cancelled`) rather than by
-//! dropping it half-way.
+//! Every call is admitted by the policy first. A run is spawned as its own task, so a client
+//! that goes away or cancels (`notifications/cancelled`) ends the run through its cancel path
+//! (status `cancelled`) rather than by dropping it half-way; the session's sandboxes are
+//! disposed when the session ends.
 use std::sync::Arc;
+use std::time::Duration;
 
-use airlock_broker::{NoTools, RunSpec, ToolHandler, Workload};
+use airlock_broker::run::Cancel;
+use airlock_broker::{NoTools, ToolHandler, Workload, GUEST_WORK_DIR};
+use airlock_local::RunRequest;
 use airlock_policy::GuestRelPath;
 use airlock_router::host_tools::HostToolLimits;
+use airlock_router::Sandbox;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -23,28 +30,24 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
-use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
 use crate::config::McpConfig;
 use crate::error::McpError;
 use crate::registry::UpstreamTools;
-use airlock_broker::SandboxFs;
-use airlock_jail::dirfd::DirFd;
-
-use crate::{outputs, result, stubs};
+use crate::sandboxes::Sandboxes;
+use crate::{args, file_tools, outputs, progress, result, stubs, tools};
 
 /// Largest line (one message) read from the MCP client. A program must fit the 1 MiB frame
 /// cap of the internal hop anyway; the headroom lets a too-large program get a clean
-/// "program too large" result instead of being dropped by the transport.
-pub const MAX_CLIENT_LINE: usize = 4 * 1024 * 1024;
-
-/// Most declared outputs one call may name.
-const MAX_DECLARED_OUTPUTS: usize = 64;
+/// "program too large" result instead of being dropped by the transport, and carries a
+/// base64 `write_file` of a few MiB.
+pub const MAX_CLIENT_LINE: usize = 16 * 1024 * 1024;
 
 struct Inner {
     config: McpConfig,
     upstreams: Arc<UpstreamTools>,
+    sandboxes: Sandboxes,
     runs: Semaphore,
     tools: Vec<Tool>,
     stubs: String,
@@ -64,76 +67,32 @@ impl std::fmt::Debug for AirlockMcp {
     }
 }
 
-fn schema(v: Value) -> Arc<JsonObject> {
-    match v {
-        Value::Object(m) => Arc::new(m),
-        _ => Arc::new(JsonObject::new()),
-    }
-}
-
-fn outputs_schema() -> Value {
-    json!({
-        "type": "array", "items": {"type": "string"}, "maxItems": MAX_DECLARED_OUTPUTS,
-        "description": "Files (relative to the run's work dir, its current directory) to return after the run."
-    })
-}
-
-fn tool_list(upstreams: &UpstreamTools) -> Vec<Tool> {
-    let code = json!({
-        "type": "object",
-        "properties": {
-            "code": {"type": "string", "description": "The Python 3 program."},
-            "outputs": outputs_schema(),
-        },
-        "required": ["code"],
-        "additionalProperties": false,
-    });
-    let exec = json!({
-        "type": "object",
-        "properties": {
-            "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                     "description": "The command and its arguments (argv[0] is looked up on PATH)."},
-            "outputs": outputs_schema(),
-        },
-        "required": ["argv"],
-        "additionalProperties": false,
-    });
-    vec![
-        Tool::new(
-            "execute",
-            stubs::execute_description(upstreams),
-            schema(code.clone()),
-        ),
-        Tool::new(
-            "run_python",
-            "Run a Python 3 program in a fresh, network-isolated airlock sandbox with no tools, \
-             and return its stdout, stderr and status.",
-            schema(code),
-        ),
-        Tool::new(
-            "exec",
-            "Run a command in a fresh, network-isolated airlock sandbox and return its stdout, \
-             stderr and status.",
-            schema(exec),
-        ),
-    ]
+/// One code-tool call, checked.
+struct CodeCall {
+    workload: Workload,
+    declared: Vec<GuestRelPath>,
+    timeout: Duration,
+    env: Vec<(String, String)>,
+    upstream_tools: bool,
 }
 
 impl AirlockMcp {
-    /// A server over already-started upstreams.
-    pub fn new(config: McpConfig, upstreams: UpstreamTools) -> AirlockMcp {
-        let tools = tool_list(&upstreams);
+    /// A server over already-started upstreams, with the session's sandboxes.
+    pub fn new(config: McpConfig, upstreams: UpstreamTools) -> Result<AirlockMcp, McpError> {
+        let sandboxes = Sandboxes::new(&config)?;
+        let tools = tools::list(&upstreams, &sandboxes, config.limits.timeout.as_secs_f64());
         let stubs = stubs::module(&upstreams);
         let permits = config.max_concurrent_runs.max(1);
-        AirlockMcp {
+        Ok(AirlockMcp {
             inner: Arc::new(Inner {
                 config,
                 upstreams: Arc::new(upstreams),
+                sandboxes,
                 runs: Semaphore::new(permits),
                 tools,
                 stubs,
             }),
-        }
+        })
     }
 
     /// The tools this server lists.
@@ -141,89 +100,126 @@ impl AirlockMcp {
         &self.inner.tools
     }
 
-    async fn run(
-        &self,
-        workload: Workload,
-        declared: Vec<GuestRelPath>,
-        upstream_tools: bool,
-        ct: rmcp::service::RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    /// Disposes the session's sandboxes (the session ended).
+    pub async fn close(&self) {
+        self.inner.sandboxes.dispose_all().await;
+    }
+
+    fn code_call(&self, name: &str, a: &JsonObject) -> Result<CodeCall, String> {
+        let max = self.inner.config.limits.timeout;
+        let (workload, env) = if name == "exec" {
+            args::only_keys(a, &["argv", "env", "outputs", "timeout_s"])?;
+            let argv = args::argv(a)?;
+            let env = args::env(a)?;
+            args::fits(&argv, &env)?;
+            (Workload::Command { argv }, env)
+        } else {
+            args::only_keys(a, &["code", "outputs", "timeout_s"])?;
+            let code = args::string(a, "code")?;
+            let interpreter = self.inner.config.python.clone();
+            (Workload::Python { code, interpreter }, Vec::new())
+        };
+        Ok(CodeCall {
+            workload,
+            declared: args::declared_outputs(a)?,
+            timeout: args::timeout(a, max)?,
+            env,
+            upstream_tools: name == "execute",
+        })
+    }
+
+    async fn run(&self, call: CodeCall, ctx: RequestContext<RoleServer>) -> CallToolResult {
         let inner = Arc::clone(&self.inner);
-        let cancel = ct.ct.clone().cancelled_owned();
+        let cancel: Cancel = Box::pin(ctx.ct.clone().cancelled_owned());
+        let token = ctx.meta.get_progress_token();
+        let peer = ctx.peer.clone();
         let task = tokio::spawn(async move {
             let Ok(_permit) = inner.runs.acquire().await else {
                 return result::refusal("the server is shutting down");
             };
-            let limits = inner.config.limits.clone();
-            let handler: Box<dyn ToolHandler> = if upstream_tools {
-                Box::new(inner.upstreams.for_run())
-            } else {
-                Box::new(NoTools)
-            };
-            let mut spec = RunSpec {
-                workload,
-                limits,
-                sandbox: None,
-                cwd: None,
-                env: Vec::new(),
-                executor: inner.config.executor.clone(),
-                output: None,
-            };
-            let fs = match fresh_sandbox(&spec).await {
-                Ok(fs) => Arc::new(fs),
+            let lease = match inner.sandboxes.lease().await {
+                Ok(l) => l,
                 Err(why) => return result::refusal(why),
             };
-            spec.sandbox = Some(Arc::clone(&fs));
-            if upstream_tools {
-                let stubs = inner.stubs.clone();
-                let put = fs.as_owner(|work| write_new(work, stubs::MODULE_FILE, stubs.as_bytes()));
-                if let Err(e) = put {
-                    return result::refusal(format!("cannot write the tool stubs: {e}"));
-                }
-            }
-            let run =
-                airlock_broker::run::run_cancellable(spec, handler.as_ref(), Box::pin(cancel))
-                    .await;
-            let outs = fs.as_owner(|work| outputs::collect(work, &declared, &inner.config.outputs));
-            result::to_call_result(&run, &outs)
+            let out = run_in(
+                &inner,
+                &lease.sandbox,
+                call,
+                cancel,
+                token.map(|t| (peer, t)),
+            )
+            .await;
+            lease.release().await;
+            out
         });
         match task.await {
             Ok(r) => r,
             Err(e) => result::refusal(format!("the run task failed: {e}")),
         }
     }
+
+    async fn file_call(&self, name: &str, a: &JsonObject) -> CallToolResult {
+        let lease = match self.inner.sandboxes.lease().await {
+            Ok(l) => l,
+            Err(why) => return result::refusal(why),
+        };
+        let c = &self.inner.config;
+        let sb = &lease.sandbox;
+        let out = match name {
+            "write_file" => file_tools::write(sb, a, &c.files_in).await,
+            "read_file" => file_tools::read(sb, a, &c.outputs).await,
+            _ => file_tools::list(sb, a).await,
+        };
+        lease.release().await;
+        out
+    }
 }
 
-fn declared_outputs(args: &JsonObject) -> Result<Vec<GuestRelPath>, String> {
-    match args.get("outputs") {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => {
-            if items.len() > MAX_DECLARED_OUTPUTS {
-                return Err(format!(
-                    "at most {MAX_DECLARED_OUTPUTS} outputs may be declared"
-                ));
-            }
-            items
-                .iter()
-                .map(|v| match v {
-                    Value::String(s) => outputs::check(s),
-                    _ => Err("outputs must be strings".to_owned()),
-                })
-                .collect()
+/// One run in `sandbox`, then its declared outputs.
+async fn run_in(
+    inner: &Inner,
+    sandbox: &airlock_local::LocalSandbox,
+    call: CodeCall,
+    cancel: Cancel,
+    progress_to: Option<(rmcp::service::Peer<RoleServer>, rmcp::model::ProgressToken)>,
+) -> CallToolResult {
+    let handler: Box<dyn ToolHandler> = if call.upstream_tools {
+        let module = GuestRelPath::parse(stubs::MODULE_FILE).map_err(|e| e.to_string());
+        let put = match module {
+            Ok(p) => sandbox
+                .write_file(GUEST_WORK_DIR, &p, inner.stubs.as_bytes())
+                .await
+                .map_err(|e| outputs::why(&e)),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = put {
+            return result::refusal(format!("cannot write the tool stubs: {e}"));
         }
-        Some(_) => Err("outputs must be an array of strings".to_owned()),
+        Box::new(inner.upstreams.for_run())
+    } else {
+        Box::new(NoTools)
+    };
+    let (tap, forwarder) = match progress_to {
+        Some((peer, token)) => {
+            let (tap, task) = progress::start(peer, token);
+            (Some(tap), Some(task))
+        }
+        None => (None, None),
+    };
+    let mut req = RunRequest::new(call.workload, call.timeout, call.env);
+    req.tools = Some(handler.as_ref());
+    req.cancel = Some(cancel);
+    req.output = tap;
+    let run = sandbox.run_request(req).await;
+    if let Some(f) = forwarder {
+        let _ = f.await;
     }
-}
-
-fn only_keys(args: &JsonObject, allowed: &[&str]) -> Result<(), String> {
-    match args.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "unknown argument {:?} (expected: {})",
-            k.chars().take(64).collect::<String>(),
-            allowed.join(", ")
-        )),
-        None => Ok(()),
-    }
+    let run = match run {
+        Ok(r) => r,
+        Err(e) => return result::refusal(format!("the run did not start: {e}")),
+    };
+    let outs = outputs::collect(sandbox, &call.declared, &inner.config.outputs).await;
+    result::to_call_result(&run, &outs, inner.sandboxes.scope().as_str())
 }
 
 impl ServerHandler for AirlockMcp {
@@ -231,9 +227,10 @@ impl ServerHandler for AirlockMcp {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "airlock runs code in fresh, rootless, network-isolated sandboxes. Use `execute` \
-                 to write one Python program that calls the upstream tools it lists and prints \
-                 the combined answer.",
+                "airlock runs code in rootless, network-isolated sandboxes. Use `execute` to \
+                 write one Python program that calls the upstream tools it lists and prints \
+                 the combined answer. Name files to bring back in `outputs` (images come back \
+                 as images).",
             )
     }
 
@@ -255,55 +252,40 @@ impl ServerHandler for AirlockMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.unwrap_or_default();
+        let a = request.arguments.unwrap_or_default();
         let name = request.name.as_ref();
-        let outcome = match name {
-            "execute" | "run_python" => {
-                let checked = only_keys(&args, &["code", "outputs"]).and_then(|()| {
-                    let code = match args.get("code") {
-                        Some(Value::String(c)) => c.clone(),
-                        _ => return Err("`code` must be a string".to_owned()),
-                    };
-                    Ok((code, declared_outputs(&args)?))
-                });
-                match checked {
-                    Ok((code, declared)) => {
-                        let workload = Workload::Python {
-                            code,
-                            interpreter: self.inner.config.python.clone(),
-                        };
-                        self.run(workload, declared, name == "execute", context)
-                            .await
+        if !self.inner.tools.iter().any(|t| t.name == name) {
+            let shown: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
+            let why = if tools::FILE_TOOLS.contains(&name) {
+                " (file tools are not served with --scope call: nothing would persist)"
+            } else {
+                ""
+            };
+            return Err(ErrorData::invalid_params(
+                format!("no tool named {shown:?}{why}"),
+                None,
+            ));
+        }
+        let upstreams = !self.inner.upstreams.is_empty();
+        let outcome = if tools::CODE_TOOLS.contains(&name) {
+            match self.code_call(name, &a) {
+                Err(m) => result::refusal(m),
+                Ok(call) => {
+                    let needs = tools::needs(name, !call.declared.is_empty(), upstreams);
+                    match self.inner.sandboxes.admit(&needs) {
+                        Err(why) => result::refusal(why),
+                        Ok(()) => self.run(call, context).await,
                     }
-                    Err(m) => result::refusal(m),
                 }
             }
-            "exec" => {
-                let checked = only_keys(&args, &["argv", "outputs"]).and_then(|()| {
-                    let argv = match args.get("argv") {
-                        Some(Value::Array(a)) if !a.is_empty() => a
-                            .iter()
-                            .map(|v| v.as_str().map(str::to_owned))
-                            .collect::<Option<Vec<_>>>()
-                            .ok_or_else(|| "`argv` must be strings".to_owned())?,
-                        _ => return Err("`argv` must be a non-empty array of strings".to_owned()),
-                    };
-                    Ok((argv, declared_outputs(&args)?))
-                });
-                match checked {
-                    Ok((argv, declared)) => {
-                        self.run(Workload::Command { argv }, declared, false, context)
-                            .await
-                    }
-                    Err(m) => result::refusal(m),
-                }
-            }
-            other => {
-                let shown: String = other.chars().filter(|c| !c.is_control()).take(64).collect();
-                return Err(ErrorData::invalid_params(
-                    format!("no tool named {shown:?}"),
-                    None,
-                ));
+        } else {
+            match self
+                .inner
+                .sandboxes
+                .admit(&tools::needs(name, false, upstreams))
+            {
+                Err(why) => result::refusal(why),
+                Ok(()) => self.file_call(name, &a).await,
             }
         };
         Ok(CallToolResponse::Complete(outcome))
@@ -324,7 +306,8 @@ pub fn host_tool_limits(limits: &airlock_broker::Limits) -> HostToolLimits {
     }
 }
 
-/// Start the upstreams, then serve MCP on stdin/stdout until the client goes away.
+/// Start the upstreams, then serve MCP on stdin/stdout until the client goes away; the
+/// session's sandboxes are disposed then.
 pub async fn serve_stdio(config: McpConfig) -> Result<(), McpError> {
     let upstreams = UpstreamTools::start(
         &config.upstreams,
@@ -333,33 +316,19 @@ pub async fn serve_stdio(config: McpConfig) -> Result<(), McpError> {
         host_tool_limits(&config.limits),
     )
     .await?;
-    let server = AirlockMcp::new(config, upstreams);
+    let server = AirlockMcp::new(config, upstreams)?;
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport = AsyncRwTransport::<RoleServer, _, _>::new(stdin, stdout)
         .with_max_line_length(MAX_CLIENT_LINE);
     let running = server
+        .clone()
         .serve(transport)
         .await
         .map_err(|e| McpError::Session(e.to_string()))?;
-    running
+    let ended = running
         .waiting()
         .await
-        .map_err(|e| McpError::Session(e.to_string()))?;
-    Ok(())
-}
-
-/// A fresh sandbox filesystem for one call (freed when the call's handles drop).
-async fn fresh_sandbox(spec: &RunSpec) -> Result<SandboxFs, String> {
-    let root = airlock_broker::run::root_for(spec)
-        .await
-        .map_err(|n| n.message)?;
-    SandboxFs::create(&spec.executor, root)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// Creates `name` in the work dir (it must not exist) with `data`.
-fn write_new(work: &DirFd, name: &str, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    work.create_at(name, 0o644)?.write_all(data)
+        .map_err(|e| McpError::Session(e.to_string()));
+    server.close().await;
+    ended.map(|_| ())
 }

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::config::is_identifier;
+use crate::pytypes;
 use crate::registry::{UpstreamTool, UpstreamTools};
 
 /// The module's file name in the work dir.
@@ -76,11 +77,14 @@ fn docstring(t: &UpstreamTool, props: &[(String, &Value)], required: &BTreeSet<&
     if !props.is_empty() {
         doc.push_str("\n\nArgs:");
         for (name, schema) in props {
-            let req = if required.contains(name.as_str()) {
-                ""
+            let mut req = if required.contains(name.as_str()) {
+                String::new()
             } else {
-                ", optional"
+                ", optional".to_owned()
             };
+            if let Some(d) = pytypes::default(schema) {
+                req.push_str(&format!(", default {d}"));
+            }
             doc.push_str(&format!("\n    {name} ({}{req})", type_of(schema)));
             if let Some(d) = schema["description"].as_str() {
                 let d: String = d.chars().take(300).collect();
@@ -88,10 +92,22 @@ fn docstring(t: &UpstreamTool, props: &[(String, &Value)], required: &BTreeSet<&
             }
         }
     }
+    doc.push_str(&format!("\n\nReturns: {}", RETURNS));
     doc
 }
 
-fn function(t: &UpstreamTool, fname: &str) -> String {
+/// What a stub (and `call_tool`) returns, in the words of the docs.
+const RETURNS: &str = "the tool's structuredContent when it has one (a {\"result\": X} wrapper \
+     its outputSchema declares is unwrapped to X); else its one content block, text parsed as \
+     JSON when it is JSON; else a list of the blocks.";
+
+struct Params<'a> {
+    props: Vec<(String, &'a Value)>,
+    required: BTreeSet<&'a str>,
+    typed: bool,
+}
+
+fn params(t: &UpstreamTool) -> Params<'_> {
     let props: Vec<(String, &Value)> = t.input_schema["properties"]
         .as_object()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v)).collect())
@@ -101,22 +117,58 @@ fn function(t: &UpstreamTool, fname: &str) -> String {
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let typed = props.iter().all(|(k, _)| usable(k));
+    Params {
+        props,
+        required,
+        typed,
+    }
+}
+
+/// The parameter list, required ones first: `city: str, days: int = ...` (`shown_default`
+/// puts the schema's default in place of `...` when it has a short scalar one).
+fn param_list(p: &Params<'_>, unset: &str, shown_default: bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (k, s) in &p.props {
+        if p.required.contains(k.as_str()) {
+            out.push(format!("{k}: {}", pytypes::py_type(s)));
+        }
+    }
+    for (k, s) in &p.props {
+        if !p.required.contains(k.as_str()) {
+            let d = if shown_default {
+                pytypes::default(s).unwrap_or_else(|| unset.to_owned())
+            } else {
+                unset.to_owned()
+            };
+            out.push(format!("{k}: {} = {d}", pytypes::py_type(s)));
+        }
+    }
+    out
+}
+
+/// `(city: str, days: int = 1) -> dict`, as the `execute` description shows a tool.
+pub fn signature(t: &UpstreamTool) -> String {
+    let p = params(t);
+    let ret = pytypes::return_type(t.output_schema.as_ref())
+        .map(|r| format!(" -> {r}"))
+        .unwrap_or_default();
+    if !p.typed {
+        return format!("(**args){ret}");
+    }
+    format!("({}){ret}", param_list(&p, "...", true).join(", "))
+}
+
+fn function(t: &UpstreamTool, fname: &str) -> String {
+    let p = params(t);
+    let ret = pytypes::return_type(t.output_schema.as_ref())
+        .map(|r| format!(" -> {r}"))
+        .unwrap_or_default();
     let mut out = String::new();
-    if typed && !props.is_empty() {
-        let mut params: Vec<String> = Vec::new();
-        for (k, _) in &props {
-            if required.contains(k.as_str()) {
-                params.push(k.clone());
-            }
-        }
-        for (k, _) in &props {
-            if !required.contains(k.as_str()) {
-                params.push(format!("{k}=_UNSET"));
-            }
-        }
-        out.push_str(&format!("def {fname}(*, {}):\n", params.join(", ")));
+    if p.typed && !p.props.is_empty() {
+        let list = param_list(&p, "_UNSET", false).join(", ");
+        out.push_str(&format!("def {fname}(*, {list}){ret}:\n"));
         out.push_str("    _a = {}\n");
-        for (k, _) in &props {
+        for (k, _) in &p.props {
             out.push_str(&format!(
                 "    if {k} is not _UNSET:\n        _a[{}] = {k}\n",
                 lit(k)
@@ -125,24 +177,28 @@ fn function(t: &UpstreamTool, fname: &str) -> String {
         out.push_str(&format!("    return _call({}, _a)\n", lit(&t.qualified)));
     } else {
         out.push_str(&format!(
-            "def {fname}(**args):\n    return _call({}, args)\n",
+            "def {fname}(**args){ret}:\n    return _call({}, args)\n",
             lit(&t.qualified)
         ));
     }
     out.push_str(&format!(
         "{fname}.__doc__ = {}\n",
-        lit(&docstring(t, &props, &required))
+        lit(&docstring(t, &p.props, &p.required))
     ));
     out
 }
 
-/// The `airlock_tools` module for `tools`.
+/// The `airlock_tools` module for `tools`. Annotations stay strings (`from __future__ import
+/// annotations`), so nothing is imported or evaluated for them.
 pub fn module(tools: &UpstreamTools) -> String {
     let mut out = String::from(
         "\"\"\"Typed stubs for the upstream MCP tools airlock offers this run (generated).\n\n\
          Each function calls call_tool(\"NAME.tool\", args); failures raise ToolError with\n\
          .code, .message and .data = {code, reason, retryable}.\"\"\"\n\
-         import builtins as _builtins\nimport types as _types\n\n_UNSET = object()\n\n\n\
+         from __future__ import annotations\n\
+         import builtins as _builtins\nimport types as _types\n\n\n\
+         class _Unset:\n    \"\"\"An argument not given: left out of the call.\"\"\"\n\n    \
+         def __repr__(self):\n        return \"...\"\n\n\n_UNSET = _Unset()\n\n\n\
          def _call(name, args):\n    return _builtins.call_tool(name, args)\n\n\n",
     );
     let mut groups: BTreeMap<&str, Vec<&UpstreamTool>> = BTreeMap::new();
@@ -176,26 +232,24 @@ pub fn module(tools: &UpstreamTools) -> String {
 /// Longest upstream description shown per tool in the `execute` description.
 const LISTED_DESCRIPTION_CHARS: usize = 200;
 
-/// The `execute` tool's description: how to call tools, then every upstream tool.
-pub fn execute_description(tools: &UpstreamTools) -> String {
-    let mut d = String::from(
-        "Run a Python 3 program in a fresh, network-isolated airlock sandbox and return its \
-         stdout, stderr and status. The program can call the upstream MCP tools below with \
-         call_tool(\"NAME.tool\", {args}) (returns the tool's JSON result; raises ToolError \
-         with .code, .message, .data on failure), or through the generated module: \
-         `import airlock_tools; airlock_tools.NAME.tool(arg=...)`. Write one program that \
-         makes all the calls it needs and prints the combined answer.",
+/// The `execute` tool's description (`where_` says which sandbox runs it): how to call tools,
+/// what they return, then every upstream tool with its typed signature.
+pub fn execute_description(tools: &UpstreamTools, where_: &str) -> String {
+    let mut d = format!(
+        "Run a Python 3 program {where_}, and return its status, stdout and stderr. The \
+         program can call the upstream MCP tools below with call_tool(\"NAME.tool\", {{args}}) \
+         or through the generated module (`import airlock_tools; \
+         airlock_tools.NAME.tool(arg=...)`, keyword arguments only; \
+         help(airlock_tools.NAME.tool) shows a tool's documentation). Each returns {RETURNS} \
+         A failure raises ToolError with .code, .message, .data. Write one program that makes \
+         all the calls it needs and prints the combined answer."
     );
     if tools.is_empty() {
         d.push_str("\n\nNo upstream tools are configured.");
         return d;
     }
-    d.push_str("\n\nUpstream tools:");
+    d.push_str("\n\nUpstream tools (`= ...`: optional, left out when not given):");
     for t in tools.tools() {
-        let args: Vec<String> = t.input_schema["properties"]
-            .as_object()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
         let first: String = t
             .description
             .lines()
@@ -204,11 +258,7 @@ pub fn execute_description(tools: &UpstreamTools) -> String {
             .chars()
             .take(LISTED_DESCRIPTION_CHARS)
             .collect();
-        d.push_str(&format!(
-            "\n- {}({}): {first}",
-            t.qualified,
-            args.join(", ")
-        ));
+        d.push_str(&format!("\n- {}{}: {first}", t.qualified, signature(t)));
     }
     d
 }

@@ -1,4 +1,6 @@
 //! Helpers: spawn `airlock mcp` with upstreams and a policy, talk MCP to it.
+mod files;
+mod policy;
 mod session;
 mod wire;
 

@@ -6,9 +6,10 @@ use serde_json::{json, Value};
 
 use super::{start, start_with, text, upstream_script, AIRLOCK};
 
-const POLICY: &str = "[limits]\ntimeout_seconds = 20\nmax_tool_calls = 16\n";
+pub(super) const POLICY: &str =
+    "floor = \"os_process\"\n[limits]\ntimeout_seconds = 20\nmax_tool_calls = 16\n";
 
-fn stdout_json(s: &Value) -> Value {
+pub(super) fn stdout_json(s: &Value) -> Value {
     let out = s["stdout"].as_str().expect("stdout");
     let last = out
         .lines()
@@ -22,18 +23,34 @@ async fn lists_tools_and_the_execute_description_names_every_upstream_tool() {
     let a = start(POLICY, &[]).await;
     let tools = a.client.peer().list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, vec!["execute", "run_python", "exec"]);
+    assert_eq!(
+        names,
+        vec![
+            "execute",
+            "run_python",
+            "exec",
+            "write_file",
+            "read_file",
+            "list_files"
+        ]
+    );
     let desc = tools[0].description.as_deref().unwrap();
     for t in [
-        "weather.forecast(city, days)",
-        "weather.fail",
-        "calc.add(a, b)",
-        "calc.hang",
+        "weather.forecast(city: str, days: int = ...): Forecast",
+        "weather.fail(reason: str = ...)",
+        "calc.add(a: float, b: float): Add",
+        "calc.mul(a: int, b: int = 1) -> int: Multiply",
+        "calc.hang()",
+        "{\"result\": X} wrapper its outputSchema declares is unwrapped to X",
     ] {
         assert!(desc.contains(t), "{t} missing from: {desc}");
     }
     assert!(desc.contains("Forecast for a city."), "{desc}");
     assert_eq!(tools[0].input_schema["required"], json!(["code"]));
+    assert!(
+        !desc.contains("Unavailable"),
+        "nothing is refused under this policy: {desc}"
+    );
 }
 
 #[tokio::test]
@@ -51,13 +68,32 @@ async fn run_python_and_exec_return_output_and_status() {
     assert_eq!(s["status"], "completed");
     assert_eq!(s["stdout"], "42\n");
     assert!(text(&r).contains("status: completed"));
-    assert_eq!(s["outputs"][0]["text"], "made inside");
-    assert!(s["outputs"][1]["error"].is_string());
-    let embedded = r.content.iter().any(|b| {
-        matches!(b, ContentBlock::Resource(res)
-            if serde_json::to_string(&res.resource).unwrap().contains("made inside"))
-    });
-    assert!(embedded, "declared output not embedded: {:?}", r.content);
+    assert_eq!(
+        s["outputs"][0],
+        json!({"path": "out.txt", "mime_type": "text/plain", "content": "text", "bytes": 11})
+    );
+    assert_eq!(
+        s["outputs"][1]["error"], "the program did not create it",
+        "{s}"
+    );
+    // The output is attached once: one text resource, nowhere else.
+    let embedded: Vec<_> = r
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Resource(res) => Some(serde_json::to_value(&res.resource).unwrap()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        embedded,
+        vec![
+            json!({"uri": "airlock://work/out.txt", "mimeType": "text/plain", "text": "made inside"})
+        ]
+    );
+    assert_eq!(r.content.len(), 2, "{:?}", r.content);
+    assert!(!s.to_string().contains("made inside"), "{s}");
+    assert!(!text(&r).contains("made inside"), "{}", text(&r));
 
     // run_python has no tools: an upstream name is an unknown tool there.
     let r = a
@@ -132,6 +168,7 @@ print(json.dumps({
         json!([
             "calc.add",
             "calc.hang",
+            "calc.mul",
             "weather.big",
             "weather.fail",
             "weather.forecast",
@@ -199,7 +236,11 @@ print(json.dumps(out))
 
 #[tokio::test]
 async fn the_call_cap_from_the_policy_is_enforced_and_counts_refusals() {
-    let a = start("[limits]\ntimeout_seconds = 20\nmax_tool_calls = 3\n", &[]).await;
+    let a = start(
+        "floor = \"os_process\"\n[limits]\ntimeout_seconds = 20\nmax_tool_calls = 3\n",
+        &[],
+    )
+    .await;
     let code = r#"
 import json
 codes = []
@@ -301,4 +342,121 @@ async fn upstreams_can_come_from_a_config_file_and_names_must_be_unique() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("used twice"), "{err}");
+}
+
+#[tokio::test]
+async fn tracebacks_show_the_program_and_none_of_the_bootstrap() {
+    let a = start(POLICY, &[]).await;
+    let code = "def ratio(x):\n    return 10 / x\n\nprint(ratio(0))\n";
+    let r = a.call("run_python", json!({ "code": code })).await;
+    let s = r.structured_content.clone().unwrap();
+    let err = s["stderr"].as_str().unwrap();
+    assert!(
+        err.starts_with("Traceback (most recent call last):\n  File \"<program>\", line 4, in <module>\n    print(ratio(0))\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  File \"<program>\", line 2, in ratio\n    return 10 / x\n"),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("ZeroDivisionError: division by zero\n"),
+        "{err}"
+    );
+    assert_eq!(err.matches("  File ").count(), 2, "{err}");
+
+    // A failed tool call: the bootstrap's call_tool frame is left out too, chained causes kept.
+    let code = "try:\n    call_tool('weather.fail', {'reason': 'nope'})\n\
+                except ToolError as e:\n    raise RuntimeError('wrapped') from e\n";
+    let (_, s) = a.execute(code).await;
+    let err = s["stderr"].as_str().unwrap();
+    for want in [
+        "    call_tool('weather.fail', {'reason': 'nope'})",
+        "ToolError: upstream error: weather.fail: upstream refused: nope (code -32001)",
+        "The above exception was the direct cause of the following exception:",
+        "    raise RuntimeError('wrapped') from e",
+        "RuntimeError: wrapped",
+    ] {
+        assert!(err.contains(want), "{want:?} missing from:\n{err}");
+    }
+    for unwanted in [
+        "airlock-bootstrap",
+        "<string>",
+        "in _run",
+        "in main",
+        "in call_tool",
+    ] {
+        assert!(!err.contains(unwanted), "{unwanted:?} in:\n{err}");
+    }
+
+    let r = a
+        .call("run_python", json!({"code": "x = (1,\nprint(x)"}))
+        .await;
+    let err = r.structured_content.unwrap()["stderr"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(err.starts_with("  File \"<program>\", line 1\n"), "{err}");
+    assert!(err.contains("SyntaxError"), "{err}");
+}
+
+#[tokio::test]
+async fn timeout_s_bounds_a_call_and_env_reaches_exec() {
+    let a = start(POLICY, &[]).await;
+    let started = Instant::now();
+    let r = a
+        .call(
+            "run_python",
+            json!({"code": "while True: pass", "timeout_s": 1.5}),
+        )
+        .await;
+    let s = r.structured_content.clone().unwrap();
+    assert_eq!(s["status"], "timeout", "{s}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let wall = s["wall_time_ms"].as_f64().unwrap();
+    assert!((1400.0..5000.0).contains(&wall), "{wall}");
+    for bad in [json!(0), json!(21), json!("1")] {
+        let r = a
+            .call("run_python", json!({"code": "pass", "timeout_s": bad}))
+            .await;
+        assert!(
+            text(&r).contains("`timeout_s` must be"),
+            "{bad}: {}",
+            text(&r)
+        );
+    }
+    let r = a
+        .call(
+            "exec",
+            json!({"argv": ["/usr/bin/env"], "env": {"OPENSSL_CONF": "/dev/null", "LANG": "C"},
+                   "timeout_s": 5}),
+        )
+        .await;
+    assert_eq!(
+        r.structured_content.unwrap()["stdout"],
+        "LANG=C\nOPENSSL_CONF=/dev/null\n"
+    );
+    let r = a
+        .call("exec", json!({"argv": ["env"], "env": {"A=B": "x"}}))
+        .await;
+    assert!(text(&r).contains("env name"), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn help_works_and_a_wrapped_scalar_result_is_unwrapped() {
+    let a = start(POLICY, &[]).await;
+    let code = "import airlock_tools\n\
+                help(airlock_tools.weather.forecast)\n\
+                print('product', airlock_tools.calc.mul(a=6, b=7), call_tool('calc.mul', {'a': 5}))\n";
+    let (_, s) = a.execute(code).await;
+    assert_eq!(s["status"], "completed", "{s}");
+    let out = s["stdout"].as_str().unwrap();
+    for want in [
+        "_weather__forecast(*, city: 'str', days: 'int' = ...)",
+        "Forecast for a city.",
+        "days (integer, optional)",
+        "product 42 5",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from:\n{out}");
+    }
 }

@@ -4,7 +4,9 @@
 Usage: upstream.py FLAVOR, where FLAVOR picks the tool set:
   weather  forecast(city, days?) -> structured {"city", "temp_c", "days"}; fail(reason) -> isError;
            big(n) -> n bytes of text; whoami() -> see below
-  calc     add(a, b) -> text "<a+b>"; hang() -> never answers
+  calc     add(a, b) -> text "<a+b>"; mul(a, b=1) -> structured {"result": a*b}, as an MCP
+           SDK wraps a scalar return (outputSchema with one `result` property); hang() -> never
+           answers
 `whoami()` (weather) says whether this process holds the SECRET_TOKEN environment variable,
 so a test can show that a credential given to airlock reaches the upstream, not the sandbox.
 """
@@ -58,6 +60,21 @@ TOOLS = {
             },
         },
         {
+            "name": "mul",
+            "description": "Multiply two integers.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 1}},
+                "required": ["a"],
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {"result": {"type": "integer"}},
+                "required": ["result"],
+                "x-fastmcp-wrap-result": True,
+            },
+        },
+        {
             "name": "hang",
             "description": "Never answers.",
             "inputSchema": {"type": "object", "properties": {}},
@@ -95,6 +112,11 @@ def call(name, args):
         return text(json.dumps({"has_token": bool(os.environ.get("SECRET_TOKEN"))}))
     if name == "add":
         return text(str(args["a"] + args["b"]))
+    if name == "mul":
+        product = args["a"] * args.get("b", 1)
+        r = text(str(product))
+        r["structuredContent"] = {"result": product}
+        return r
     if name == "hang":
         while True:
             time.sleep(3600)

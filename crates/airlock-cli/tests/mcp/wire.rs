@@ -8,6 +8,22 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use super::AIRLOCK;
 
+async fn read_message(out: &mut (impl AsyncBufReadExt + Unpin)) -> Value {
+    let mut line = String::new();
+    let read = async {
+        // Bounded: one line, at most 1 MiB.
+        (&mut *out)
+            .take(1 << 20)
+            .read_line(&mut line)
+            .await
+            .unwrap()
+    };
+    tokio::time::timeout(Duration::from_secs(30), read)
+        .await
+        .expect("a message");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+}
+
 async fn exchange(
     stdin: &mut tokio::process::ChildStdin,
     out: &mut (impl AsyncBufReadExt + Unpin),
@@ -67,7 +83,17 @@ async fn speaks_newline_delimited_json_rpc_and_negotiates_the_version() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["execute", "run_python", "exec"]);
+    assert_eq!(
+        names,
+        [
+            "execute",
+            "run_python",
+            "exec",
+            "write_file",
+            "read_file",
+            "list_files"
+        ]
+    );
     let desc = r["result"]["tools"][0]["description"].as_str().unwrap();
     assert!(desc.contains("No upstream tools are configured"), "{desc}");
     let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
@@ -85,4 +111,102 @@ async fn speaks_newline_delimited_json_rpc_and_negotiates_the_version() {
         .expect("airlock mcp exits when stdin closes")
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+/// A started `airlock mcp` after the initialize handshake, spoken to line by line.
+async fn initialized() -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    BufReader<tokio::process::ChildStdout>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "floor = \"os_process\"\n").unwrap();
+    let mut child = tokio::process::Command::new(AIRLOCK)
+        .arg("mcp")
+        .arg("--policy")
+        .arg(&policy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let r = exchange(&mut stdin, &mut out, init).await;
+    assert_eq!(r["id"], 1, "{r}");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    (child, stdin, out)
+}
+
+/// Sends a tools/call and reads every message up to its response.
+async fn call_collecting(
+    stdin: &mut tokio::process::ChildStdin,
+    out: &mut (impl AsyncBufReadExt + Unpin),
+    id: u64,
+    params: Value,
+) -> (Vec<Value>, Value) {
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    stdin
+        .write_all(format!("{msg}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut notes = Vec::new();
+    loop {
+        let m = read_message(out).await;
+        if m["id"] == id {
+            return (notes, m);
+        }
+        notes.push(m);
+    }
+}
+
+#[tokio::test]
+async fn a_progress_token_gets_the_output_streamed_as_progress_notifications() {
+    let (_child, mut stdin, mut out) = initialized().await;
+    let code = "import sys, time\n\
+                for i in range(3):\n    print(f'line {i}')\n    time.sleep(0.3)\n\
+                print('oops', file=sys.stderr)\n";
+    let params = json!({"name": "run_python", "arguments": {"code": code},
+                        "_meta": {"progressToken": "tok-7"}});
+    let (notes, resp) = call_collecting(&mut stdin, &mut out, 2, params).await;
+    assert_eq!(
+        resp["result"]["structuredContent"]["stdout"], "line 0\nline 1\nline 2\n",
+        "{resp}"
+    );
+    let progress: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 3, "{notes:?}");
+    let mut last = 0.0;
+    let mut streamed = String::new();
+    let mut stderr = String::new();
+    for p in &progress {
+        let params = &p["params"];
+        assert_eq!(params["progressToken"], "tok-7", "{p}");
+        let now = params["progress"].as_f64().unwrap();
+        assert!(now > last, "progress must increase: {notes:?}");
+        last = now;
+        let msg = params["message"].as_str().unwrap();
+        match params["_meta"]["airlock/stream"].as_str() {
+            Some("stdout") => streamed.push_str(msg),
+            Some("stderr") => stderr.push_str(msg),
+            other => panic!("{other:?} in {p}"),
+        }
+    }
+    assert_eq!(streamed, "line 0\nline 1\nline 2\n");
+    assert_eq!(stderr, "oops\n");
+
+    // Without a token, no progress notifications.
+    let params = json!({"name": "run_python", "arguments": {"code": "print('quiet')"}});
+    let (notes, resp) = call_collecting(&mut stdin, &mut out, 3, params).await;
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(resp["result"]["structuredContent"]["stdout"], "quiet\n");
 }

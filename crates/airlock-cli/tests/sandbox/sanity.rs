@@ -74,13 +74,14 @@ fn exceptions_are_errors_with_a_traceback() {
         let v = run_py(who, "def f():\n    raise ValueError('bad input')\nf()", &[]);
         assert_eq!(status(&v), "error", "{v}");
         assert_eq!(v["exit_code"], 1);
+        let stderr = v["stderr"].as_str().unwrap();
+        assert!(stderr.contains("ValueError: bad input"), "{v}");
+        // The program's own frames with their source lines, none of the bootstrap's.
         assert!(
-            v["stderr"]
-                .as_str()
-                .unwrap()
-                .contains("ValueError: bad input"),
+            stderr.contains("File \"<program>\", line 2, in f\n    raise ValueError('bad input')"),
             "{v}"
         );
+        assert!(!stderr.contains("airlock-bootstrap"), "{v}");
         assert!(v["error"]["message"]
             .as_str()
             .unwrap()

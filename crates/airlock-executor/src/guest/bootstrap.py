@@ -200,18 +200,66 @@ def call_tool(name, args=None):
                 return msg.get("result")
 
 
+PROGRAM = "<program>"
+
+
+def _help(*args, **kwargs):
+    """Show the documentation of an object (pydoc, imported on first use)."""
+    import pydoc
+
+    return pydoc.help(*args, **kwargs)
+
+
 def _run(code):
-    program = compile(code, "<program>", "exec")
-    if not hasattr(builtins, "exit"):  # `site` (skipped: -S) normally provides exit/quit
+    program = compile(code, PROGRAM, "exec")
+    if not hasattr(builtins, "exit"):  # `site` (skipped: -S) normally provides exit/quit/help
         def _exit(code=None):
             raise SystemExit(code)
 
         builtins.exit = builtins.quit = _exit
+    if not hasattr(builtins, "help"):
+        builtins.help = _help
     scope = {"__name__": "__main__", "__builtins__": builtins,
              "call_tool": call_tool, "ToolError": ToolError}
     builtins.call_tool = call_tool
     builtins.ToolError = ToolError
     exec(program, scope)
+
+
+def _print_traceback(exc, code):
+    """The traceback of `exc` on stderr as the program's author would expect it: the program's
+    frames with their source lines, none of this bootstrap's frames. Only formatting happens
+    here (after the program ended), so it changes nothing the program could rely on."""
+    import linecache, traceback
+
+    linecache.cache[PROGRAM] = (len(code), None, code.splitlines(True), PROGRAM)
+    ours = _run.__code__.co_filename
+    seen = set()
+
+    def clean(te):
+        if te is None or id(te) in seen:
+            return
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if f.filename != ours]
+        )
+        clean(te.__cause__)
+        clean(te.__context__)
+        for sub in getattr(te, "exceptions", None) or ():
+            clean(sub)
+
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    clean(te)
+    sys.stderr.write("".join(te.format()))
+
+
+def _report(exc, code):
+    try:
+        _print_traceback(exc, code)
+    except BaseException:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
 
 
 def _on_sigterm(signum, frame):
@@ -255,16 +303,12 @@ def main():
         result = {"status": "completed" if exit_code == 0 else "error", "exit_code": exit_code}
         if exit_code:
             result["error"] = {"type": "SystemExit", "message": f"exit status {exit_code}"}
-    except MemoryError:
-        import traceback
-
-        traceback.print_exc()
+    except MemoryError as exc:
+        _report(exc, code)
         result = {"status": "error", "exit_code": 1,
                   "error": {"type": "MemoryError", "message": "MemoryError"}}
     except BaseException as exc:
-        import traceback
-
-        traceback.print_exc()
+        _report(exc, code)
         result = {"status": "error", "exit_code": 1,
                   "error": {"type": type(exc).__name__, "message": str(exc)[:4096]}}
     for stream in (sys.stdout, sys.stderr):
