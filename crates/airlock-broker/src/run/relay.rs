@@ -403,10 +403,7 @@ pub(crate) async fn drive(
                         if n.method == "refused"
                             && (matches!(phase_now, Phase::AwaitReady) || !python) =>
                     {
-                        let params = n.params.unwrap_or(Value::Null);
-                        let layer = params["layer"].as_str().unwrap_or("unknown").to_string();
-                        let message = params["message"].as_str().unwrap_or("").to_string();
-                        refusal = Some(format!("sandbox layer {layer} unavailable: {message}"));
+                        refusal = Some(refusal_of(n.params));
                     }
                     (Phase::Running, Message::Request(req)) if req.method == "call_tool" => {
                         tool_calls = tool_calls.saturating_add(1);
@@ -458,6 +455,10 @@ pub(crate) async fn drive(
     // at EOF promptly.
     if end == End::Exited && python && hint.is_none() && matches!(phase, Phase::Running) {
         hint = drain_hint(&mut s.inbox).await;
+    }
+    // Likewise a stage that refused and exited: its refusal may still be in the inbox.
+    if end == End::Exited && refusal.is_none() && matches!(phase, Phase::AwaitReady) {
+        refusal = drain_refusal(&mut s.inbox).await;
     }
 
     let end = match (end, refusal) {
@@ -512,6 +513,30 @@ pub(crate) async fn drive(
 }
 
 /// Read what is left on the socket after the executor exited, looking for the execute result.
+/// A `refused` notification's layer and message, as the run's refusal.
+fn refusal_of(params: Option<Value>) -> String {
+    let params = params.unwrap_or(Value::Null);
+    let layer = params["layer"].as_str().unwrap_or("unknown");
+    let message = params["message"].as_str().unwrap_or("");
+    format!("sandbox layer {layer} unavailable: {message}")
+}
+
+/// A `refused` notification still queued after the stage exited.
+async fn drain_refusal(
+    inbox: &mut mpsc::Receiver<Result<Option<Message>, FrameError>>,
+) -> Option<String> {
+    let until = tokio::time::Instant::now() + DRAIN;
+    loop {
+        match tokio::time::timeout_at(until, inbox.recv()).await {
+            Ok(Some(Ok(Some(Message::Notification(n))))) if n.method == "refused" => {
+                return Some(refusal_of(n.params));
+            }
+            Ok(Some(Ok(Some(_)))) => continue,
+            _ => return None,
+        }
+    }
+}
+
 async fn drain_hint(
     inbox: &mut mpsc::Receiver<Result<Option<Message>, FrameError>>,
 ) -> Option<Hint> {
