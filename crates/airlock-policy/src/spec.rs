@@ -139,6 +139,14 @@ impl SandboxSpec {
     pub fn files_out(&self) -> &TransferLimits {
         &self.files_out
     }
+    /// This spec with its `files_out` lowered, field by field, to `ceiling` (a caller that
+    /// can carry less than the spec allows, e.g. one wire response).
+    #[must_use]
+    pub fn with_files_out_within(&self, ceiling: &TransferLimits) -> SandboxSpec {
+        let mut spec = self.clone();
+        spec.files_out = spec.files_out.min(ceiling);
+        spec
+    }
     /// The authorities the workload's host tools exercise.
     #[must_use]
     pub fn identities(&self) -> &BTreeSet<Identity> {

@@ -111,6 +111,10 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         m::SCOPE_DISPOSE => {
             tasks.spawn(async move {
                 let r = match serde_json::from_value::<ScopeParams>(params) {
+                    Ok(p) if p.scope == wire_spec::KEYLESS_SCOPE => Err(invalid(format!(
+                        "scope {:?} is reserved (dispose a keyless sandbox by its id)",
+                        p.scope
+                    ))),
                     Ok(p) => Ok(sbs.dispose_scope(&p.scope, &p.thread_id).await),
                     Err(e) => Err(invalid(format!("scope.dispose params: {e}"))),
                 };
@@ -172,11 +176,12 @@ fn on_sandbox(
             return;
         }
     };
-    held.touch();
     if let Some(e) = wire_spec::needs(&method).and_then(|cap| held.allows(cap).err()) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     }
+    // Only a call the sandbox serves postpones its idle reclaim.
+    held.touch();
     let sbs = Arc::clone(sbs);
     match method.as_str() {
         m::SANDBOX_RUN_CODE | m::SANDBOX_EXEC => start_run(conn, &held, id, &method, params, tasks),

@@ -5,7 +5,7 @@
 //! `offset`/`length` (at most [`MAX_CHUNK`] per call), `files.write` with `offset` > 0 appends
 //! exactly at the file's current end. Each file is bounded by the spec's transfer limits
 //! (`files_in` for writes, `files_out` for reads).
-use airlock_policy::GuestRelPath;
+use airlock_policy::{Direction, GuestRelPath};
 use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_router::{Sandbox, SandboxError};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -94,19 +94,20 @@ pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         )));
     }
     let max = h.spec.files_in().max_bytes_per_file;
-    let size = if p.offset == 0 {
-        let len = data.len() as u64;
-        h.sandbox
-            .write_file(WORK, &rel, &data)
-            .await
-            .map_err(|e| file_error(&e))?;
-        len
+    let (len, new_file) = (data.len() as u64, p.offset == 0);
+    h.transfers
+        .charge(Direction::FilesIn, h.spec.files_in(), len, new_file)?;
+    let written = if new_file {
+        h.sandbox.write_file(WORK, &rel, &data).await.map(|()| len)
     } else {
         h.sandbox
             .append_chunk(WORK, &rel, p.offset, data, max)
             .await
-            .map_err(|e| file_error(&e))?
     };
+    let size = written.map_err(|e| {
+        h.transfers.refund(Direction::FilesIn, len, new_file);
+        file_error(&e)
+    })?;
     Ok(json!({ "path": rel.as_str(), "size": size }))
 }
 
@@ -126,6 +127,12 @@ pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .read_chunk(WORK, &rel, p.offset, len, max)
         .await
         .map_err(|e| file_error(&e))?;
+    h.transfers.charge(
+        Direction::FilesOut,
+        h.spec.files_out(),
+        c.data.len() as u64,
+        p.offset == 0,
+    )?;
     let end = p.offset.saturating_add(c.data.len() as u64);
     Ok(json!({
         "path": rel.as_str(),

@@ -29,6 +29,7 @@ pub mod reply;
 pub(crate) mod sandbox_run;
 pub mod sandboxes;
 pub mod session;
+pub mod transfer_budget;
 pub mod transport;
 pub mod wire_spec;
 pub mod wire_tools;

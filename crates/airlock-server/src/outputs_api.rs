@@ -91,7 +91,15 @@ pub async fn collect(
         observers: Some(observers),
         key: Some(&h.key),
     };
-    let collected = collect_outputs(h.sandbox.as_ref(), &h.spec, &outputs, None, ctx)
+    // The response cap is a collection cap: phases 2 and 3 refuse past it before (and while)
+    // reading, so a call never reads more than one response can carry.
+    let one_response = airlock_policy::TransferLimits {
+        max_bytes_per_file: MAX_RESPONSE_BYTES,
+        max_total_bytes: MAX_RESPONSE_BYTES,
+        max_files: MAX_OUTPUTS as u64,
+    };
+    let spec = h.spec.with_files_out_within(&one_response);
+    let collected = collect_outputs(h.sandbox.as_ref(), &spec, &outputs, None, ctx)
         .await
         .map_err(|e| {
             let kind = airlock_router::ErrorKind::kind(&e);
@@ -100,11 +108,9 @@ pub async fn collect(
         })?;
     let mut artifacts = Vec::new();
     let mut absent = Vec::new();
-    let mut total: u64 = 0;
     for c in collected {
         match c {
             Collected::Consumed(a) => {
-                total = total.saturating_add(a.bytes.len() as u64);
                 artifacts.push(json!({
                     "name": a.name.as_str(),
                     "media_type": a.media_type,
@@ -115,15 +121,6 @@ pub async fn collect(
             Collected::Absent { name } => absent.push(json!(name.as_str())),
             Collected::Landed(l) => absent.push(json!(l.name.as_str())),
         }
-    }
-    if total > MAX_RESPONSE_BYTES {
-        return Err(ErrorObject::new(
-            ErrorCode::FileRefused,
-            format!(
-                "the outputs total {total} bytes, over the {MAX_RESPONSE_BYTES} bytes one response \
-                 carries; read them with files.read in chunks"
-            ),
-        ));
     }
     Ok(json!({ "artifacts": artifacts, "absent": absent }))
 }

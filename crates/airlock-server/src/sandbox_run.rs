@@ -31,6 +31,8 @@ use crate::Shared;
 
 /// Output chunks held for a slow listener before they are dropped.
 const TAP_CHUNKS: usize = 64;
+/// How long a notification may wait for a stalled connection before streaming gives up.
+const STALL: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -136,7 +138,13 @@ async fn forward(
             "data": String::from_utf8_lossy(&bytes),
         });
         let msg = Message::notification(airlock_protocol::method::OUTPUT, Some(params));
-        if out.send(Outbound::Message(msg)).await.is_err() {
+        // A listener that takes nothing for STALL gets no more chunks (the run's result is
+        // still complete up to its cap, and says how much was not streamed).
+        if out
+            .send_timeout(Outbound::Message(msg), STALL)
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -245,7 +253,14 @@ async fn run_inner(
         .spec
         .requires()
         .contains(&Capability::HostTools)
-        .then(|| crate::wire_tools::door(&held.tools, &remote, &held.key))
+        .then(|| {
+            let observers = config
+                .sandboxes
+                .as_ref()
+                .map(|s| s.observers().clone())
+                .unwrap_or_default();
+            crate::wire_tools::door(&held.tools, &remote, &held.key, &observers)
+        })
         .flatten();
     let tools: &dyn ToolHandler = match &door {
         Some(d) => d.as_ref(),
@@ -274,6 +289,8 @@ async fn run_inner(
     // The run is over (every process of it gone): its slot goes back now, not once a listener
     // that stopped reading has taken the last notifications — that could be never.
     drop(permit);
+    // Whatever was streamed goes out before the response, but a stalled listener never holds
+    // the sandbox: the forwarder gives up on a connection that takes nothing for STALL.
     if let Some(f) = forwarder {
         let _ = f.await;
     }

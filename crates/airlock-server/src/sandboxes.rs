@@ -40,9 +40,27 @@ pub struct Held {
     pub outputs: crate::wire_spec::Outputs,
     /// The tools the orchestrator answers.
     pub tools: Vec<crate::wire_tools::WireTool>,
+    /// What its file methods moved (against the spec's transfer limits).
+    pub transfers: crate::transfer_budget::TransferBudget,
     idle: Duration,
     last_used: Mutex<Instant>,
     busy: Mutex<Option<String>>,
+}
+
+/// 64 random bits from the kernel (the process id mixed with the time if that fails).
+fn random_u64() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)) {
+        Ok(()) => u64::from_ne_bytes(b),
+        Err(_) => {
+            u64::from(std::process::id())
+                ^ std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| u64::from(d.subsec_nanos()) ^ d.as_secs())
+                    .unwrap_or(0)
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -234,12 +252,24 @@ impl Sandboxes {
     /// Make (or, for an equal spec under the same key, get) a sandbox.
     pub async fn create(&self, p: CreateParams, limits: Limits) -> Result<Arc<Held>, ErrorObject> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let id = format!("sb-{}-{n}", self.epoch);
+        // Ids are not guessable (a keyless sandbox is addressed by nothing else), and a keyless
+        // sandbox's key lives in a scope no orchestrator key may name (`wire_spec` refuses it).
+        let id = format!("sb-{}-{n}-{:016x}", self.epoch, random_u64());
         let key = match p.key {
             Some(k) => k,
-            None => SandboxKey::new("wire", id.as_str(), "wire")
+            None => SandboxKey::new(crate::wire_spec::KEYLESS_SCOPE, id.as_str(), "wire")
                 .map_err(|e| ErrorObject::new(ErrorCode::InternalError, e.to_string()))?,
         };
+        // A new sandbox over the cap is refused before anything is assembled.
+        if self.live_for(&key, &p.spec).is_none() && lock(&self.live).len() >= self.max_live {
+            return Err(ErrorObject::new(
+                ErrorCode::OverCapacity,
+                format!(
+                    "the server holds its maximum of {} live sandboxes",
+                    self.max_live
+                ),
+            ));
+        }
         // The router compares the policy spec; the wire's own part (run limits, idle timeout)
         // is compared here, before the router would hand the live sandbox back.
         if let Some(h) = self.live_for(&key, &p.spec) {
@@ -268,6 +298,7 @@ impl Sandboxes {
             sandbox: local,
             outputs: p.outputs,
             tools: p.tools,
+            transfers: crate::transfer_budget::TransferBudget::default(),
             idle: p.idle,
             last_used: Mutex::new(Instant::now()),
             busy: Mutex::new(None),

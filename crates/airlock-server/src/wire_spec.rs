@@ -15,6 +15,9 @@ use serde_json::Value;
 
 use crate::ceilings::RequestedLimits;
 
+/// The scope of keyless sandboxes' keys; an orchestrator's key may not name it.
+pub const KEYLESS_SCOPE: &str = "airlock-keyless";
+
 /// Most hosts in an egress allowlist.
 const MAX_ALLOW: usize = 64;
 /// Longest key part.
@@ -175,6 +178,9 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
 }
 
 fn parse_key(k: RawKey) -> Result<SandboxKey, String> {
+    if k.scope == KEYLESS_SCOPE {
+        return Err(format!("key.scope {KEYLESS_SCOPE:?} is reserved"));
+    }
     let parts = [Some(&k.scope), Some(&k.thread_id), k.call_id.as_ref()];
     if parts.into_iter().flatten().any(|p| p.len() > MAX_KEY_PART) {
         return Err(invalid(format!(

@@ -11,6 +11,7 @@ use airlock_policy::{Identity, SandboxKey};
 use airlock_router::host_tools::{
     HostTool, HostToolRegistry, ToolBody, ToolBodyError, ToolCall, ToolDeclaration,
 };
+use airlock_router::Observers;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
@@ -48,7 +49,7 @@ pub fn check(tools: &[WireTool]) -> Result<(), String> {
             t.name
         ));
     }
-    registry(tools, None).map(drop)
+    registry(tools, None, Observers::default()).map(drop)
 }
 
 /// The tool body that relays to the orchestrator.
@@ -86,8 +87,9 @@ impl ToolBody for Unreachable {
 fn registry(
     tools: &[WireTool],
     remote: Option<&Arc<RemoteTools>>,
+    observers: Observers,
 ) -> Result<RegistryTools, String> {
-    let mut reg = HostToolRegistry::new();
+    let mut reg = HostToolRegistry::new().observers(observers);
     for t in tools {
         let body: Arc<dyn ToolBody> = match remote {
             Some(r) => Arc::new(Relay {
@@ -108,13 +110,15 @@ fn registry(
     Ok(RegistryTools::new(reg.seal()))
 }
 
-/// One run's door over the declared tools, relaying to `remote`.
+/// One run's door over the declared tools, relaying to `remote`; every call is reported to
+/// `observers` (`host_tool_called`).
 pub fn door(
     tools: &[WireTool],
     remote: &Arc<RemoteTools>,
     key: &SandboxKey,
+    observers: &Observers,
 ) -> Option<Box<dyn ToolHandler>> {
-    registry(tools, Some(remote))
+    registry(tools, Some(remote), observers.clone())
         .ok()
         .map(|r| Box::new(r.handler(Some(key.clone()))) as Box<dyn ToolHandler>)
 }

@@ -170,3 +170,178 @@ async fn run_cancel_reaches_an_execute_run_and_messages_name_their_sandbox() {
     }
     assert!(saw_output && saw_call);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keyless_sandbox_cannot_be_claimed_or_purged_through_a_key() {
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    let r = c.call("sandbox.create", json!({"spec": {}})).await;
+    let sid = result_of(&r)["sandbox_id"].as_str().unwrap().to_owned();
+    // The id is not a counter an attacker can predict.
+    assert!(sid.len() > 20, "{sid}");
+    for scope in ["airlock-keyless", "wire"] {
+        let r = c
+            .call(
+                "sandbox.create",
+                json!({"spec": {}, "key": {"scope": scope, "thread_id": sid}}),
+            )
+            .await;
+        if scope == "airlock-keyless" {
+            assert_eq!(r["error"]["code"], -32602, "{r}");
+        } else {
+            assert_ne!(result_of(&r)["sandbox_id"], sid.as_str(), "{r}");
+        }
+        let r = c
+            .call("scope.dispose", json!({"scope": scope, "thread_id": sid}))
+            .await;
+        if scope == "airlock-keyless" {
+            assert_eq!(r["error"]["code"], -32602, "{r}");
+        }
+    }
+    // Still there.
+    let r = c.call("sandbox.connect", json!({"sandbox_id": sid})).await;
+    assert_eq!(result_of(&r)["sandbox_id"], sid.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn outputs_collect_refuses_past_one_response_before_reading_it() {
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    let outputs: Vec<serde_json::Value> = (0..4)
+        .map(|i| json!({"path": format!("o{i}"), "media_type": "application/octet-stream"}))
+        .collect();
+    let r = c
+        .call(
+            "sandbox.create",
+            json!({"spec": {"declared_outputs": outputs}}),
+        )
+        .await;
+    let sid = result_of(&r)["sandbox_id"].as_str().unwrap().to_owned();
+    let r = c
+        .call(
+            "sandbox.run_code",
+            json!({"sandbox_id": sid, "code": "for i in range(4):\n    open('o%d' % i, 'wb').write(b'x' * (8 << 20))"}),
+        )
+        .await;
+    assert_eq!(result_of(&r)["status"], "completed", "{r}");
+    let base = rss_kib(server.pid());
+    for _ in 0..16 {
+        let r = c.call("outputs.collect", json!({"sandbox_id": sid})).await;
+        assert_eq!(r["error"]["code"], -32017, "{r}");
+        assert_eq!(
+            r["error"]["data"]["kind"], "SandboxTransferCapExceeded",
+            "{r}"
+        );
+    }
+    let grown = rss_kib(server.pid()).saturating_sub(base);
+    assert!(
+        grown < 64 * 1024,
+        "16 refused collections grew the server by {grown} KiB"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_streaming_listener_does_not_keep_its_sandbox_busy() {
+    // A 32 MiB output cap, so the stream is far more than the socket buffers hold.
+    let server = WsServer::start(&["--ceiling-output", "33554432"]);
+    let mut setup = server.connect().await;
+    let spec = json!({"limits": {"max_output_bytes": 33554432, "timeout_s": 60}});
+    let r = setup.call("sandbox.create", json!({"spec": spec})).await;
+    let sid = result_of(&r)["sandbox_id"].as_str().unwrap().to_owned();
+    // A raw connection that asks for a streamed flood and then reads nothing.
+    let mut stalled = server.connect().await;
+    let flood = "import sys\nfor _ in range(6000):\n    sys.stdout.write('y' * 4096 + '\\n')\n    sys.stdout.flush()";
+    stalled
+        .send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "sandbox.run_code",
+                      "params": {"sandbox_id": sid, "code": flood, "stream": true}}),
+        )
+        .await;
+    // The flood holds the sandbox while it runs...
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = setup
+            .call("files.stat", json!({"sandbox_id": sid, "path": "x"}))
+            .await;
+        result_of(&r);
+        let r = setup
+            .call("run.cancel", json!({"sandbox_id": "nope"}))
+            .await;
+        assert_eq!(r["error"]["code"], -32016);
+        let probe = setup
+            .call(
+                "sandbox.exec",
+                json!({"sandbox_id": sid, "argv": ["/bin/true"]}),
+            )
+            .await;
+        if probe["error"]["code"] == -32006 {
+            break;
+        }
+        assert!(Instant::now() < until, "the flood never started: {probe}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ...and within a few seconds of its end the sandbox serves another run, although its
+    // listener still reads nothing.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = setup
+            .call(
+                "sandbox.run_code",
+                json!({"sandbox_id": sid, "code": "print('free')"}),
+            )
+            .await;
+        if r.get("result").is_some() {
+            assert_eq!(r["result"]["stdout"], "free\n", "{r}");
+            break;
+        }
+        assert_eq!(r["error"]["code"], -32006, "{r}");
+        assert!(
+            Instant::now() < until,
+            "the stalled listener kept the sandbox busy"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transfer_totals_and_file_counts_are_counted_over_the_sandbox_s_life() {
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    let limits = json!({"max_bytes_per_file": 1000, "max_total_bytes": 2000, "max_files": 2});
+    let r = c
+        .call(
+            "sandbox.create",
+            json!({"spec": {"files_in": limits, "files_out": limits}}),
+        )
+        .await;
+    let sid = result_of(&r)["sandbox_id"].as_str().unwrap().to_owned();
+    let write = |name: &str| json!({"sandbox_id": sid, "path": name, "data": b64(&[b'x'; 900])});
+    for name in ["a", "b"] {
+        result_of(&c.call("files.write", write(name)).await);
+    }
+    // A third file passes max_files (and the bytes would pass max_total_bytes).
+    let r = c.call("files.write", write("c")).await;
+    assert_eq!(r["error"]["code"], -32017, "{r}");
+    assert_eq!(
+        r["error"]["data"]["kind"], "SandboxTransferCapExceeded",
+        "{r}"
+    );
+    let r = c
+        .call("files.stat", json!({"sandbox_id": sid, "path": "c"}))
+        .await;
+    assert_eq!(result_of(&r)["exists"], false, "nothing moved");
+    // Reads count on their own side.
+    for name in ["a", "b"] {
+        result_of(
+            &c.call("files.read", json!({"sandbox_id": sid, "path": name}))
+                .await,
+        );
+    }
+    let r = c
+        .call("files.read", json!({"sandbox_id": sid, "path": "a"}))
+        .await;
+    assert_eq!(
+        r["error"]["data"]["kind"], "SandboxTransferCapExceeded",
+        "{r}"
+    );
+}
