@@ -26,8 +26,8 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-python3 -m pip install --quiet --disable-pip-version-check numpy pytest pytest-asyncio websockets mypy \
-    || python3 -m pip install --quiet --break-system-packages numpy pytest pytest-asyncio websockets mypy
+python3 -m pip install --quiet --disable-pip-version-check numpy pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' \
+    || python3 -m pip install --quiet --break-system-packages numpy pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
 export AIRLOCK_REQUIRE_NUMPY=1
 
 say "format and lints"

@@ -14,6 +14,7 @@ import typed_user_program
 
 HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
+EXAMPLES = HERE.parents[2] / "examples"
 
 
 def mypy(tmp_path, *targets):
@@ -26,8 +27,11 @@ def mypy(tmp_path, *targets):
 
 
 def test_mypy_strict_is_clean_on_the_package_and_a_user_program(tmp_path):
+    """The package includes the adapters (so both frameworks must be installed); the adapter
+    examples are user programs too."""
     assert (SRC / "airlock_client" / "py.typed").exists()
-    r = mypy(tmp_path, SRC / "airlock_client", HERE / "typed_user_program.py")
+    examples = [EXAMPLES / "langchain_agent.py", EXAMPLES / "openai_agents_sandbox.py"]
+    r = mypy(tmp_path, SRC / "airlock_client", HERE / "typed_user_program.py", *examples)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
