@@ -1,5 +1,5 @@
 //! The one table: rows of scenario x system, with p50, p99 and the ratio to the floor.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::{summarize, Summary};
 
@@ -7,14 +7,14 @@ use crate::stats::{summarize, Summary};
 pub const FLOOR: &str = "python3 (floor)";
 
 /// One measured (or skipped) system in one scenario.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// What was measured.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// Who was measured.
     pub system: String,
     /// Unit of p50/p99.
-    pub unit: &'static str,
+    pub unit: String,
     /// Median, when measured.
     pub p50: Option<f64>,
     /// 99th percentile, when measured.
@@ -42,9 +42,9 @@ impl Row {
             note = "no samples".into();
         }
         Self {
-            scenario,
+            scenario: scenario.to_owned(),
             system: system.into(),
-            unit,
+            unit: unit.to_owned(),
             p50: s.map(|s| s.p50),
             p99: s.map(|s| s.p99),
             n: s.map_or(0, |s| s.n),
@@ -78,7 +78,7 @@ impl Row {
 }
 
 /// Everything one `airlock bench` invocation measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// The machine, as `uname -srm` and the core count.
     pub machine: String,
@@ -95,11 +95,11 @@ pub struct Report {
 impl Report {
     /// Fill in every row's ratio to the floor row of its scenario.
     pub fn compute_ratios(&mut self) {
-        let floors: Vec<(&'static str, f64)> = self
+        let floors: Vec<(String, f64)> = self
             .rows
             .iter()
             .filter(|r| r.system == FLOOR)
-            .filter_map(|r| r.p50.map(|p| (r.scenario, p)))
+            .filter_map(|r| r.p50.map(|p| (r.scenario.clone(), p)))
             .collect();
         for row in &mut self.rows {
             let floor = floors

@@ -13,9 +13,20 @@ pub struct BenchOpts {
     /// Print the report as JSON instead of the markdown table.
     #[arg(long)]
     pub json: bool,
+    /// Measure nothing: print the markdown table of a report saved with `--json`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "runs"])]
+    pub from_json: Option<std::path::PathBuf>,
 }
 
 pub fn bench(opts: BenchOpts) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &opts.from_json {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let report: airlock_bench::Report = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a bench report", path.display()))?;
+        println!("{}", report.markdown());
+        return Ok(ExitCode::SUCCESS);
+    }
     let exe = std::env::current_exe().context("locating the airlock binary")?;
     let options = airlock_bench::Options {
         runs: opts.runs,
