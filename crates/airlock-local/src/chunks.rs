@@ -21,7 +21,8 @@ pub struct Chunk {
     pub size: u64,
 }
 
-fn plain_file(rel: &str, m: &Meta) -> Result<(), SandboxError> {
+/// Refuses anything but a regular file with one link (a shared inode may be a host file's).
+pub(crate) fn plain_file(rel: &str, m: &Meta) -> Result<(), SandboxError> {
     if m.kind != FileKind::Regular {
         return Err(SandboxError::Backend {
             detail: format!("guest path {rel:?} is not a regular file ({:?})", m.kind),

@@ -173,19 +173,7 @@ pub fn read_file(root: &DirFd, rel: &str, max_bytes: u64) -> Result<Vec<u8>, San
     use std::os::fd::AsFd;
     let f = root.open_read(rel).map_err(|e| map_err("open", rel, &e))?;
     let m = fstat(f.as_fd()).map_err(|e| map_err("stat", rel, &e))?;
-    if m.kind != FileKind::Regular {
-        return Err(SandboxError::Backend {
-            detail: format!("guest path {rel:?} is not a regular file ({:?})", m.kind),
-        });
-    }
-    if m.nlink != 1 {
-        return Err(SandboxError::Backend {
-            detail: format!(
-                "guest file {rel:?} has {} hard links; a file that may be shared is not read",
-                m.nlink
-            ),
-        });
-    }
+    crate::chunks::plain_file(rel, &m)?;
     if m.size > max_bytes {
         return Err(SandboxError::TooLarge {
             path: shown(rel),

@@ -311,26 +311,16 @@ fn kill_broker(broker: u32) {
     assert!(st.success());
 }
 
-/// `Shmem:` of /proc/meminfo in bytes (tmpfs pages are counted there).
-fn shmem() -> u64 {
-    let s = std::fs::read_to_string("/proc/meminfo").unwrap();
-    s.lines()
-        .find(|l| l.starts_with("Shmem:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap()
-        * 1024
-}
-
 #[test]
 fn a_killed_broker_leaves_nothing_behind() {
     let _only = exclusive();
     for who in identities() {
-        let base = shmem();
+        let base = meminfo("Shmem");
         // 64 MiB in /work, then a 0300 directory with a file, then sleep.
         let code = "import os, time\nwith open('/work/big', 'wb') as f:\n    f.write(b'x' * (64 << 20))\nos.makedirs('/work/locked/deep')\nopen('/work/locked/deep/f', 'w').write('x')\nos.chmod('/work/locked', 0o300)\nopen('/tmp/t', 'w').write('y')\ntime.sleep(60)\n";
         let mut child = background(who, code, &["--timeout", "120"]);
         wait_for("64 MiB in the sandbox", || {
-            (shmem() > base + (48 << 20)).then_some(())
+            (meminfo("Shmem") > base + (48 << 20)).then_some(())
         });
         let broker = wait_for("the broker", || broker_pid(&child));
         let all = tree(broker);
@@ -341,7 +331,7 @@ fn a_killed_broker_leaves_nothing_behind() {
             all.iter().all(|p| !alive(*p)).then_some(())
         });
         wait_for("the sandbox's filesystem to be freed", || {
-            (shmem() < base + (16 << 20)).then_some(())
+            (meminfo("Shmem") < base + (16 << 20)).then_some(())
         });
         let residue: Vec<String> = std::fs::read_dir(std::env::temp_dir())
             .unwrap()

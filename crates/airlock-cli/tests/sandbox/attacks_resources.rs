@@ -68,35 +68,12 @@ fn a_disk_fill_is_capped_by_the_file_size_limit() {
     }
 }
 
-/// `Shmem:` of /proc/meminfo in bytes: every byte a sandbox writes lives on its tmpfs.
-fn shmem() -> u64 {
-    let s = std::fs::read_to_string("/proc/meminfo").unwrap();
-    s.lines()
-        .find(|l| l.starts_with("Shmem:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap()
-        * 1024
-}
-
-/// Runs `code` under `--disk 64` while sampling the host's shared memory; returns the run's
-/// JSON and the largest growth seen while it ran.
+/// Runs `code` under `--disk 64` while sampling the host's shared memory (every byte a sandbox
+/// writes lives on its tmpfs); returns the run's JSON and the largest growth seen while it ran.
 fn fill_run(who: As, code: &str) -> (serde_json::Value, u64) {
-    let base = shmem();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(shmem().saturating_sub(base));
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            peak
-        })
-    };
-    let v = run_py(who, code, &["--disk", "64", "--timeout", "60"]);
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    (v, sampler.join().unwrap())
+    peak_growth("Shmem", || {
+        run_py(who, code, &["--disk", "64", "--timeout", "60"])
+    })
 }
 
 /// Each attack writes until the kernel says no, reports how far it got, and holds on for a
