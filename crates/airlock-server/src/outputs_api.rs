@@ -42,6 +42,10 @@ pub fn declared(outputs: Vec<WireOutput>) -> Result<Vec<DeclaredOutput>, String>
         .map(|o| {
             let path =
                 GuestRelPath::parse(&o.path).map_err(|e| format!("output {:?}: {e}", o.path))?;
+            // The name it will be returned under is checked now, not at the first collect.
+            let name = o.name.as_deref().unwrap_or(&o.path);
+            airlock_router::names::validate_artifact_name(name)
+                .map_err(|e| format!("output name {name:?}: {e}"))?;
             let mut d = DeclaredOutput::new(path, o.media_type).consume();
             if let Some(n) = o.name {
                 d = d.named(n);

@@ -246,6 +246,26 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_output_name_that_could_never_land_is_refused_at_create() {
+        let host = HostPolicy::default();
+        for name in ["../../etc", "a\u{1}b", ""] {
+            let e = parse_create(
+                Some(json!({"spec": {"declared_outputs": [
+                    {"path": "out.txt", "name": name, "media_type": "text/plain"}]}})),
+                &host,
+            )
+            .unwrap_err();
+            assert!(e.contains("declared_outputs"), "{name:?}: {e}");
+        }
+        parse_create(
+            Some(json!({"spec": {"declared_outputs": [
+                {"path": "out.txt", "name": "report.txt", "media_type": "text/plain"}]}})),
+            &host,
+        )
+        .unwrap();
+    }
+
+    #[test]
     fn unnamed_transfer_limits_are_lowered_to_the_host_ceilings() {
         let host = HostPolicy {
             files_in_ceiling: Some(TransferLimits {
