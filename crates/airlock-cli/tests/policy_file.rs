@@ -125,40 +125,14 @@ fn a_server_whose_policy_admits_nothing_refuses_to_start() {
 #[test]
 fn a_server_refuses_runs_its_policy_denies() {
     let p = policy("floor = \"os_process\"\ndenied_capabilities = [\"exec\"]\n");
-    let path = p.path().to_str().unwrap();
-    let frame = |body: &str| format!("Content-Length: {}\r\n\r\n{body}", body.len());
-    let input = [
-        frame(r#"{"jsonrpc":"2.0","id":1,"method":"execute","params":{"argv":["/bin/true"]}}"#),
-        frame(r#"{"jsonrpc":"2.0","id":2,"method":"execute","params":{"code":"print(6*7)","tools":[]}}"#),
-    ]
-    .concat();
-    // Keep stdin open until both answers arrived: EOF ends the connection (and cancels its run).
-    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args(["serve", "--stdio", "--policy", path])
-        .env_remove("AIRLOCK_POLICY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&seen).contains(r#""id":2"#) {
-        use std::io::Read;
-        let n = stdout.read(&mut buf).unwrap();
-        assert!(
-            n > 0,
-            "server closed early: {}",
-            String::from_utf8_lossy(&seen)
-        );
-        seen.extend_from_slice(&buf[..n]);
-    }
-    drop(stdin);
-    child.wait().unwrap();
-    let stdout = String::from_utf8_lossy(&seen);
+    let stdout = serve_stdio(
+        &p,
+        &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"execute","params":{"argv":["/bin/true"]}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"execute","params":{"code":"print(6*7)","tools":[]}}"#,
+        ],
+        2,
+    );
     assert!(
         stdout.contains("\"code\":-32007") && stdout.contains("exec"),
         "{stdout}"
@@ -201,7 +175,8 @@ fn transfer_ceilings_lower_a_run_s_limits_instead_of_refusing_it() {
 }
 
 /// Sends `requests` to `airlock serve --stdio --policy <p>` and returns what came back once
-/// the responses with ids 1 to `last_id` arrived.
+/// the responses with ids 1 to `last_id` arrived (stdin stays open until then: EOF ends the
+/// connection and cancels its run).
 fn serve_stdio(p: &tempfile::NamedTempFile, requests: &[&str], last_id: u32) -> String {
     let frame = |body: &str| format!("Content-Length: {}\r\n\r\n{body}", body.len());
     let input: String = requests.iter().map(|r| frame(r)).collect();

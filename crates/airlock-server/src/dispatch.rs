@@ -4,7 +4,6 @@
 //!
 //! Every method that names a sandbox is checked on every call: the sandbox must be live, and
 //! the method's capability must be in the spec it was created with.
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use airlock_protocol::method as m;
@@ -236,8 +235,7 @@ fn start_run(
             return;
         }
     };
-    let seq = conn.shared.next_run.fetch_add(1, Ordering::Relaxed);
-    let run_id = format!("run-{}-{seq}", conn.shared.epoch);
+    let run_id = conn.shared.mint_run_id();
     if let Err(e) = held.claim(&run_id) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;

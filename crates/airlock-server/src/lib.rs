@@ -36,7 +36,7 @@ pub mod wire_tools;
 pub mod ws;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -128,6 +128,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A run id unique in this server process (`execute` and session runs alike).
+    pub(crate) fn mint_run_id(&self) -> String {
+        let seq = self.next_run.fetch_add(1, Ordering::Relaxed);
+        format!("run-{}-{seq}", self.epoch)
+    }
+
     /// Forgets `run_id`'s cancel token.
     pub(crate) fn run_ended(&self, run_id: &str) {
         if let Some(s) = &self.config.sandboxes {

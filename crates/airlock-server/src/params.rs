@@ -47,6 +47,24 @@ pub enum Program {
     Argv(Vec<String>),
 }
 
+impl Program {
+    /// The broker workload for this program (Python under `interpreter`), and its kind as
+    /// logs and audit records name it.
+    #[must_use]
+    pub fn into_workload(
+        self,
+        interpreter: Option<std::path::PathBuf>,
+    ) -> (airlock_broker::Workload, &'static str) {
+        match self {
+            Program::Code(code) => (
+                airlock_broker::Workload::Python { code, interpreter },
+                "python",
+            ),
+            Program::Argv(argv) => (airlock_broker::Workload::Command { argv }, "command"),
+        }
+    }
+}
+
 /// A parsed, bounded `execute` request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecuteParams {

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use airlock_broker::output::{OutputChunk, OutputTap};
 use airlock_broker::run::Cancel;
-use airlock_broker::{NoTools, ToolHandler, Workload};
+use airlock_broker::{NoTools, ToolHandler};
 use airlock_local::RunRequest;
 use airlock_policy::Capability;
 use airlock_protocol::{ErrorCode, ErrorObject, Id, Message};
@@ -205,16 +205,7 @@ async fn run_inner(
         .ceilings
         .resolve(&held.limits, &requested)
         .map_err(|r| ErrorObject::new(ErrorCode::InvalidParams, r.to_string()))?;
-    let (workload, kind) = match call.program {
-        Program::Code(code) => (
-            Workload::Python {
-                code,
-                interpreter: config.interpreter.clone(),
-            },
-            "python",
-        ),
-        Program::Argv(argv) => (Workload::Command { argv }, "command"),
-    };
+    let (workload, kind) = call.program.into_workload(config.interpreter.clone());
     let queued = Instant::now();
     let shutdown = conn.shared.shutdown.clone();
     // Over the server's run ceiling a session run is refused, never queued.

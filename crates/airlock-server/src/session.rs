@@ -6,7 +6,6 @@
 //! deadlocks). A vanished peer, a fatal framing error or a server shutdown cancels the run;
 //! the session then waits for the run (so for the executor to be reaped) and still tries to
 //! send its terminal response.
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,14 +17,14 @@ use tracing::Instrument;
 use crate::audit::{AuditRecord, RunFacts};
 use crate::cancel::CancelToken;
 use crate::dispatch;
-use crate::params::{self, ParamsError, Program};
+use crate::params::{self, ParamsError};
 use crate::remote_tools::{Pending, RemoteTools};
 use crate::reply;
 use crate::sandbox_run::Conn;
 use crate::transport::{CloseKind, Inbound, Outbound};
 use crate::Shared;
 use airlock_broker::result::RunResult;
-use airlock_broker::run::{self, Cancel, RunSpec, Workload};
+use airlock_broker::run::{self, Cancel, RunSpec};
 
 /// Who is on the other end.
 #[derive(Debug, Clone)]
@@ -287,18 +286,8 @@ impl Session {
                     .await
             }
         };
-        let seq = self.shared.next_run.fetch_add(1, Ordering::Relaxed);
-        let run_id = format!("run-{}-{seq}", self.shared.epoch);
-        let (workload, kind) = match p.program {
-            Program::Code(code) => (
-                Workload::Python {
-                    code,
-                    interpreter: config.interpreter.clone(),
-                },
-                "python",
-            ),
-            Program::Argv(argv) => (Workload::Command { argv }, "command"),
-        };
+        let run_id = self.shared.mint_run_id();
+        let (workload, kind) = p.program.into_workload(config.interpreter.clone());
         if let Some(admit) = &config.admission {
             let uses_tools = p.tools.as_ref().is_none_or(|t| !t.is_empty());
             if let Err(why) = (admit.0)(&workload, uses_tools) {

@@ -130,25 +130,12 @@ impl WsServer {
 
     /// The audit file's run records (policy events, which carry an `event` member, left out).
     pub fn audit(&self) -> Vec<Value> {
-        self.audit_lines()
-            .into_iter()
-            .filter(|v| v.get("event").is_none())
-            .collect()
+        audit_lines(self.dir.path(), false)
     }
 
     /// The audit file's policy events.
     pub fn audit_events(&self) -> Vec<Value> {
-        self.audit_lines()
-            .into_iter()
-            .filter(|v| v.get("event").is_some())
-            .collect()
-    }
-
-    fn audit_lines(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.dir.path().join("audit.jsonl")).unwrap_or_default();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        audit_lines(self.dir.path(), true)
     }
 
     /// The audit records once there are at least `n` (the record of a cancelled run is written
@@ -185,6 +172,15 @@ impl Drop for WsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The JSON lines of `dir/audit.jsonl`: policy events (`events`) or run records.
+fn audit_lines(dir: &Path, events: bool) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("event").is_some() == events)
+        .collect()
 }
 
 pub fn libc_sigterm() -> i32 {
@@ -416,25 +412,12 @@ impl StdioServer {
 
     /// The audit file's run records (policy events, which carry an `event` member, left out).
     pub fn audit(&self) -> Vec<Value> {
-        self.audit_lines()
-            .into_iter()
-            .filter(|v| v.get("event").is_none())
-            .collect()
+        audit_lines(self.dir.path(), false)
     }
 
     /// The audit file's policy events.
     pub fn audit_events(&self) -> Vec<Value> {
-        self.audit_lines()
-            .into_iter()
-            .filter(|v| v.get("event").is_some())
-            .collect()
-    }
-
-    fn audit_lines(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.dir.path().join("audit.jsonl")).unwrap_or_default();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        audit_lines(self.dir.path(), true)
     }
 
     pub fn run_dirs(&self) -> Vec<String> {
