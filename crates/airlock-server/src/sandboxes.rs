@@ -260,8 +260,9 @@ impl Sandboxes {
             None => SandboxKey::new(crate::wire_spec::KEYLESS_SCOPE, id.as_str(), "wire")
                 .map_err(|e| ErrorObject::new(ErrorCode::InternalError, e.to_string()))?,
         };
+        let existing = self.live_for(&key, &p.spec);
         // A new sandbox over the cap is refused before anything is assembled.
-        if self.live_for(&key, &p.spec).is_none() && lock(&self.live).len() >= self.max_live {
+        if existing.is_none() && lock(&self.live).len() >= self.max_live {
             return Err(ErrorObject::new(
                 ErrorCode::OverCapacity,
                 format!(
@@ -272,7 +273,7 @@ impl Sandboxes {
         }
         // The router compares the policy spec; the wire's own part (run limits, idle timeout)
         // is compared here, before the router would hand the live sandbox back.
-        if let Some(h) = self.live_for(&key, &p.spec) {
+        if let Some(h) = existing {
             if h.limits != limits || h.idle != p.idle {
                 self.audit_refusal(&key, &p.spec, "SandboxKeySpecMismatch");
                 return Err(key_spec_mismatch(&h));
