@@ -1,12 +1,13 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
 mod cgroup_attach;
-mod disk_watch;
+pub(crate) mod disk_watch;
 
 mod egress;
 pub(crate) mod prepare;
 pub(crate) mod relay;
-mod teardown;
-mod verdict;
+pub(crate) mod teardown;
+pub(crate) mod tool_relay;
+pub(crate) mod verdict;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -352,11 +352,11 @@ async fn tracebacks_show_the_program_and_none_of_the_bootstrap() {
     let s = r.structured_content.clone().unwrap();
     let err = s["stderr"].as_str().unwrap();
     assert!(
-        err.starts_with("Traceback (most recent call last):\n  File \"<program>\", line 4, in <module>\n    print(ratio(0))\n"),
+        err.starts_with("Traceback (most recent call last):\n  File \"main.py\", line 4, in <module>\n    print(ratio(0))\n"),
         "{err}"
     );
     assert!(
-        err.contains("  File \"<program>\", line 2, in ratio\n    return 10 / x\n"),
+        err.contains("  File \"main.py\", line 2, in ratio\n    return 10 / x\n"),
         "{err}"
     );
     assert!(
@@ -396,7 +396,7 @@ async fn tracebacks_show_the_program_and_none_of_the_bootstrap() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(err.starts_with("  File \"<program>\", line 1\n"), "{err}");
+    assert!(err.starts_with("  File \"main.py\", line 1\n"), "{err}");
     assert!(err.contains("SyntaxError"), "{err}");
 }
 

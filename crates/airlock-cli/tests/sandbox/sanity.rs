@@ -78,7 +78,7 @@ fn exceptions_are_errors_with_a_traceback() {
         assert!(stderr.contains("ValueError: bad input"), "{v}");
         // The program's own frames with their source lines, none of the bootstrap's.
         assert!(
-            stderr.contains("File \"<program>\", line 2, in f\n    raise ValueError('bad input')"),
+            stderr.contains("File \"main.py\", line 2, in f\n    raise ValueError('bad input')"),
             "{v}"
         );
         assert!(!stderr.contains("airlock-bootstrap"), "{v}");

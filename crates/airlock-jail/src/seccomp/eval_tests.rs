@@ -87,11 +87,7 @@ fn proxy_client_allows_tcp_client_sockets_only() {
             eval(&prog, libc::SYS_connect, [3, 0, 16, 0, 0, 0]),
             RET_ALLOW
         );
-        for nr in [
-            libc::SYS_bind,
-            libc::SYS_listen,
-            libc::SYS_accept4,
-        ] {
+        for nr in [libc::SYS_bind, libc::SYS_listen, libc::SYS_accept4] {
             assert_eq!(eval(&prog, nr, [0; 6]), EPERM, "{p:?} {nr}");
         }
     }
@@ -246,7 +242,11 @@ fn socketpair_is_a_unix_stream_pair_or_nothing_in_every_profile() {
                 libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
                 libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
             ] {
-                assert_eq!(socketpair(&prog, libc::AF_UNIX, ty, 0), RET_ALLOW, "{p:?} {n:?}");
+                assert_eq!(
+                    socketpair(&prog, libc::AF_UNIX, ty, 0),
+                    RET_ALLOW,
+                    "{p:?} {n:?}"
+                );
             }
             for (d, t, pr) in [
                 (libc::AF_UNIX, libc::SOCK_DGRAM, 0),
@@ -266,8 +266,17 @@ fn socketpair_is_a_unix_stream_pair_or_nothing_in_every_profile() {
                     "{p:?} {n:?} socketpair({d}, {t:#x}, {pr})"
                 );
             }
-            for nr in [libc::SYS_bind, libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
-                assert_eq!(eval(&prog, nr, [3, 0, 16, 0, 0, 0]), EPERM, "{p:?} {n:?} {nr}");
+            for nr in [
+                libc::SYS_bind,
+                libc::SYS_listen,
+                libc::SYS_accept,
+                libc::SYS_accept4,
+            ] {
+                assert_eq!(
+                    eval(&prog, nr, [3, 0, 16, 0, 0, 0]),
+                    EPERM,
+                    "{p:?} {n:?} {nr}"
+                );
             }
             assert_eq!(socket(&prog, libc::AF_UNIX, libc::SOCK_STREAM, 0), EPERM);
         }
