@@ -14,7 +14,7 @@ say() { printf '\n==> %s\n' "$*"; }
 if [ "$(id -u)" = 0 ]; then
     say "system packages"
     missing=()
-    for pkg in python3 python3-numpy python3-venv bubblewrap util-linux passwd podman runc mmdebstrap; do
+    for pkg in python3 python3-numpy python3-matplotlib python3-venv bubblewrap util-linux passwd podman runc mmdebstrap; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
@@ -26,8 +26,8 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-python3 -m pip install --quiet --disable-pip-version-check numpy pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' \
-    || python3 -m pip install --quiet --break-system-packages numpy pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
+python3 -m pip install --quiet --disable-pip-version-check numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' \
+    || python3 -m pip install --quiet --break-system-packages numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
 export AIRLOCK_REQUIRE_NUMPY=1
 
 say "format and lints"

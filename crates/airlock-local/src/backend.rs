@@ -187,6 +187,7 @@ impl Backend for LocalBackend {
             files_in: *spec.files_in(),
             tools: self.tools.clone(),
             egress,
+            stateful: spec.stateful(),
         }));
         map.insert(
             key.clone(),

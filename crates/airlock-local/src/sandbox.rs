@@ -44,7 +44,8 @@ pub struct LocalSandbox {
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
     pub(crate) egress: airlock_egress::EgressSpec,
-    pub(crate) run_lock: Mutex<()>,
+    /// Held by the running executor; holds the kernel of a stateful sandbox.
+    pub(crate) run_lock: Mutex<Option<airlock_broker::Kernel>>,
     pub(crate) disposed: watch::Sender<bool>,
 }
 
@@ -65,6 +66,8 @@ pub(crate) struct Parts {
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
     pub(crate) egress: airlock_egress::EgressSpec,
+    /// `run_code` calls share one interpreter.
+    pub(crate) stateful: bool,
 }
 
 pub(crate) fn backend(detail: impl Into<String>) -> SandboxError {
@@ -83,7 +86,7 @@ impl LocalSandbox {
             files_in: p.files_in,
             tools: p.tools,
             egress: p.egress,
-            run_lock: Mutex::new(()),
+            run_lock: Mutex::new(p.stateful.then(airlock_broker::Kernel::default)),
             disposed: watch::channel(false).0,
         }
     }
@@ -105,6 +108,7 @@ impl LocalSandbox {
             files_in: *spec.files_in(),
             tools: None,
             egress,
+            stateful: spec.stateful(),
         }))
     }
 
@@ -165,7 +169,10 @@ impl LocalSandbox {
     /// Cancels a running executor, waits until it is gone, and refuses every later run.
     pub(crate) async fn shut_down(&self) {
         self.disposed.send_replace(true);
-        let _gone = self.run_lock.lock().await;
+        let mut gone = self.run_lock.lock().await;
+        if let Some(kernel) = gone.as_mut() {
+            kernel.shut_down().await;
+        }
         let fs = self
             .fs
             .lock()

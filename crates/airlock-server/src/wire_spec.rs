@@ -64,6 +64,8 @@ struct RawSpec {
     outputs_named_at_call_time: bool,
     #[serde(default)]
     tools: Vec<crate::wire_tools::WireTool>,
+    #[serde(default)]
+    stateful: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,7 +146,8 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         .requires(s.requires.unwrap_or_else(default_requires))
         .egress(s.egress.unwrap_or(Egress::Closed))
         .egress_allow(s.egress_allow)
-        .isolation_scope(s.isolation_scope.unwrap_or(IsolationScope::Conversation));
+        .isolation_scope(s.isolation_scope.unwrap_or(IsolationScope::Conversation))
+        .stateful(s.stateful);
     if let Some(floor) = s.min_isolation {
         b = b.min_isolation(floor);
     }

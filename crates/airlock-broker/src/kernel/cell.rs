@@ -36,6 +36,28 @@ enum Stop {
     Fatal(End),
 }
 
+/// How long a kernel gets to come to a stop after its answer.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Stop the kernel between cells and wait until every thread is stopped: no CPU, and no file
+/// activity while the broker moves files. False if it would not stop in time.
+async fn stop_kernel(stage_pid: i32) -> bool {
+    signal_kernel(stage_pid, SIGSTOP);
+    let until = Instant::now() + STOP_WAIT;
+    loop {
+        if procfs::descendants(stage_pid)
+            .into_iter()
+            .all(procfs::all_threads_stopped)
+        {
+            return true;
+        }
+        if Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
 /// Signal every process of the kernel (pid 1 of its namespace and anything under it).
 fn signal_kernel(stage_pid: i32, sig: i32) {
     for pid in procfs::descendants(stage_pid) {
@@ -99,13 +121,17 @@ pub(super) async fn run(
     };
     let l = &mut live.launched;
     let (end, hint, value, restarted) = match stop {
-        Stop::Answered(hint, value) => {
-            signal_kernel(stage_pid, SIGSTOP);
+        Stop::Answered(hint, value) if stop_kernel(stage_pid).await => {
             let end = interrupted.map_or(End::Exited, |(why, _)| why);
             let code = hint.as_ref().and_then(|h| h.exit_code).unwrap_or(1);
             let code = i32::try_from(code & 0xff).unwrap_or(1);
             exit = Some(ExitStatus::from_raw(code << 8));
             (end, hint, value, false)
+        }
+        Stop::Answered(..) => {
+            let why = "the kernel could not be stopped between cells";
+            exit = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
+            (End::Internal(why.into()), None, None, true)
         }
         Stop::Fatal(end) => {
             if exit.is_none() {
@@ -139,7 +165,9 @@ pub(super) async fn run(
     });
     result.display = displays.items;
     result.display_dropped = displays.dropped;
-    result.kernel_restarted = restarted;
+    // A memory limit ends the kernel even when the program survived it (a `MemoryError` under
+    // the address-space backstop): the state that filled it is what the next cell would inherit.
+    result.kernel_restarted = restarted || result.status == crate::RunStatus::MemoryLimit;
     result
 }
 
