@@ -23,6 +23,7 @@ fn spec(code: &str) -> RunSpec {
         env: Vec::new(),
         executor: executor(),
         output: None,
+        restricted: None,
     }
 }
 

@@ -23,6 +23,6 @@ pub use kernel::Kernel;
 pub use limits::Limits;
 pub use pool::{Pool, PoolConfig, PoolStats};
 pub use result::{RunResult, RunStatus};
-pub use run::{run, RunSpec, Workload};
+pub use run::{run, Restricted, RunSpec, Workload};
 pub use sandbox_fs::{RootSpec, SandboxFs, SandboxFsError};
 pub use tools::{CommandTools, NoTools, ToolFailure, ToolHandler};

@@ -22,6 +22,9 @@ pub fn build(
     let mut local = LocalConfig::new(config.executor.clone());
     local.limits = config.defaults.clone();
     local.python = config.interpreter.clone();
+    if let Some(p) = policy {
+        local.restricted = p.restricted.clone();
+    }
     // Policy events go to the audit log next to the run records.
     let observer = config
         .audit

@@ -188,6 +188,7 @@ impl Backend for LocalBackend {
             tools: self.tools.clone(),
             egress,
             stateful: spec.stateful(),
+            restricted: spec.restricted(),
         }));
         map.insert(
             key.clone(),

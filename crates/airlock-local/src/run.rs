@@ -93,6 +93,9 @@ impl LocalSandbox {
             env: req.env,
             executor: self.config.executor.clone(),
             output: req.output,
+            restricted: self
+                .restricted
+                .then(|| crate::config::guard_of(&self.config.restricted)),
         };
         let mut rx = self.disposed.subscribe();
         let caller_cancel = req.cancel;

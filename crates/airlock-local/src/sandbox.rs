@@ -47,6 +47,8 @@ pub struct LocalSandbox {
     /// Held by the running executor; holds the kernel of a stateful sandbox.
     pub(crate) run_lock: Mutex<Option<airlock_broker::Kernel>>,
     pub(crate) disposed: watch::Sender<bool>,
+    /// Python runs under the config's restricted language profile.
+    pub(crate) restricted: bool,
 }
 
 impl std::fmt::Debug for LocalSandbox {
@@ -68,6 +70,8 @@ pub(crate) struct Parts {
     pub(crate) egress: airlock_egress::EgressSpec,
     /// `run_code` calls share one interpreter.
     pub(crate) stateful: bool,
+    /// Python runs under the config's restricted language profile.
+    pub(crate) restricted: bool,
 }
 
 pub(crate) fn backend(detail: impl Into<String>) -> SandboxError {
@@ -88,6 +92,7 @@ impl LocalSandbox {
             egress: p.egress,
             run_lock: Mutex::new(p.stateful.then(airlock_broker::Kernel::default)),
             disposed: watch::channel(false).0,
+            restricted: p.restricted,
         }
     }
 
@@ -109,6 +114,7 @@ impl LocalSandbox {
             tools: None,
             egress,
             stateful: spec.stateful(),
+            restricted: spec.restricted(),
         }))
     }
 

@@ -86,6 +86,9 @@ impl Sandboxes {
         let mut local = LocalConfig::new(config.executor.clone());
         local.limits = config.limits.clone();
         local.python = config.python.clone();
+        if let Some(p) = &config.policy {
+            local.restricted = p.restricted.clone();
+        }
         let backend = Arc::new(
             LocalBackend::new(local)
                 .map_err(|e| McpError::Session(format!("local backend: {e}")))?,

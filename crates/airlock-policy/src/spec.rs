@@ -61,6 +61,7 @@ pub struct SandboxSpec {
     files_out: TransferLimits,
     identities: BTreeSet<Identity>,
     stateful: bool,
+    restricted: bool,
 }
 
 impl SandboxSpec {
@@ -85,6 +86,7 @@ impl SandboxSpec {
                 files_out: TransferLimits::DEFAULT,
                 identities: BTreeSet::new(),
                 stateful: false,
+                restricted: false,
             },
         }
     }
@@ -163,6 +165,12 @@ impl SandboxSpec {
     pub fn stateful(&self) -> bool {
         self.stateful
     }
+    /// True when programs run under the restricted language profile (allowlisted builtins,
+    /// blocked imports): a language-level guard inside the OS layers, not a rung of its own.
+    #[must_use]
+    pub fn restricted(&self) -> bool {
+        self.restricted
+    }
 }
 
 /// Builds a [`SandboxSpec`]; [`SandboxSpecBuilder::build`] validates it.
@@ -238,6 +246,11 @@ impl SandboxSpecBuilder {
         self
     }
 
+    /// Programs run under the host's restricted language profile.
+    pub fn restricted(mut self, on: bool) -> Self {
+        self.spec.restricted = on;
+        self
+    }
     /// One interpreter serves every `run_code` (conversation scope only).
     pub fn stateful(mut self, on: bool) -> Self {
         self.spec.stateful = on;

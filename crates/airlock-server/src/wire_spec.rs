@@ -66,6 +66,8 @@ struct RawSpec {
     tools: Vec<crate::wire_tools::WireTool>,
     #[serde(default)]
     stateful: bool,
+    #[serde(default)]
+    restricted: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,7 +149,8 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         .egress(s.egress.unwrap_or(Egress::Closed))
         .egress_allow(s.egress_allow)
         .isolation_scope(s.isolation_scope.unwrap_or(IsolationScope::Conversation))
-        .stateful(s.stateful);
+        .stateful(s.stateful)
+        .restricted(s.restricted);
     if let Some(floor) = s.min_isolation {
         b = b.min_isolation(floor);
     }

@@ -78,6 +78,7 @@ fn execute(n: i64, cell: &Cell<'_>, live: &Live) -> Message {
     };
     let params = json!({
         "code": cell.code, "cell": n, "sys_path": live.sys_path, "env": env, "cwd": cwd,
+        "restricted": cell.spec.restricted,
     });
     Message::request(Id::Number(n), "execute", Some(params))
 }

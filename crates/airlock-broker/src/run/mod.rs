@@ -57,6 +57,19 @@ pub struct RunSpec {
     pub executor: PathBuf,
     /// A live copy of the captured output (streamed to a client), when someone listens.
     pub output: Option<crate::output::OutputTap>,
+    /// Python programs run under this restricted language profile (a guard inside the OS
+    /// layers, not a boundary).
+    pub restricted: Option<Restricted>,
+}
+
+/// The restricted language profile as the guest applies it: the builtins a program keeps
+/// (exception classes always stay) and the modules it may not import (with their submodules).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Restricted {
+    /// Builtin names a program may use.
+    pub builtins: Vec<String>,
+    /// Module names a program may not import.
+    pub blocked_imports: Vec<String>,
 }
 
 /// A future that, when it resolves, cancels the run.

@@ -185,6 +185,8 @@ pub(crate) enum Start<'a> {
         code: Option<&'a str>,
         /// The interpreter's `sys.path`, sent with the program.
         sys_path: &'a [PathBuf],
+        /// The restricted language profile, when the run has one.
+        restricted: Option<&'a super::Restricted>,
     },
     /// A stage whose attestation the broker already verified and whose `execute` it already
     /// sent (the warm pool, `crate::pool`).
@@ -323,6 +325,7 @@ pub(super) async fn supervise(
     let start = Start::Cold {
         code: p.code.as_deref(),
         sys_path: &p.sys_path,
+        restricted: p.restricted.as_ref(),
     };
     drive(launched, start, limits, tools, cancel, started).await
 }
@@ -348,9 +351,13 @@ pub(crate) async fn drive(
     let mut disk = disk_watch::watch(Arc::clone(&sandbox));
     let mut disk_watching = true;
     let broker_ns: BTreeMap<String, String> = own_namespaces();
-    let (code, sys_path, mut phase) = match start {
-        Start::Cold { code, sys_path } => (code, sys_path, Phase::AwaitReady),
-        Start::Attested => (None, &[][..], Phase::Running),
+    let (code, sys_path, restricted, mut phase) = match start {
+        Start::Cold {
+            code,
+            sys_path,
+            restricted,
+        } => (code, sys_path, restricted, Phase::AwaitReady),
+        Start::Attested => (None, &[][..], None, Phase::Running),
     };
 
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
@@ -416,7 +423,7 @@ pub(crate) async fn drive(
                         }
                         let go = match code {
                             Some(code) => Message::request(
-                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path }))),
+                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path, "restricted": restricted }))),
                             None => Message::notification("start", None),
                         };
                         if s.outbox.try_send(go).is_err() {

@@ -250,8 +250,9 @@ def _exit(code=None):
     raise SystemExit(code)
 
 
-def _scope():
-    """The program's globals, with the builtins `site` would add (skipped: -S)."""
+def _scope(restricted=None):
+    """The program's globals, with the builtins `site` would add (skipped: -S); under the
+    restricted profile, only its allowlisted builtins and a guarded `__import__`."""
     if not hasattr(builtins, "exit"):
         builtins.exit = builtins.quit = _exit
     if not hasattr(builtins, "help"):
@@ -259,13 +260,45 @@ def _scope():
     builtins.input = _input
     builtins.call_tool = call_tool
     builtins.ToolError = ToolError
-    return {"__name__": "__main__", "__builtins__": builtins, "__file__": PROGRAM,
+    table = builtins if not isinstance(restricted, dict) else _restricted_builtins(restricted)
+    return {"__name__": "__main__", "__builtins__": table, "__file__": PROGRAM,
             "call_tool": call_tool, "ToolError": ToolError}
 
 
-def _run(code):
+def _restricted_builtins(profile):
+    """The restricted profile's builtins: a language-level guard, not a boundary (the OS
+    layers are). Exception classes always stay; every other builtin not allowlisted is a stub
+    that says why, and imports of blocked modules (and their submodules) are refused."""
+    allowed = set(n for n in profile.get("builtins") or () if isinstance(n, str))
+    blocked = tuple(n for n in profile.get("blocked_imports") or () if isinstance(n, str))
+    real_import = builtins.__import__
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and any(name == b or name.startswith(b + ".") for b in blocked):
+            raise ImportError("import of %r is blocked by the restricted profile" % name,
+                              name=name)
+        return real_import(name, globals, locals, fromlist, level)
+
+    def unavailable(name):
+        def stub(*args, **kwargs):
+            raise NameError("%r is not available in the restricted profile" % name, name=name)
+        stub.__name__ = name
+        return stub
+
+    table = {"__name__": "builtins", "__import__": guarded_import,
+             "__build_class__": builtins.__build_class__,
+             "call_tool": call_tool, "ToolError": ToolError}
+    for name, value in vars(builtins).items():
+        if name in allowed or (isinstance(value, type) and issubclass(value, BaseException)):
+            table[name] = value
+        elif not name.startswith("_") and name not in table:
+            table[name] = unavailable(name)
+    return table
+
+
+def _run(code, restricted=None):
     program = compile(code, PROGRAM, "exec")
-    exec(program, _scope())
+    exec(program, _scope(restricted))
 
 
 def _print_traceback(exc, code, name=PROGRAM):
@@ -338,7 +371,7 @@ def main():
     _signal.signal(_signal.SIGTERM, _on_sigterm)
     if isinstance(params.get("cell"), int):
         _kernel(rid, params)  # a stateful sandbox: serve cells until the broker ends it
-    result = _outcome(_run, code)
+    result = _outcome(lambda c: _run(c, params.get("restricted")), code)
     _flush()
     try:
         _send({"jsonrpc": "2.0", "id": rid, "result": result})

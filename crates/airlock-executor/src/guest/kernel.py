@@ -18,7 +18,7 @@ def _kernel(rid, params):
 
     os.environ.setdefault("MPLBACKEND", "Agg")  # figures render to PNG, never to a display
     builtins.display = _display
-    scope = _scope()
+    scope = _scope(params.get("restricted"))
     while True:
         result = _outcome_value(_outcome(lambda code: _cell(ast, linecache, code, params, scope),
                                          params.get("code", ""), _cell_name(params)))
