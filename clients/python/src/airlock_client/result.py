@@ -1,6 +1,7 @@
 """The typed result of a run (the broker's RunResult, every member the wire sends)."""
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -58,6 +59,36 @@ class EgressDecision:
                    message=str(d.get("message", "")), address=str(addr) if addr is not None else None)
 
 
+@dataclass(frozen=True)
+class CellValue:
+    """A stateful sandbox's cell value (its trailing expression): `repr` text, and the value
+    itself as JSON data when it is plain data (`has_json`)."""
+
+    repr: str
+    json: Any = None
+    has_json: bool = False
+
+    @classmethod
+    def from_wire(cls, v: Any) -> Optional["CellValue"]:
+        if not isinstance(v, dict):
+            return None
+        return cls(repr=str(v.get("repr", "")), json=v.get("json"), has_json="json" in v)
+
+
+@dataclass(frozen=True)
+class DisplayItem:
+    """Rich output of a cell (`display()`, a matplotlib figure): `image/png`, `image/jpeg` or
+    `text/plain`, and its bytes."""
+
+    mime: str
+    data: bytes
+
+    @classmethod
+    def from_wire(cls, v: Any) -> "DisplayItem":
+        d: Mapping[str, Any] = v if isinstance(v, dict) else {}
+        return cls(mime=str(d.get("mime", "")), data=base64.b64decode(str(d.get("data", ""))))
+
+
 def _opt_int(v: Any) -> Optional[int]:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -86,6 +117,10 @@ class RunResult:
     egress: List[EgressDecision] = field(default_factory=list)
     sandbox_id: Optional[str] = None
     output_dropped_bytes: Optional[int] = None
+    value: Optional[CellValue] = None
+    display: List[DisplayItem] = field(default_factory=list)
+    display_dropped: int = 0
+    kernel_restarted: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -119,5 +154,9 @@ class RunResult:
             egress=[EgressDecision.from_wire(d) for d in v.get("egress") or []],
             sandbox_id=str(sid) if sid is not None else None,
             output_dropped_bytes=_opt_int(v.get("output_dropped_bytes")),
+            value=CellValue.from_wire(v.get("value")),
+            display=[DisplayItem.from_wire(d) for d in v.get("display") or []],
+            display_dropped=int(v.get("display_dropped", 0)),
+            kernel_restarted=bool(v.get("kernel_restarted", False)),
             raw=dict(v),
         )
