@@ -156,6 +156,8 @@ impl Sandboxes {
             .requires(needs.iter().copied())
             .identities(identities)
             .isolation_scope(self.scope)
+            // A conversation keeps one interpreter: variables persist across tool calls.
+            .stateful(self.scope == IsolationScope::Conversation)
             .files_in(self.config.files_in)
             .files_out(self.config.outputs)
             .build()

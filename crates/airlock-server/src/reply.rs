@@ -133,6 +133,9 @@ mod tests {
         assert_eq!(v["display"].as_array().unwrap().len(), 2);
         assert_eq!(v["value"]["repr"], "[...]");
         assert!(v["value"]["json"].is_string());
-        assert_eq!((v["stdout"].as_str(), v["stdout_truncated"].as_bool()), (Some("kept"), Some(false)));
+        assert_eq!(
+            (v["stdout"].as_str(), v["stdout_truncated"].as_bool()),
+            (Some("kept"), Some(false))
+        );
     }
 }

@@ -57,7 +57,11 @@ def _cell(ast, linecache, code, params, scope):
     name = _cell_name(params)
     # Kept for the kernel's life: functions defined here show their source in later tracebacks.
     linecache.cache[name] = (len(code), None, code.splitlines(True), name)
-    tree = ast.parse(code, name, "exec")
+    try:
+        tree = ast.parse(code, name, "exec")
+    except SyntaxError as exc:  # the parser's own frames are not the program's
+        exc.__traceback__ = None
+        raise exc
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
