@@ -26,8 +26,8 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-python3 -m pip install --quiet --disable-pip-version-check numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' \
-    || python3 -m pip install --quiet --break-system-packages numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
+python3 -m pip install --quiet --disable-pip-version-check numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26' \
+    || python3 -m pip install --quiet --break-system-packages numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26'
 export AIRLOCK_REQUIRE_NUMPY=1
 
 say "format and lints"

@@ -71,7 +71,11 @@ async fn state_survives_a_hundred_calls_and_each_call_has_its_own_output() {
         let pids = |v: &[(i32, char)]| v.iter().map(|p| p.0).collect::<Vec<_>>();
         assert_eq!(pids(&kernel_states(server.pid())), pids(&first));
         let r = cell(&mut c, &sid, "round(math.pi, 3), Box.items[-1]").await;
-        assert_eq!(r["value"], json!({"repr": "(3.142, 100)"}), "{r}");
+        assert_eq!(
+            r["value"],
+            json!({"repr": "(3.142, 100)", "json": [3.142, 100]}),
+            "{r}"
+        );
     }
 }
 

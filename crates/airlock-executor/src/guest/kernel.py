@@ -106,7 +106,7 @@ def _outcome_value(result):
     except BaseException as exc:
         text = "<repr failed: %s>" % type(exc).__name__
     out = {"repr": text[:MAX_REPR]}
-    if isinstance(value, (bool, int, float, str, list, dict, type(None))):
+    if isinstance(value, (bool, int, float, str, list, tuple, dict)):
         try:
             encoded = _dumps(value)
             if len(encoded) <= MAX_JSON:
