@@ -88,6 +88,13 @@ pub struct RunResult {
     /// Every allow/deny of the egress proxy (allowlist egress), in order, at most
     /// `airlock_egress::MAX_DECISIONS`.
     pub egress: Vec<airlock_egress::Decision>,
+    /// The exact bytes kept of stdout (`stdout` is them as text, invalid UTF-8 replaced); not
+    /// serialized: a caller that wants them sends them itself (the server's `output_encoding`).
+    #[serde(skip)]
+    pub stdout_raw: Vec<u8>,
+    /// The exact bytes kept of stderr.
+    #[serde(skip)]
+    pub stderr_raw: Vec<u8>,
 }
 
 impl RunResult {
@@ -118,6 +125,8 @@ impl RunResult {
             enforcement: Vec::new(),
             warm: false,
             egress: Vec::new(),
+            stdout_raw: Vec::new(),
+            stderr_raw: Vec::new(),
         }
     }
 }

@@ -249,5 +249,7 @@ pub fn result(o: Observed) -> RunResult {
         enforcement: o.enforcement,
         warm: false,
         egress: Vec::new(),
+        stdout_raw: o.stdout.kept,
+        stderr_raw: o.stderr.kept,
     }
 }
