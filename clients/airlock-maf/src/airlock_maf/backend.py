@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import posixpath
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from airlock_client import (AirlockError, AsyncClient, BaseClient, Capability as WireCap, ConnectionError,
                             NotFoundError, OverCapacityError, SandboxRefusedError, StdioClient)
@@ -93,27 +94,32 @@ class AirlockSandboxBackend:
                  name: str = "airlock") -> None:
         """Launch `binary serve --stdio` (under `policy`, a policy.toml path) and probe it."""
         flags = [*(["--policy", policy] if policy else []), *args]
-        self._start(name, policy, idle_timeout, private=True,
-                    connect=lambda: StdioClient.start(binary, args=flags, env=env))
+        async def connect() -> BaseClient:
+            return await StdioClient.start(binary, args=flags, env=env)
+
+        self._start(name, policy, idle_timeout, private=True, connect=connect)
 
     @classmethod
     def connect(cls, url: str, token: str | None = None, *, policy: str | None = None,
                 idle_timeout: float = 3600.0, name: str = "airlock") -> AirlockSandboxBackend:
         """Drive a running `airlock serve --listen` (`policy`: the policy.toml it runs under,
         read for its transfer ceilings; airlock's defaults without one)."""
+        async def connect() -> BaseClient:
+            return await AsyncClient.connect(url, token)
+
         self = cls.__new__(cls)
-        self._start(name, policy, idle_timeout, private=False, connect=lambda: AsyncClient.connect(url, token))
+        self._start(name, policy, idle_timeout, private=False, connect=connect)
         return self
 
     def _start(self, name: str, policy: str | None, idle_timeout: float, *, private: bool,
-               connect: object) -> None:
+               connect: Callable[[], Coroutine[Any, Any, BaseClient]]) -> None:
         self._name = name
         self._private = private
         self._idle = idle_timeout
         self._limits = policy_limits(policy)
         self._loop = LoopThread()
         try:
-            self._client: BaseClient = self._loop.blocking(connect())  # type: ignore[operator]
+            self._client: BaseClient = self._loop.blocking(connect())
             self._probe = self._loop.blocking(_probe(self._client))
         except BaseException:
             self._loop.stop()

@@ -228,10 +228,11 @@ class AirlockSandbox:
             raise _refused(path, e) from e
         prefix = guest_path_relative_to(full, wd) or ""
         out = []
-        for e in listed:
-            kind = _guest.kind_of(e.kind, True, e.is_dir, e.size)
-            out.append(SandboxEntry(path=posixpath.join(prefix, e.name) if prefix else e.name, kind=kind,
-                                    size_bytes=e.size if kind is EntryKind.FILE else None))
+        for listed_entry in listed:
+            name, size = listed_entry.name, listed_entry.size
+            kind = _guest.kind_of(listed_entry.kind, True, listed_entry.is_dir, size)
+            out.append(SandboxEntry(path=posixpath.join(prefix, name) if prefix else name, kind=kind,
+                                    size_bytes=size if kind is EntryKind.FILE else None))
         return tuple(out)
 
     # -- removal ----------------------------------------------------------------------------
@@ -308,9 +309,11 @@ class AirlockSandbox:
         raise NotImplementedError("airlock sandboxes do not snapshot; Capability.SNAPSHOT is not declared")
 
 
-def _refused(path: str, e: FileRefusedError) -> OSError:
+def _refused(path: str, e: FileRefusedError) -> Exception:
     """A refusal the checks before the call did not predict: something changed under the path
     between the check and the no-follow operation, which then refused rather than followed."""
-    if e.kind in ("SandboxPathNotConfined",):
-        return ValueError(f"{path!r}: the file plane refused a path that passes a link ({e})")  # type: ignore[return-value]
+    if e.kind == "SandboxPathNotConfined":
+        return ValueError(f"{path!r}: the file plane refused a path that passes a link ({e})")
+    if e.kind == "SandboxFileTooLarge":
+        return SandboxTransferCapExceeded(f"{path!r}: {e}")
     return OSError(f"{path!r}: refused by the file plane ({e})")
