@@ -20,7 +20,7 @@ find_python() {
     local c
     for c in python3.13 python3.12 python3 \
         /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9] \
-        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3.1[2-9]; do
+        "${PYENV_ROOT:-${HOME:-/root}/.pyenv}"/versions/3.1[2-9]*/bin/python3.1[2-9]; do
         if command -v "$c" >/dev/null 2>&1 \
             && "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
             command -v "$c"

@@ -67,7 +67,8 @@ fi
 say "airlock as a maf-sandbox backend (maf-sandbox's own conformance suites)"
 # A Python >= 3.12 both identities can run, with maf-sandbox, cached between runs; no such
 # Python on the machine fails here, loudly (scripts/maf-python.sh says what it looked for).
-read -r maf_py maf_lib < <(bash scripts/maf-python.sh)
+maf_line="$(bash scripts/maf-python.sh)"
+read -r maf_py maf_lib <<<"$maf_line"
 maf_src="$(mktemp -d)"
 cp -r clients/python/src/airlock_client clients/airlock-maf/src/airlock_maf "$maf_src/"
 mkdir -p "$maf_src/repo/clients" "$maf_src/repo/examples"

@@ -1,11 +1,11 @@
 """airlock as a maf-sandbox backend (docs/maf.md).
 
 ```python
-from maf_sandbox import Isolation, SandboxRouter
+from maf_sandbox import SandboxRouter
 from airlock_maf import AirlockSandboxBackend
 
 backend = AirlockSandboxBackend()                      # launches `airlock serve --stdio`
-router = SandboxRouter(backend, min_isolation=backend.isolation)
+router = SandboxRouter([backend], min_isolation=backend.isolation)
 ```
 
 `AirlockSandboxBackend.connect(url, token)` drives a running `airlock serve --listen` instead.
