@@ -102,6 +102,13 @@ pub struct RunResult {
     /// starts a fresh kernel. Files in the sandbox are kept.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kernel_restarted: bool,
+    /// The exact bytes kept of stdout (`stdout` is them as text, invalid UTF-8 replaced); not
+    /// serialized: a caller that wants them sends them itself (the server's `output_encoding`).
+    #[serde(skip)]
+    pub stdout_raw: Vec<u8>,
+    /// The exact bytes kept of stderr.
+    #[serde(skip)]
+    pub stderr_raw: Vec<u8>,
 }
 
 #[allow(
@@ -163,6 +170,8 @@ impl RunResult {
             display: Vec::new(),
             display_dropped: 0,
             kernel_restarted: false,
+            stdout_raw: Vec::new(),
+            stderr_raw: Vec::new(),
         }
     }
 }

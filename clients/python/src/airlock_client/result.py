@@ -89,6 +89,11 @@ class DisplayItem:
         return cls(mime=str(d.get("mime", "")), data=base64.b64decode(str(d.get("data", ""))))
 
 
+def _b64(text: str) -> bytes:
+    """Decode a stream sent as base64; a stream cut to fit the message keeps its whole quanta."""
+    return base64.b64decode(text[: len(text) // 4 * 4])
+
+
 def _opt_int(v: Any) -> Optional[int]:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -121,6 +126,10 @@ class RunResult:
     display: List[DisplayItem] = field(default_factory=list)
     display_dropped: int = 0
     kernel_restarted: bool = False
+    #: The exact bytes of each stream (up to its cap), when the run asked for them
+    #: (`exact_output=True`); `stdout`/`stderr` are then these decoded, invalid UTF-8 replaced.
+    stdout_data: Optional[bytes] = None
+    stderr_data: Optional[bytes] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -134,10 +143,15 @@ class RunResult:
             raise ValueError(f"run result is not an object: {v!r}")
         err = v.get("error")
         sid = v.get("sandbox_id")
+        out, err_text = str(v.get("stdout", "")), str(v.get("stderr", ""))
+        out_data = err_data = None
+        if v.get("output_encoding") == "base64":
+            out_data, err_data = _b64(out), _b64(err_text)
+            out, err_text = out_data.decode("utf-8", "replace"), err_data.decode("utf-8", "replace")
         return cls(
             status=RunStatus.parse(v.get("status")),
-            stdout=str(v.get("stdout", "")),
-            stderr=str(v.get("stderr", "")),
+            stdout=out,
+            stderr=err_text,
             exit_code=_opt_int(v.get("exit_code")),
             signal=_opt_int(v.get("signal")),
             error=RunError(int(err.get("code", 0)), str(err.get("message", ""))) if isinstance(err, dict) else None,
@@ -158,5 +172,7 @@ class RunResult:
             display=[DisplayItem.from_wire(d) for d in v.get("display") or []],
             display_dropped=int(v.get("display_dropped", 0)),
             kernel_restarted=bool(v.get("kernel_restarted", False)),
+            stdout_data=out_data,
+            stderr_data=err_data,
             raw=dict(v),
         )

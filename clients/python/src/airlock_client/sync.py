@@ -106,15 +106,15 @@ class SyncSandbox:
 
     def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                  on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
-                 tools: Optional[Sequence[str]] = None) -> RunResult:
+                 tools: Optional[Sequence[str]] = None, exact_output: bool = False) -> RunResult:
         return self._loop.call(self._sb.run_code(code, timeout=timeout, env=env, on_stdout=on_stdout,
-                                                 on_stderr=on_stderr, tools=tools))
+                                                 on_stderr=on_stderr, tools=tools, exact_output=exact_output))
 
     def exec(self, argv: Sequence[str], *, cwd: Optional[str] = None, timeout: Optional[float] = None,
              env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
-             on_stderr: Optional[OutputCallback] = None) -> RunResult:
+             on_stderr: Optional[OutputCallback] = None, exact_output: bool = False) -> RunResult:
         return self._loop.call(self._sb.exec(argv, cwd=cwd, timeout=timeout, env=env, on_stdout=on_stdout,
-                                             on_stderr=on_stderr))
+                                             on_stderr=on_stderr, exact_output=exact_output))
 
     def cancel(self) -> str:
         return self._loop.call(self._sb.cancel())

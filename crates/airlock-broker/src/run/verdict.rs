@@ -253,5 +253,7 @@ pub fn result(o: Observed) -> RunResult {
         display: Vec::new(),
         display_dropped: 0,
         kernel_restarted: false,
+        stdout_raw: o.stdout.kept,
+        stderr_raw: o.stderr.kept,
     }
 }
