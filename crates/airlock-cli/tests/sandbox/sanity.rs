@@ -93,6 +93,33 @@ fn exceptions_are_errors_with_a_traceback() {
 }
 
 #[test]
+fn file_help_exit_and_input_behave_as_in_a_script() {
+    for who in identities() {
+        let v = run_py(
+            who,
+            "print(__file__)
+help(len)
+exit(4)",
+            &[],
+        );
+        assert_eq!(v["exit_code"], 4, "{v}");
+        let out = v["stdout"].as_str().unwrap();
+        assert!(
+            out.starts_with("main.py\nHelp on built-in function len"),
+            "{v}"
+        );
+        let v = run_py(who, "input('name? ')", &[]);
+        assert_eq!(status(&v), "error");
+        let err = v["stderr"].as_str().unwrap();
+        assert!(
+            err.starts_with("Traceback (most recent call last):\n  File \"main.py\", line 1, in <module>\n")
+                && err.ends_with("EOFError: stdin is closed: a sandboxed program gets no input (pass data in a file, an environment variable or a tool call)\n"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn a_tool_round_trip_returns_the_tool_json() {
     let code = "r = call_tool('add', {'a': 2, 'b': 40})\nprint(r['sum'])\ntry:\n    call_tool('nope', {})\nexcept ToolError as e:\n    print('refused', e.code)";
     let tool = "add=python3 -c 'import json,sys; a=json.load(sys.stdin); print(json.dumps({\"sum\": a[\"a\"]+a[\"b\"]}))'";
