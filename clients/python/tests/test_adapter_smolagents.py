@@ -34,9 +34,11 @@ class Scripted(Model):
         super().__init__(model_id="scripted")
         self.actions = list(actions)
         self.seen = []
+        self.calls = []
 
     def generate(self, messages, stop_sequences=None, response_format=None, tools_to_call_from=None, **kwargs):
         self.seen.append(messages[-1])
+        self.calls.append(list(messages))
         code = self.actions.pop(0)
         return ChatMessage(role=MessageRole.ASSISTANT, content=f"Thought: next.\n<code>\n{code}\n</code>")
 
@@ -68,6 +70,26 @@ def test_a_code_agent_keeps_state_in_the_sandbox_and_answers_natively(server):
         assert r.value is not None and r.value.json == [["apple", "pear", "apple"], 1.75]
         agent.cleanup()
         assert executor.sandbox is None
+
+
+def test_a_figure_a_step_draws_reaches_the_model_as_an_image(server):
+    model = Scripted([
+        "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nprint('drawn')",
+        "final_answer('done')",
+    ])
+    with SyncClient.connect(server.url, server.token) as client:
+        executor = AirlockExecutor(client)
+        agent = CodeAgent(tools=[], model=model, executor=executor, max_steps=3, verbosity_level=0,
+                          step_callbacks=[executor.show_figures])
+        assert agent.run("Plot the squares.") == "done"
+        step = [s for s in agent.memory.steps if getattr(s, "code_action", None)][0]
+        [image] = step.observations_images
+        assert image.format == "PNG" and image.size[0] > 100
+        # The model's second call carried the image.
+        second = model.calls[1]
+        parts = [p for m in second for p in (m.content if isinstance(m.content, list) else [])]
+        assert any(p.get("type") == "image" for p in parts), parts
+        agent.cleanup()
 
 
 def test_the_example_runs_offline(bin_path):

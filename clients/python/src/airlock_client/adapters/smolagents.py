@@ -8,6 +8,10 @@ airlock's `call_tool` channel, where this executor invokes the real smolagents t
 `final_answer(...)` is native: the answer goes to the host as a tool call and the cell stops.
 The value of a code action's last expression is its output, as in smolagents' own executor.
 
+Figures come back to the model: pass `step_callbacks=[executor.show_figures]` to the agent and
+every PNG a step displayed (matplotlib figures left open, `display(...)`) is attached to that
+step's observation as an image, which the model sees on its next call.
+
 The executor holds one sandbox per agent; `cleanup()` (or `agent.cleanup()`) disposes it.
 """
 from __future__ import annotations
@@ -78,6 +82,7 @@ class AirlockExecutor(PythonExecutor):
         self._tool_names: List[str] = []
         self._pending: Dict[str, Any] = {}
         self._answer: List[Any] = []
+        self._figures: List[bytes] = []
         self._lock = threading.Lock()
         self.logger = AgentLogger(level=LogLevel.OFF)
 
@@ -117,6 +122,7 @@ class AirlockExecutor(PythonExecutor):
         with self._lock:
             self._answer.clear()
         result = self._run(code_action)
+        self._figures = [d.data for d in result.display if d.mime in ("image/png", "image/jpeg")]
         logs = _logs(result, self._max_logs)
         with self._lock:
             answered = list(self._answer)
@@ -131,6 +137,19 @@ class AirlockExecutor(PythonExecutor):
         if result.value is not None:
             output = result.value.json if result.value.has_json else result.value.repr
         return CodeOutput(output=output, logs=logs, is_final_answer=False)
+
+    def show_figures(self, memory_step: Any, agent: Any = None) -> None:
+        """A step callback: attach the images the step displayed to its observation, so the
+        model sees them (`CodeAgent(..., step_callbacks=[executor.show_figures])`)."""
+        figures, self._figures = self._figures, []
+        if not figures or not hasattr(memory_step, "observations_images"):
+            return
+        from io import BytesIO
+
+        from PIL import Image
+
+        images = [Image.open(BytesIO(data)) for data in figures]
+        memory_step.observations_images = list(memory_step.observations_images or []) + images
 
     def cleanup(self) -> None:
         """Dispose the sandbox (its interpreter and files)."""
