@@ -21,6 +21,14 @@ async fn stateful(c: &mut WsClient, extra: Value) -> String {
     result_of(&r)["sandbox_id"].as_str().unwrap().to_string()
 }
 
+/// A server run as `who`, a connection, and a stateful sandbox with `extra` spec members.
+async fn open(who: Option<&str>, extra: Value) -> (WsServer, WsClient, String) {
+    let server = WsServer::start_as(who, &[]);
+    let mut c = server.connect().await;
+    let sid = stateful(&mut c, extra).await;
+    (server, c, sid)
+}
+
 async fn cell(c: &mut WsClient, sid: &str, code: &str) -> Value {
     cell_with(c, sid, code, json!({})).await
 }
@@ -54,9 +62,7 @@ fn kernel_states(server_pid: i32) -> Vec<(i32, char)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn state_survives_a_hundred_calls_and_each_call_has_its_own_output() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (server, mut c, sid) = open(who, json!({})).await;
         let r = cell(&mut c, &sid, "import math\nn = 0\nclass Box:\n    items = []\ndef bump():\n    n_ = globals()['n'] + 1\n    globals()['n'] = n_\n    Box.items.append(n_)\n    return n_").await;
         assert_eq!(r["status"], "completed", "{r}");
         let first = kernel_states(server.pid());
@@ -82,9 +88,7 @@ async fn state_survives_a_hundred_calls_and_each_call_has_its_own_output() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timeout_interrupts_the_cell_and_keeps_the_state() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (_server, mut c, sid) = open(who, json!({})).await;
         cell(&mut c, &sid, "x = 42").await;
         let code = "import time\nprint('looping', flush=True)\nwhile True:\n    time.sleep(0.05)";
         let r = cell_with(&mut c, &sid, code, json!({"timeout_s": 1})).await;
@@ -105,9 +109,7 @@ async fn a_timeout_interrupts_the_cell_and_keeps_the_state() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ignored_interrupt_is_killed_past_the_grace_and_the_result_says_the_state_is_lost() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (server, mut c, sid) = open(who, json!({})).await;
         cell(
             &mut c,
             &sid,
@@ -150,9 +152,7 @@ async fn an_ignored_interrupt_is_killed_past_the_grace_and_the_result_says_the_s
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_interrupts_a_cell_and_keeps_the_state() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (_server, mut c, sid) = open(who, json!({})).await;
         cell(&mut c, &sid, "x = 7").await;
         let code = "import time\nprint('started', flush=True)\ntime.sleep(60)";
         let id = c
@@ -216,9 +216,7 @@ async fn a_memory_bomb_ends_the_kernel_and_fork_stays_denied_inside_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn between_cells_the_kernel_is_stopped_and_uses_no_cpu() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (server, mut c, sid) = open(who, json!({})).await;
         let code = "import threading, time\nticks = [0]\ndef spin():\n    while True:\n        ticks[0] += 1\n        time.sleep(0.01)\nthreading.Thread(target=spin, daemon=True).start()\ntime.sleep(0.2)\nticks[0] > 0";
         let r = cell(&mut c, &sid, code).await;
         assert_eq!(r["value"]["json"], true, "{r}");
@@ -245,9 +243,7 @@ async fn between_cells_the_kernel_is_stopped_and_uses_no_cpu() {
 #[tokio::test(flavor = "multi_thread")]
 async fn exec_and_files_share_the_kernels_filesystem_not_its_interpreter() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (_server, mut c, sid) = open(who, json!({})).await;
         cell(
             &mut c,
             &sid,
@@ -279,9 +275,7 @@ async fn exec_and_files_share_the_kernels_filesystem_not_its_interpreter() {
 #[tokio::test(flavor = "multi_thread")]
 async fn asyncio_and_top_level_await_work_in_a_kernel() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (_server, mut c, sid) = open(who, json!({})).await;
         let code = "import asyncio\nq = asyncio.Queue()\nasync def put(n):\n    await asyncio.sleep(0.01)\n    await q.put(n)\nawait asyncio.gather(*(put(n) for n in range(4)))\nsorted([q.get_nowait() for _ in range(4)])";
         let r = cell(&mut c, &sid, code).await;
         assert_eq!(r["value"]["json"], json!([0, 1, 2, 3]), "{who:?} {r}");
@@ -310,9 +304,7 @@ async fn asyncio_and_top_level_await_work_in_a_kernel() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tracebacks_show_the_cells_source_and_no_airlock_frames() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (_server, mut c, sid) = open(who, json!({})).await;
         cell(&mut c, &sid, "def ratio(x):\n    return 10 / x\n").await;
         let r = cell(&mut c, &sid, "print('before')\nratio(0)").await;
         assert_eq!(r["status"], "error");
@@ -338,9 +330,7 @@ async fn tracebacks_show_the_cells_source_and_no_airlock_frames() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_matplotlib_figure_comes_back_as_a_png() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (_server, mut c, sid) = open(who, json!({})).await;
         let code =
             "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('t')\ndisplay('note')";
         let r = cell(&mut c, &sid, code).await;
@@ -381,9 +371,7 @@ async fn a_program_cannot_pass_off_html_or_a_fake_png_as_rich_output() {
 #[tokio::test(flavor = "multi_thread")]
 async fn disposal_ends_the_kernel_and_call_scope_cannot_be_stateful() {
     for who in IDENTITIES {
-        let server = WsServer::start_as(who, &[]);
-        let mut c = server.connect().await;
-        let sid = stateful(&mut c, json!({})).await;
+        let (server, mut c, sid) = open(who, json!({})).await;
         cell(&mut c, &sid, "x = 1").await;
         assert!(!descendants(server.pid()).is_empty());
         result_of(&c.call("sandbox.dispose", json!({"sandbox_id": sid})).await);
