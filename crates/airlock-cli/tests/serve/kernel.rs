@@ -357,15 +357,22 @@ async fn a_matplotlib_figure_comes_back_as_a_png() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_program_cannot_pass_off_html_or_a_fake_png_as_rich_output() {
-    let server = WsServer::start(&[]);
-    let mut c = server.connect().await;
-    let sid = stateful(&mut c, json!({})).await;
-    cell(&mut c, &sid, "x = 5").await;
-    let forge = "import binascii\nsend = call_tool.__globals__['_send']\nsend({'jsonrpc': '2.0', 'method': 'display', 'params': {'mime': 'text/html', 'data': binascii.b2a_base64(b'<script>', newline=False).decode()}})";
-    let r = cell(&mut c, &sid, forge).await;
-    assert_eq!(r["status"], "protocol_error", "{r}");
-    assert_eq!(r["kernel_restarted"], true, "{r}");
-    assert!(r.get("display").is_none(), "{r}");
+    let forge = |mime: &str, data: &str| {
+        format!("import binascii\nsend = call_tool.__globals__['_send']\nsend({{'jsonrpc': '2.0', 'method': 'display', 'params': {{'mime': '{mime}', 'data': binascii.b2a_base64({data}, newline=False).decode()}}}})")
+    };
+    for who in IDENTITIES {
+        let (_server, mut c, sid) = open(who, json!({})).await;
+        for code in [
+            forge("text/html", "b'<script>'"),
+            forge("image/png", "b'GIF89a not a png'"),
+        ] {
+            cell(&mut c, &sid, "x = 5").await;
+            let r = cell(&mut c, &sid, &code).await;
+            assert_eq!(r["status"], "protocol_error", "{who:?} {r}");
+            assert_eq!(r["kernel_restarted"], true, "{r}");
+            assert!(r.get("display").is_none(), "{r}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
