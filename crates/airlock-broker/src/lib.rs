@@ -8,6 +8,7 @@
 
 pub mod fs_policy;
 pub mod interpreter;
+pub mod interpreter_image;
 pub mod limits;
 pub mod output;
 pub mod pool;
@@ -18,6 +19,7 @@ pub mod tools;
 
 pub use airlock_executor::config::GUEST_WORK_DIR;
 pub use airlock_executor::DataBounds;
+pub use airlock_image::Image;
 pub use limits::Limits;
 pub use pool::{Pool, PoolConfig, PoolStats};
 pub use result::{RunResult, RunStatus};

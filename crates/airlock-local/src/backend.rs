@@ -144,6 +144,7 @@ pub(crate) async fn new_fs(config: &LocalConfig) -> Result<SandboxFs, String> {
             bytes: config.limits.max_disk_bytes,
             inodes: config.limits.max_disk_entries,
         },
+        image: None,
     };
     SandboxFs::create(&config.executor, root)
         .await

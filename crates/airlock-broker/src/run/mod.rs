@@ -4,6 +4,7 @@ mod disk_watch;
 
 mod egress;
 pub(crate) mod prepare;
+pub(crate) mod prepare_image;
 pub(crate) mod relay;
 mod teardown;
 mod verdict;
@@ -28,7 +29,8 @@ pub enum Workload {
     Python {
         /// The program text.
         code: String,
-        /// The interpreter; `python3` on PATH when None.
+        /// The interpreter; `python3` on PATH when None. With an image, a name on the image's
+        /// PATH or a guest path.
         interpreter: Option<PathBuf>,
     },
     /// A command (argv[0] resolved on the broker's PATH).
@@ -48,6 +50,9 @@ pub struct RunSpec {
     /// The sandbox to run in (its filesystem persists across runs); a fresh one, dropped
     /// after the run, when None.
     pub sandbox: Option<Arc<SandboxFs>>,
+    /// The image a fresh sandbox's root comes from (the host's system directories when None);
+    /// a given `sandbox` brings its own.
+    pub image: Option<Arc<airlock_image::Image>>,
     /// The guest working directory, relative to /work (None: /work itself).
     pub cwd: Option<String>,
     /// The guest's entire environment.
