@@ -18,8 +18,12 @@ pub fn build(
     policy: Option<&Policy>,
     epoch: &str,
     max_live: usize,
+    image_dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<Arc<Sandboxes>> {
     let mut local = LocalConfig::new(config.executor.clone());
+    if let Some(dir) = image_dir {
+        local.images = Some(airlock_image::Store::open(dir));
+    }
     local.limits = config.defaults.clone();
     local.python = config.interpreter.clone();
     // Policy events go to the audit log next to the run records.

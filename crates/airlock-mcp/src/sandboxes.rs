@@ -85,7 +85,14 @@ impl Sandboxes {
     pub fn new(config: &McpConfig) -> Result<Sandboxes, McpError> {
         let mut local = LocalConfig::new(config.executor.clone());
         local.limits = config.limits.clone();
-        local.python = config.python.clone();
+        if config.image.is_some() {
+            local.image_python = config.python.clone();
+        } else {
+            local.python = config.python.clone();
+        }
+        if let Some(dir) = &config.image_dir {
+            local.images = Some(airlock_image::Store::open(dir));
+        }
         let backend = Arc::new(
             LocalBackend::new(local)
                 .map_err(|e| McpError::Session(format!("local backend: {e}")))?,
@@ -149,8 +156,11 @@ impl Sandboxes {
         } else {
             Vec::new()
         };
-        SandboxSpec::builder(KIND)
-            .requires(needs.iter().copied())
+        let mut b = SandboxSpec::builder(KIND);
+        if let Some(image) = &self.config.image {
+            b = b.image(image);
+        }
+        b.requires(needs.iter().copied())
             .identities(identities)
             .isolation_scope(self.scope)
             .files_in(self.config.files_in)

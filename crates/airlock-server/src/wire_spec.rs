@@ -64,6 +64,9 @@ struct RawSpec {
     outputs_named_at_call_time: bool,
     #[serde(default)]
     tools: Vec<crate::wire_tools::WireTool>,
+    /// An image of the server's store to run on (`airlock image ls`).
+    #[serde(default)]
+    image: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,6 +150,9 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         .isolation_scope(s.isolation_scope.unwrap_or(IsolationScope::Conversation));
     if let Some(floor) = s.min_isolation {
         b = b.min_isolation(floor);
+    }
+    if let Some(image) = s.image {
+        b = b.image(crate::wire_spec_image::checked(image)?);
     }
     let lowered = |c: Option<&TransferLimits>| TransferLimits::DEFAULT.within(c);
     b = b.files_in(
