@@ -67,13 +67,13 @@ mod tests {
 
     #[test]
     fn records_parse_and_lie_detection_holds() {
-        let p = parse(b"13 path=a/b\n12 size=100\n30 SCHILY.xattr.user.x=yes\n").unwrap();
+        let p = parse(b"12 path=a/b\n12 size=100\n27 SCHILY.xattr.user.x=yes\n").unwrap();
         assert_eq!(p.path.as_deref(), Some(&b"a/b"[..]));
         assert_eq!(p.size, Some(100));
         assert!(parse(b"99 path=a\n").is_err());
         assert!(parse(b"5 a=b\n").is_err());
         assert!(parse(b"x path=a\n").is_err());
         assert!(parse(b"22 GNU.sparse.map=0,1\n").is_err());
-        assert!(parse(b"12 size=-1\n").is_err());
+        assert!(parse(b"11 size=-1\n").is_err());
     }
 }

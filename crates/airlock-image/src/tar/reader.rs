@@ -199,7 +199,7 @@ mod tests {
     fn member(kind: u8, name: &[u8], link: &[u8], body: &[u8]) -> Vec<u8> {
         let mut v = encode(kind, name, link, 0o644, body.len() as u64).to_vec();
         v.extend_from_slice(body);
-        v.resize(v.len() + padding(body.len() as u64) as usize, 0);
+        v.resize(v.len().div_ceil(BLOCK) * BLOCK, 0);
         v
     }
 
@@ -238,8 +238,11 @@ mod tests {
             .next_entry(&mut budget)
             .unwrap_err();
         assert!(e.to_string().contains("exceeds"), "{e}");
-        let tar = encode(b'0', b"bomb", b"", 0o644, 1 << 40).to_vec();
-        let mut budget = Budget::new(Bounds::default());
+        let tar = encode(b'0', b"bomb", b"", 0o644, 1 << 30).to_vec();
+        let mut budget = Budget::new(Bounds {
+            max_bytes: 1 << 20,
+            ..Bounds::default()
+        });
         let e = TarReader::new(&tar[..], 4096)
             .next_entry(&mut budget)
             .unwrap_err();

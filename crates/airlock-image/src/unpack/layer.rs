@@ -49,11 +49,12 @@ pub fn apply_layer(
 fn apply_tar(stream: impl Read, applier: &mut Applier<'_>, budget: &mut Budget) -> Result<Digest> {
     let mut hashed = Hashing::new(stream);
     let max_path = budget.bounds().max_path;
-    let mut tar = TarReader::new(&mut hashed, max_path);
-    while let Some(entry) = tar.next_entry(budget)? {
-        applier.apply(&entry, &mut tar.body(), budget)?;
+    {
+        let mut tar = TarReader::new(&mut hashed, max_path);
+        while let Some(entry) = tar.next_entry(budget)? {
+            applier.apply(&entry, &mut tar.body(), budget)?;
+        }
     }
-    drop(tar);
     let left = budget.bounds().max_bytes.saturating_sub(budget.bytes());
     hashed.finish(left).map_err(|e| {
         if e.kind() == std::io::ErrorKind::FileTooLarge {
