@@ -111,3 +111,53 @@ fn ls_and_rm_keep_a_shared_root_until_its_last_name_goes() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("no image named"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_plain_root_directory_imports_and_runs() {
+    for who in identities() {
+        let store = Store::new(who);
+        // What `mmdebstrap … DIR` leaves, as the importing user would have it: extracted by
+        // them (device nodes left out: a user cannot make them, and /dev is the sandbox's).
+        let dir = super::fixture::scratch();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        if who == As::User {
+            std::process::Command::new("chown")
+                .args([crate::support::TEST_USER, root.to_str().unwrap()])
+                .status()
+                .unwrap();
+        }
+        let tar = fixture().join("root.tar");
+        let mut c = match who {
+            As::Me => std::process::Command::new("tar"),
+            As::User => {
+                let mut c = std::process::Command::new("runuser");
+                c.args(["-u", crate::support::TEST_USER, "--", "tar"]);
+                c
+            }
+        };
+        let st = c
+            .args([
+                "--exclude=./dev/*",
+                "-C",
+                root.to_str().unwrap(),
+                "-xf",
+                tar.to_str().unwrap(),
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let rec = store.imported(&root, "dir");
+        assert_eq!(rec["format"], "directory", "{rec}");
+        // Imported again, the same tree is the same root.
+        let again = store.imported(&root, "dir2");
+        assert_eq!(again["id"], rec["id"]);
+        assert_eq!(store.roots().len(), 1);
+        let r = store.on_image("run", "dir", &["-"], PANDAS);
+        assert_eq!(status(&r), "completed", "{who:?}: {r}");
+        assert!(
+            r["stdout"].as_str().unwrap().starts_with("{'a': 8.0"),
+            "{r}"
+        );
+    }
+}
