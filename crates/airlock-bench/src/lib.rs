@@ -286,51 +286,48 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     Ok(report)
 }
 
-/// Cold start on an image's root (next to the host-root row), and the import that made it.
+/// Cold start on an image's root (pushed next to the host-root row), and the rows of the
+/// import that made it (returned, for the end of the table).
 async fn image_rows(
     rows: &mut Vec<Row>,
     opts: &Options,
     runs: usize,
     limits: &airlock_broker::Limits,
-) {
+) -> Vec<Row> {
     const SYSTEM: &str = "airlock cold, on an image";
     let Some(path) = &opts.image else {
         let why = "pass --image PATH (e.g. an mmdebstrap root tarball) to measure";
         rows.push(Row::skipped(START, SYSTEM, why));
-        rows.push(Row::skipped(IMPORT, "airlock image import", why));
-        return;
+        return vec![Row::skipped(IMPORT, "airlock image import", why)];
     };
-    match image::import(path) {
-        Ok(imported) => {
-            let r = image::start(&opts.executor, &imported.image, runs, limits).await;
-            rows.push(Row::from_result(
-                START,
-                SYSTEM,
-                "ms",
-                r,
-                "the image's root and interpreter instead of the host's",
-            ));
-            let [first, again] = imported.seconds;
-            rows.push(Row::measured(
-                IMPORT,
-                "airlock image import",
-                "s",
-                vec![first],
-                imported.note,
-            ));
-            rows.push(Row::measured(
-                IMPORT,
-                "airlock image import, root cached",
-                "s",
-                vec![again],
-                "content-addressed: nothing unpacked again",
-            ));
-        }
+    let imported = match image::import(path) {
+        Ok(i) => i,
         Err(e) => {
             rows.push(Row::skipped(START, SYSTEM, e.clone()));
-            rows.push(Row::skipped(IMPORT, "airlock image import", e));
+            return vec![Row::skipped(IMPORT, "airlock image import", e)];
         }
-    }
+    };
+    let r = image::start(&opts.executor, &imported.image, runs, limits).await;
+    let note = "the image's root and interpreter instead of the host's";
+    rows.push(Row::from_result(START, SYSTEM, "ms", r, note));
+    let [first, again] = imported.seconds;
+    let cached = "content-addressed: nothing unpacked again";
+    vec![
+        Row::measured(
+            IMPORT,
+            "airlock image import",
+            "s",
+            vec![first],
+            imported.note,
+        ),
+        Row::measured(
+            IMPORT,
+            "airlock image import, root cached",
+            "s",
+            vec![again],
+            cached,
+        ),
+    ]
 }
 
 fn host_row(
