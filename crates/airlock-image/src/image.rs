@@ -1,5 +1,6 @@
 //! An imported image as the store records it, and as a sandbox uses it.
 use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -67,12 +68,19 @@ impl Image {
         (v.len() as u64 <= MAX_RECORD_BYTES).then_some(v)
     }
 
-    /// Keeps a note about this root (best effort: a store the caller cannot write keeps none).
+    /// Keeps a note about this root (best effort: a store the caller cannot write, or root
+    /// writing into another user's store, keeps none).
     pub fn keep_note(&self, key: &str, bytes: &[u8]) -> Result<()> {
         let name = note_name(key).ok_or_else(|| ImageError::Json {
             what: "note".into(),
             why: format!("bad key {key:?}"),
         })?;
+        // Root using someone else's store (`--image-dir`) leaves it as it is: a root-owned
+        // note there is one its owner could not remove.
+        let store_owner = self.notes.parent().and_then(|p| std::fs::metadata(p).ok());
+        if airlock_jail::identity::effective_root() && store_owner.is_some_and(|m| m.uid() != 0) {
+            return Ok(());
+        }
         std::fs::create_dir_all(&self.notes).map_err(ImageError::io("create notes dir"))?;
         write_atomic(&self.notes.join(name), bytes)
     }
