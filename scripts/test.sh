@@ -14,7 +14,7 @@ say() { printf '\n==> %s\n' "$*"; }
 if [ "$(id -u)" = 0 ]; then
     say "system packages"
     missing=()
-    for pkg in python3 python3-numpy python3-venv bubblewrap util-linux passwd podman runc mmdebstrap; do
+    for pkg in python3 python3-numpy python3-matplotlib python3-venv bubblewrap util-linux passwd podman runc mmdebstrap; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
@@ -30,8 +30,8 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-python3 -m pip install --quiet --disable-pip-version-check numpy pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' \
-    || python3 -m pip install --quiet --break-system-packages numpy pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
+python3 -m pip install --quiet --disable-pip-version-check numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26' \
+    || python3 -m pip install --quiet --break-system-packages numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26'
 export AIRLOCK_REQUIRE_NUMPY=1
 
 say "format and lints"
@@ -67,6 +67,42 @@ if [ -d clients/python/tests ]; then
     AIRLOCK_BIN="$root/target/debug/airlock" python3 -m pytest -q clients/python/tests \
         2>&1 | tee "$logs/pytest.log"
 fi
+
+say "airlock as a maf-sandbox backend (maf-sandbox's own conformance suites)"
+# A Python >= 3.12 both identities can run, with maf-sandbox, cached between runs; no such
+# Python on the machine fails here, loudly (scripts/maf-python.sh says what it looked for).
+maf_line="$(bash scripts/maf-python.sh)"
+read -r maf_py maf_lib <<<"$maf_line"
+maf_src="$(mktemp -d)"
+cp -r clients/python/src/airlock_client clients/airlock-maf/src/airlock_maf "$maf_src/"
+mkdir -p "$maf_src/repo/clients" "$maf_src/repo/examples"
+cp -r clients/airlock-maf "$maf_src/repo/clients/"
+cp -r clients/python "$maf_src/repo/clients/"
+cp examples/maf_agent.py "$maf_src/repo/examples/"
+chmod -R a+rX "$maf_src"
+# The egress suite needs a host on the allowlist that answers 2xx: a loopback server on port
+# 80 (airlock maps a hostname to ports 80 and 443), reached through the broker's --allow-private.
+egress_pid=""
+if python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 80))' 2>/dev/null; then
+    mkdir -p "$maf_src/www" && echo ok > "$maf_src/www/index.html"
+    (cd "$maf_src/www" && exec python3 -m http.server 80 --bind 127.0.0.1 >/dev/null 2>&1) &
+    egress_pid=$!
+    sleep 1
+fi
+maf_env=(PATH=/usr/local/bin:/usr/bin:/bin LD_LIBRARY_PATH="$maf_lib" PYTHONDONTWRITEBYTECODE=1
+    PYTHONPATH="$maf_src" AIRLOCK_BIN="$root/target/debug/airlock" AIRLOCK_MAF_EGRESS_URL=http://localhost/)
+maf_tests=("$maf_py" -m pytest -q -p no:cacheprovider -c "$maf_src/repo/clients/airlock-maf/pyproject.toml"
+    "$maf_src/repo/clients/airlock-maf/tests")
+maf_status=0
+(cd /tmp && env "${maf_env[@]}" HOME="${HOME:-/root}" "${maf_tests[@]}") 2>&1 | tee "$logs/maf-root.log" || maf_status=1
+if [ "$(id -u)" = 0 ]; then
+    say "maf-sandbox suites as airlock-test"
+    (cd /tmp && runuser -u airlock-test -- env "${maf_env[@]}" HOME=/home/airlock-test "${maf_tests[@]}") 2>&1 \
+        | tee "$logs/maf-user.log" || maf_status=1
+fi
+[ -n "$egress_pid" ] && kill "$egress_pid" 2>/dev/null
+rm -rf "$maf_src"
+[ "$maf_status" = 0 ] || { echo "the maf-sandbox suites failed"; exit 1; }
 
 say "fuzz smoke (${FUZZ_SECONDS}s)"
 bash scripts/fuzz-smoke.sh "$FUZZ_SECONDS"

@@ -366,3 +366,16 @@ async def test_more_runs_than_the_brokers_in_flight_cap_on_one_connection(tmp_pa
                 await sb.dispose()
     finally:
         s.stop()
+
+
+async def test_exact_output_and_file_kinds(client):
+    async with await client.sandbox() as sb:
+        r = await sb.exec(["/bin/sh", "-c", r"printf 'a\377'; printf '\351' >&2"], exact_output=True)
+        assert (r.stdout_data, r.stderr_data) == (b"a\xff", b"\xe9")
+        assert r.stdout == "a\ufffd"
+        text = await sb.exec(["/bin/sh", "-c", r"printf 'a\377'"])
+        assert text.stdout_data is None and text.stdout == "a\ufffd"
+        await sb.exec(["/bin/sh", "-c", "echo x > f && ln -s f link && mkdir d"])
+        assert [(e.name, e.kind) for e in await sb.files.list()] == [("d", "dir"), ("f", "file"), ("link", "symlink")]
+        assert (await sb.files.stat("link")).kind == "symlink"
+        assert (await sb.files.stat("missing")).kind is None

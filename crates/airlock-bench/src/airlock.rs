@@ -53,6 +53,7 @@ pub fn spec(executor: &Path, code: &str, limits: Limits) -> RunSpec {
         env: Vec::new(),
         executor: executor.to_path_buf(),
         output: None,
+        restricted: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn spec(code: &str) -> RunSpec {
         env: Vec::new(),
         executor: executor(),
         output: None,
+        restricted: None,
     }
 }
 

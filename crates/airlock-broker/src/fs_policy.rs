@@ -19,13 +19,15 @@ const SYSTEM_EXEC: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/usr
 /// Individual host files libc and common runtimes read; nothing here is private.
 /// Only world-readable public data: `/etc/ssl` as a whole is not (its `private/` holds keys a
 /// non-root broker's groups may read, and a non-root guest keeps those groups).
-const SYSTEM_FILES: [&str; 6] = [
+const SYSTEM_FILES: [&str; 7] = [
     "/etc/ld.so.cache",
     "/etc/localtime",
     "/etc/nsswitch.conf",
     "/etc/ssl/certs",
     "/etc/ssl/openssl.cnf",
     "/etc/alternatives",
+    // Debian's matplotlib reads its defaults only from here (a stateful sandbox's figures).
+    "/etc/matplotlibrc",
 ];
 
 /// What the guest reads beyond the binds (its own /proc and /dev, its /etc files).

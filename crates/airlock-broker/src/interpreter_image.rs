@@ -139,6 +139,7 @@ async fn probe(
         env: crate::run::prepare_image::merged(&image.config.env, &[]),
         executor: executor.to_path_buf(),
         output: None,
+        restricted: None,
     };
     let r = Box::pin(crate::run::run(spec, &NoTools)).await;
     if r.status != RunStatus::Completed || r.exit_code != Some(0) || r.stdout_truncated {

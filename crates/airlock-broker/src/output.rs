@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Which output stream a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,34 +126,182 @@ impl Captured {
     }
 }
 
+/// Where one stream's bytes go: the head up to a cap, the total, a live copy.
+struct Sink {
+    out: Captured,
+    cap: usize,
+    tap: Option<(OutputTap, Stream)>,
+}
+
+impl Sink {
+    fn new(cap: usize, tap: Option<(OutputTap, Stream)>) -> Sink {
+        Sink {
+            out: Captured::default(),
+            cap,
+            tap,
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        self.out.total += data.len() as u64;
+        let room = self.cap.saturating_sub(self.out.kept.len());
+        let kept = &data[..data.len().min(room)];
+        if let Some((t, which)) = &self.tap {
+            t.offer(*which, kept);
+        }
+        self.out.kept.extend_from_slice(kept);
+    }
+}
+
 /// Read `stream` to EOF, keeping at most `cap` bytes (each kept chunk also offered to `tap`).
 pub async fn capture<R: AsyncRead + Unpin>(
     mut stream: R,
     cap: usize,
     tap: Option<(OutputTap, Stream)>,
 ) -> Captured {
-    let mut out = Captured::default();
+    let mut sink = Sink::new(cap, tap);
     let mut chunk = vec![0u8; 16 * 1024];
     loop {
         match stream.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                out.total += n as u64;
-                let room = cap.saturating_sub(out.kept.len());
-                let kept = &chunk[..n.min(room)];
-                if let Some((t, which)) = &tap {
-                    t.offer(*which, kept);
-                }
-                out.kept.extend_from_slice(kept);
-            }
+            Ok(n) => sink.push(&chunk[..n]),
         }
     }
-    out
+    sink.out
+}
+
+/// What a [`CellPipe`] is asked to do.
+enum CellCmd {
+    /// A cell starts: its bytes go to a fresh capture with this cap and tap.
+    Begin(usize, Option<OutputTap>),
+    /// The cell ended (its writer is stopped or gone): drain what the pipe holds, hand the
+    /// capture back.
+    End(oneshot::Sender<Captured>),
+}
+
+/// One output pipe of a long-lived guest (a stateful sandbox's kernel), cut into one capture
+/// per cell. The reader drains the pipe all the time, so the kernel never blocks on it; bytes
+/// that arrive between cells (there should be none: the kernel is stopped) go to the next cell.
+#[derive(Debug)]
+pub struct CellPipe {
+    cmds: mpsc::Sender<CellCmd>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for CellCmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CellCmd")
+    }
+}
+
+impl CellPipe {
+    /// Start draining `pipe` (which stream it is names the chunks a tap gets).
+    pub fn start(pipe: std::os::fd::OwnedFd, which: Stream) -> std::io::Result<CellPipe> {
+        use std::os::fd::AsFd;
+        let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe)?;
+        // A second handle on the same (non-blocking) pipe, read directly when a cell ends: the
+        // reactor's cached readiness may not have seen the last bytes yet.
+        let direct = std::fs::File::from(rx.as_fd().try_clone_to_owned()?);
+        let (cmds, inbox) = mpsc::channel(2);
+        let task = tokio::spawn(drain_cells(rx, direct, inbox, which));
+        Ok(CellPipe { cmds, task })
+    }
+
+    /// A cell begins.
+    pub async fn begin(&self, cap: usize, tap: Option<OutputTap>) {
+        let _ = self.cmds.send(CellCmd::Begin(cap, tap)).await;
+    }
+
+    /// The cell ended: everything its writer put in the pipe before now, within the cap.
+    pub async fn end(&self) -> Captured {
+        let (tx, rx) = oneshot::channel();
+        if self.cmds.send(CellCmd::End(tx)).await.is_err() {
+            return Captured::default();
+        }
+        rx.await.unwrap_or_default()
+    }
+}
+
+impl Drop for CellPipe {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Bytes buffered from a pipe when no cell is running, at most.
+const BETWEEN_CELLS: usize = 64 * 1024;
+
+async fn drain_cells(
+    rx: tokio::net::unix::pipe::Receiver,
+    mut direct: std::fs::File,
+    mut inbox: mpsc::Receiver<CellCmd>,
+    which: Stream,
+) {
+    let mut sink = Sink::new(BETWEEN_CELLS, None);
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut eof = false;
+    loop {
+        tokio::select! {
+            ready = rx.readable(), if !eof => {
+                if ready.is_err() {
+                    eof = true;
+                    continue;
+                }
+                match rx.try_read(&mut chunk) {
+                    Ok(0) => eof = true,
+                    Ok(n) => sink.push(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => eof = true,
+                }
+            }
+            cmd = inbox.recv() => match cmd {
+                None => return,
+                Some(CellCmd::Begin(cap, tap)) => {
+                    let early = std::mem::take(&mut sink.out.kept);
+                    sink = Sink::new(cap, tap.map(|t| (t, which)));
+                    sink.push(&early);
+                }
+                Some(CellCmd::End(reply)) => {
+                    // The pipe holds at most its buffer: this ends.
+                    while !eof {
+                        match std::io::Read::read(&mut direct, &mut chunk) {
+                            Ok(0) => eof = true,
+                            Ok(n) => sink.push(&chunk[..n]),
+                            Err(_) => break,
+                        }
+                    }
+                    let done = std::mem::replace(&mut sink, Sink::new(BETWEEN_CELLS, None));
+                    let _ = reply.send(done.out);
+                }
+            },
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_cell_pipe_cuts_one_capture_per_cell_with_nothing_lost_or_shared() {
+        use std::io::Write;
+        let (r, w) = std::io::pipe().unwrap();
+        let pipe = CellPipe::start(r.into(), Stream::Stdout).unwrap();
+        let mut w = std::fs::File::from(std::os::fd::OwnedFd::from(w));
+        pipe.begin(10, None).await;
+        w.write_all(b"first cell output").unwrap();
+        let one = pipe.end().await;
+        assert_eq!((one.kept.as_slice(), one.total), (&b"first cell"[..], 17));
+        w.write_all(b"early ").unwrap(); // between cells: kept for the next one
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        pipe.begin(100, None).await;
+        w.write_all(b"second").unwrap();
+        let two = pipe.end().await;
+        assert_eq!(two.kept, b"early second");
+        drop(w);
+        pipe.begin(100, None).await;
+        assert_eq!(pipe.end().await, Captured::default());
+    }
 
     #[tokio::test]
     async fn a_tap_sees_the_kept_bytes_and_a_full_tap_drops_instead_of_blocking() {

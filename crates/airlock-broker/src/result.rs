@@ -88,6 +88,54 @@ pub struct RunResult {
     /// Every allow/deny of the egress proxy (allowlist egress), in order, at most
     /// `airlock_egress::MAX_DECISIONS`.
     pub egress: Vec<airlock_egress::Decision>,
+    /// A stateful sandbox's cell: the value of its trailing expression.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<CellValue>,
+    /// A stateful sandbox's cell: rich output (`display()`, matplotlib figures), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub display: Vec<DisplayItem>,
+    /// Rich output items not returned (over the per-cell caps, or too large for one message).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub display_dropped: u32,
+    /// A stateful sandbox's cell: the kernel ended with this call (killed past its interrupt,
+    /// out of memory, crashed), so every variable, import and object is gone; the next call
+    /// starts a fresh kernel. Files in the sandbox are kept.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_restarted: bool,
+    /// The exact bytes kept of stdout (`stdout` is them as text, invalid UTF-8 replaced); not
+    /// serialized: a caller that wants them sends them itself (the server's `output_encoding`).
+    #[serde(skip)]
+    pub stdout_raw: Vec<u8>,
+    /// The exact bytes kept of stderr.
+    #[serde(skip)]
+    pub stderr_raw: Vec<u8>,
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if signature"
+)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The value of a cell's trailing expression, as a notebook shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct CellValue {
+    /// Its `repr()` (at most 64 KiB).
+    pub repr: String,
+    /// The value itself when it is plain JSON data (at most 256 KiB encoded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+}
+
+/// One rich output of a cell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DisplayItem {
+    /// `image/png`, `image/jpeg` or `text/plain`.
+    pub mime: String,
+    /// The bytes, base64 (standard alphabet, padded).
+    pub data: String,
 }
 
 impl RunResult {
@@ -118,6 +166,12 @@ impl RunResult {
             enforcement: Vec::new(),
             warm: false,
             egress: Vec::new(),
+            value: None,
+            display: Vec::new(),
+            display_dropped: 0,
+            kernel_restarted: false,
+            stdout_raw: Vec::new(),
+            stderr_raw: Vec::new(),
         }
     }
 }

@@ -125,6 +125,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         env,
         executor: std::env::current_exe().context("locating the airlock binary")?,
         output: None,
+        restricted: None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

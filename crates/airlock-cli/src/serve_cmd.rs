@@ -102,6 +102,10 @@ pub struct ServeOpts {
     /// Append one JSON line per run to this file.
     #[arg(long, value_name = "PATH")]
     pub audit: Option<PathBuf>,
+    /// Let the allowlisted hosts of session sandboxes resolve into this special range (CIDR,
+    /// repeatable): a private network's, or loopback for a test server. Off by default.
+    #[arg(long = "allow-private", value_name = "CIDR")]
+    pub allow_private: Vec<String>,
     /// A policy.toml (floor, denied capabilities, limits): its limits become the ceilings, and
     /// every run is admitted by it first (also read from $AIRLOCK_POLICY).
     #[arg(long, value_name = "PATH")]
@@ -227,11 +231,15 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         }
     }
     let epoch = format!("{:x}", std::process::id());
+    // Checked here, so a bad range stops the server rather than every allowlist sandbox.
+    airlock_egress::Rules::parse(&["localhost"], &[] as &[&str], &opts.allow_private)
+        .context("--allow-private")?;
     config.sandboxes = Some(crate::serve_sandboxes::build(
         &config,
         policy.as_ref(),
         &epoch,
         max_sandboxes,
+        &opts.allow_private,
         opts.image_dir.clone(),
     )?);
     Ok(config)

@@ -12,20 +12,26 @@ use airlock_server::sandboxes::Sandboxes;
 use airlock_server::ServerConfig;
 use anyhow::Context;
 
-/// The registry for `config` (the server's run defaults, interpreter and executor).
+/// The registry for `config` (the server's run defaults, interpreter and executor);
+/// `allow_private`: the special ranges allowlisted hosts may resolve into.
 pub fn build(
     config: &ServerConfig,
     policy: Option<&Policy>,
     epoch: &str,
     max_live: usize,
+    allow_private: &[String],
     image_dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<Arc<Sandboxes>> {
     let mut local = LocalConfig::new(config.executor.clone());
+    local.egress_allow_private = allow_private.to_vec();
     if let Some(dir) = image_dir {
         local.images = Some(airlock_image::Store::open(dir));
     }
     local.limits = config.defaults.clone();
     local.python = config.interpreter.clone();
+    if let Some(p) = policy {
+        local.restricted = p.restricted.clone();
+    }
     // Policy events go to the audit log next to the run records.
     let observer = config
         .audit

@@ -12,7 +12,7 @@ use airlock_local::{LocalBackend, LocalConfig, LocalSandbox};
 use airlock_policy::{Capability, Egress, Isolation, IsolationScope, SandboxKey, SandboxSpec};
 use airlock_router::conformance::{
     call_scope_suite, egress_suite, exec_suite, files_delete_suite, files_in_suite,
-    files_out_suite, run_code_suite, EgressProbe, Fetch,
+    files_out_suite, links_suite, run_code_suite, EgressProbe, Fetch,
 };
 use airlock_router::{Backend, Router, Sandbox};
 
@@ -52,6 +52,7 @@ async fn local_passes_the_conformance_suites() {
         files_in_suite(dynsb, &wd).await,
         files_out_suite(dynsb, &wd).await,
         files_delete_suite(dynsb, &wd).await,
+        links_suite(dynsb, &wd).await,
     ] {
         report.assert_passed();
     }

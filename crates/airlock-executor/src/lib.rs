@@ -23,8 +23,14 @@ pub use attest::Attestation;
 pub use config::{AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec};
 pub use stage::stage_main;
 
-/// The guest bootstrap that CPython runs with `-c` before the untrusted program.
-pub const BOOTSTRAP_PY: &str = include_str!("guest/bootstrap.py");
+/// The guest bootstrap that CPython runs with `-c` before the untrusted program: the protocol,
+/// seccomp, attestation and one-shot run (`guest/bootstrap.py`), the stateful kernel
+/// (`guest/kernel.py`), then `main()`.
+pub const BOOTSTRAP_PY: &str = concat!(
+    include_str!("guest/bootstrap.py"),
+    include_str!("guest/kernel.py"),
+    "\nmain()\n"
+);
 
 /// Exit status of a stage that refused to run (a layer could not be applied).
 pub const EXIT_REFUSED: i32 = 70;

@@ -89,3 +89,19 @@ pub fn tree_rss_bytes(root: i32) -> u64 {
 pub fn process_exists(pid: i32) -> bool {
     pid > 0 && PathBuf::from(format!("/proc/{pid}")).exists()
 }
+
+/// True when every thread of `pid` is stopped (`T`, or `t` when traced) or the process is
+/// gone; false while any thread still runs or sleeps.
+pub fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.take(MAX_TASKS).flatten().all(|task| {
+        let stat = read_bounded(&task.path().join("stat"), STATUS_LIMIT).unwrap_or_default();
+        // The state follows the last ')' (the command name may contain parentheses).
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
+        matches!(state, None | Some('T' | 't' | 'Z' | 'X'))
+    })
+}

@@ -215,6 +215,8 @@ impl Backend for LocalBackend {
             files_in: *spec.files_in(),
             tools: self.tools.clone(),
             egress,
+            stateful: spec.stateful(),
+            restricted: spec.restricted(),
         }));
         map.insert(
             key.clone(),

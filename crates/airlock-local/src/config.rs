@@ -26,6 +26,8 @@ pub struct LocalConfig {
     ///
     /// [`EgressDecided`]: airlock_router::EgressDecided
     pub observer: airlock_router::Observers,
+    /// The restricted language profile a sandbox whose spec asks for it runs under.
+    pub restricted: airlock_policy::RestrictedProfile,
 }
 
 impl LocalConfig {
@@ -40,6 +42,16 @@ impl LocalConfig {
             images: airlock_image::Store::default_dir().map(airlock_image::Store::open),
             egress_allow_private: Vec::new(),
             observer: airlock_router::Observers::default(),
+            restricted: airlock_policy::RestrictedProfile::default(),
         }
+    }
+}
+
+/// The profile as the broker hands it to the guest.
+#[must_use]
+pub fn guard_of(p: &airlock_policy::RestrictedProfile) -> airlock_broker::Restricted {
+    airlock_broker::Restricted {
+        builtins: p.builtins.iter().cloned().collect(),
+        blocked_imports: p.blocked_imports.iter().cloned().collect(),
     }
 }

@@ -26,7 +26,7 @@ use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 
 use airlock_jail::dirfd::{fstat, DirFd, FileKind, Meta};
-use airlock_router::{DirEntry, FileStat, SandboxError};
+use airlock_router::{DirEntry, EntryKind, FileStat, SandboxError};
 
 /// Most entries one `list` returns; a directory holding more is an error, not a partial list.
 pub const MAX_LIST_ENTRIES: usize = 10_000;
@@ -149,9 +149,16 @@ fn served_size(m: &Meta) -> Option<u64> {
 }
 
 fn file_stat(m: &Meta) -> FileStat {
+    let kind = match m.kind {
+        FileKind::Regular => EntryKind::File,
+        FileKind::Directory => EntryKind::Directory,
+        FileKind::Symlink => EntryKind::Symlink,
+        _ => EntryKind::Other,
+    };
     FileStat {
         size: served_size(m),
-        is_dir: m.kind == FileKind::Directory,
+        is_dir: kind == EntryKind::Directory,
+        kind,
     }
 }
 

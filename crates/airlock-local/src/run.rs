@@ -1,4 +1,5 @@
-//! One run in a [`LocalSandbox`]: a fresh executor over the sandbox's filesystem.
+//! One run in a [`LocalSandbox`]: a fresh executor over the sandbox's filesystem, or, for
+//! `run_code` in a stateful sandbox, a cell of its kernel ([`airlock_broker::Kernel`]).
 //!
 //! [`LocalSandbox::run_request`] is the whole-result form a server uses (its own tool handler,
 //! cancellation, a live output tap, the broker's full [`airlock_broker::RunResult`], refusals
@@ -70,7 +71,7 @@ impl LocalSandbox {
         req: RunRequest<'_>,
     ) -> Result<airlock_broker::RunResult, SandboxError> {
         let deadline = Instant::now() + req.timeout;
-        let Ok(_held) = tokio::time::timeout(req.timeout, self.run_lock.lock()).await else {
+        let Ok(mut held) = tokio::time::timeout(req.timeout, self.run_lock.lock()).await else {
             return Err(SandboxError::QueuedTimeout);
         };
         if *self.disposed.borrow() {
@@ -93,6 +94,9 @@ impl LocalSandbox {
             env: req.env,
             executor: self.config.executor.clone(),
             output: req.output,
+            restricted: self
+                .restricted
+                .then(|| crate::config::guard_of(&self.config.restricted)),
         };
         let mut rx = self.disposed.subscribe();
         let caller_cancel = req.cancel;
@@ -114,7 +118,10 @@ impl LocalSandbox {
             }
             (None, None) => &airlock_broker::NoTools,
         };
-        let result = run_cancellable(spec, handler, cancel).await;
+        let result = match (held.as_mut(), &spec.workload) {
+            (Some(kernel), Workload::Python { .. }) => kernel.run(spec, handler, cancel).await,
+            _ => run_cancellable(spec, handler, cancel).await,
+        };
         self.report_egress(&result);
         Ok(result)
     }

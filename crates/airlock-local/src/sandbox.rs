@@ -44,8 +44,11 @@ pub struct LocalSandbox {
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
     pub(crate) egress: airlock_egress::EgressSpec,
-    pub(crate) run_lock: Mutex<()>,
+    /// Held by the running executor; holds the kernel of a stateful sandbox.
+    pub(crate) run_lock: Mutex<Option<airlock_broker::Kernel>>,
     pub(crate) disposed: watch::Sender<bool>,
+    /// Python runs under the config's restricted language profile.
+    pub(crate) restricted: bool,
 }
 
 impl std::fmt::Debug for LocalSandbox {
@@ -65,6 +68,10 @@ pub(crate) struct Parts {
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
     pub(crate) egress: airlock_egress::EgressSpec,
+    /// `run_code` calls share one interpreter.
+    pub(crate) stateful: bool,
+    /// Python runs under the config's restricted language profile.
+    pub(crate) restricted: bool,
 }
 
 pub(crate) fn backend(detail: impl Into<String>) -> SandboxError {
@@ -83,8 +90,9 @@ impl LocalSandbox {
             files_in: p.files_in,
             tools: p.tools,
             egress: p.egress,
-            run_lock: Mutex::new(()),
+            run_lock: Mutex::new(p.stateful.then(airlock_broker::Kernel::default)),
             disposed: watch::channel(false).0,
+            restricted: p.restricted,
         }
     }
 
@@ -105,6 +113,8 @@ impl LocalSandbox {
             files_in: *spec.files_in(),
             tools: None,
             egress,
+            stateful: spec.stateful(),
+            restricted: spec.restricted(),
         }))
     }
 
@@ -177,7 +187,10 @@ impl LocalSandbox {
     /// Cancels a running executor, waits until it is gone, and refuses every later run.
     pub(crate) async fn shut_down(&self) {
         self.disposed.send_replace(true);
-        let _gone = self.run_lock.lock().await;
+        let mut gone = self.run_lock.lock().await;
+        if let Some(kernel) = gone.as_mut() {
+            kernel.shut_down().await;
+        }
         let fs = self
             .fs
             .lock()

@@ -49,6 +49,29 @@ pub fn summary(r: &RunResult, outputs: &[Output]) -> String {
         r.stderr_truncated,
         r.stderr_bytes,
     );
+    if let Some(v) = &r.value {
+        s.push_str(&format!("\n--- value ---\n{}\n", v.repr));
+    }
+    let images = r
+        .display
+        .iter()
+        .filter(|d| d.mime.starts_with("image/"))
+        .count();
+    for d in r.display.iter().filter(|d| d.mime == "text/plain") {
+        s.push_str(&format!("\n--- display ---\n{}\n", display_text(&d.data)));
+    }
+    if images > 0 {
+        s.push_str(&format!("\n{images} figure(s) attached as image content"));
+    }
+    if r.display_dropped > 0 {
+        s.push_str(&format!(
+            "\n{} display item(s) not returned (over the caps)",
+            r.display_dropped
+        ));
+    }
+    if r.kernel_restarted {
+        s.push_str("\nthe Python state was lost (the interpreter was restarted): variables, imports and objects are gone; files are kept");
+    }
     for o in outputs {
         match (&o.error, o.mime_type, o.bytes) {
             (Some(e), _, _) => s.push_str(&format!("\noutput {}: not returned: {e}", o.path)),
@@ -64,6 +87,9 @@ pub fn summary(r: &RunResult, outputs: &[Output]) -> String {
 /// The MCP result for a run and its declared outputs; `scope` is the sandbox scope served.
 pub fn to_call_result(r: &RunResult, outputs: &[Output], scope: &str) -> CallToolResult {
     let mut content = vec![ContentBlock::text(summary(r, outputs))];
+    for d in r.display.iter().filter(|d| d.mime.starts_with("image/")) {
+        content.push(ContentBlock::image(d.data.clone(), d.mime.clone()));
+    }
     for o in outputs {
         if let (Some((data, form)), Some(mime)) = (&o.data, o.mime_type) {
             content.push(media::block(&outputs::uri(&o.path), mime, *form, data));
@@ -81,6 +107,14 @@ pub fn to_call_result(r: &RunResult, outputs: &[Output], scope: &str) -> CallToo
     };
     result.structured_content = Some(structured);
     result
+}
+
+fn display_text(b64: &str) -> String {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap_or_default();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// An MCP error result for a call refused before anything ran (bad arguments, policy, ...).

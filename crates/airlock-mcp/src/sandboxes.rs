@@ -93,6 +93,9 @@ impl Sandboxes {
         if let Some(dir) = &config.image_dir {
             local.images = Some(airlock_image::Store::open(dir));
         }
+        if let Some(p) = &config.policy {
+            local.restricted = p.restricted.clone();
+        }
         let backend = Arc::new(
             LocalBackend::new(local)
                 .map_err(|e| McpError::Session(format!("local backend: {e}")))?,
@@ -163,6 +166,8 @@ impl Sandboxes {
         b.requires(needs.iter().copied())
             .identities(identities)
             .isolation_scope(self.scope)
+            // A conversation keeps one interpreter: variables persist across tool calls.
+            .stateful(self.scope == IsolationScope::Conversation)
             .files_in(self.config.files_in)
             .files_out(self.config.outputs)
             .build()

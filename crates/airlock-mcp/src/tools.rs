@@ -58,8 +58,10 @@ fn timeout_schema(max_s: f64) -> Value {
 fn where_(scope: IsolationScope) -> &'static str {
     match scope {
         IsolationScope::Conversation => {
-            "in this session's network-isolated airlock sandbox (files in /work persist across \
-             calls of this session; the program starts in /work)"
+            "in this session's network-isolated airlock sandbox, like a notebook: Python \
+             variables, imports and functions persist from one call to the next, as do files in \
+             /work; the value of a last expression is returned, and matplotlib figures come back \
+             as images (the program starts in /work)"
         }
         IsolationScope::Call => {
             "in a fresh, network-isolated airlock sandbox (nothing persists between calls; the \

@@ -11,7 +11,8 @@
 //!    [`Refusal::TransferLimitsNotPermitted`]
 //! 7. egress mode, exact membership; `unrestricted` is never served ->
 //!    [`Refusal::EgressNotEnforced`]
-//! 8. isolation scope (the stricter of host and spec) -> [`Refusal::ScopeNotEnforced`]
+//! 8. isolation scope (the stricter of host and spec) -> [`Refusal::ScopeNotEnforced`]; a
+//!    stateful spec under call scope -> [`Refusal::StatefulInCallScope`]
 
 use std::collections::BTreeSet;
 
@@ -211,6 +212,9 @@ pub fn decide(
             scope,
             serves,
         });
+    }
+    if spec.stateful() && scope == IsolationScope::Call {
+        return Err(Refusal::StatefulInCallScope { kind: kind() });
     }
 
     Ok(Decision { floor, scope })

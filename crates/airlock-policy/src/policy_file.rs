@@ -83,6 +83,8 @@ pub struct Policy {
     pub failed_reclaim: FailedReclaimPolicy,
     /// Server-wide ceilings (`[server]`).
     pub server: ServerLimits,
+    /// The restricted language profile sandboxes opt into (`[restricted_profile]`).
+    pub restricted: crate::restricted::RestrictedProfile,
 }
 
 /// A `policy.toml` that cannot be used.
@@ -139,7 +141,9 @@ const TOP_KEYS: &[&str] = &[
     "failed_reclaim",
     "limits",
     "server",
+    "restricted_profile",
 ];
+const RESTRICTED_KEYS: &[&str] = &["builtins", "blocked_imports"];
 const SERVER_KEYS: &[&str] = &["max_sandboxes", "max_concurrent_runs"];
 const LIMIT_KEYS: &[&str] = &[
     "timeout_seconds",
@@ -242,8 +246,49 @@ impl Policy {
                 sv.max_concurrent_runs = Some(n);
             }
         }
+        if let Some(v) = table.get("restricted_profile") {
+            let t = as_table("restricted_profile", v)?;
+            known(t, "restricted_profile.", RESTRICTED_KEYS)?;
+            let p = &mut policy.restricted;
+            if let Some(v) = t.get("builtins") {
+                p.builtins = names("restricted_profile.builtins", v, false)?;
+            }
+            if let Some(v) = t.get("blocked_imports") {
+                p.blocked_imports = names("restricted_profile.blocked_imports", v, true)?;
+            }
+        }
         Ok(policy)
     }
+}
+
+/// A list of Python names (dotted module names when `dotted`), at most 1024.
+fn names(key: &str, v: &Value, dotted: bool) -> Result<BTreeSet<String>, PolicyFileError> {
+    let wrong = || PolicyFileError::WrongType {
+        key: key.to_owned(),
+        value: v.to_string(),
+        expected: "an array of strings",
+    };
+    let items = v.as_array().ok_or_else(wrong)?;
+    if items.len() > 1024 {
+        return Err(PolicyFileError::InvalidValue {
+            key: key.to_owned(),
+            value: format!("[{} items]", items.len()),
+            reason: "at most 1024 names".into(),
+        });
+    }
+    let mut out = BTreeSet::new();
+    for item in items {
+        let name = item.as_str().ok_or_else(wrong)?;
+        if !crate::restricted::valid_name(name, dotted) {
+            return Err(PolicyFileError::InvalidValue {
+                key: key.to_owned(),
+                value: item.to_string(),
+                reason: "not a Python name".into(),
+            });
+        }
+        out.insert(name.to_owned());
+    }
+    Ok(out)
 }
 
 impl FromStr for Policy {

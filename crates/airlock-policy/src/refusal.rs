@@ -137,6 +137,13 @@ pub enum Refusal {
         /// The scopes it declares (after its silence rule).
         serves: BTreeSet<IsolationScope>,
     },
+    /// A stateful sandbox was asked for, but the host's policy makes every call its own
+    /// sandbox (call scope): one interpreter cannot serve successive calls.
+    #[error("the {kind:?} workload asks for a stateful sandbox, but host policy's isolation scope is call (every run a fresh process); use conversation scope or a stateless sandbox")]
+    StatefulInCallScope {
+        /// The workload kind.
+        kind: String,
+    },
     /// Per-spec routing found no registered backend passing every check.
     #[error(
         "no registered sandbox backend serves the {kind:?} workload: {}",
@@ -182,6 +189,7 @@ impl Refusal {
             Refusal::TransferLimitsNotPermitted { .. } => "SandboxTransferLimitsNotPermitted",
             Refusal::EgressNotEnforced { .. } => "SandboxEgressNotEnforced",
             Refusal::ScopeNotEnforced { .. } => "SandboxScopeNotEnforced",
+            Refusal::StatefulInCallScope { .. } => "SandboxStatefulInCallScope",
             Refusal::NoBackendServes { .. } => "SandboxNoBackendServes",
             Refusal::Unclean { .. } => "SandboxUnclean",
             Refusal::KeySpecMismatch { .. } => "SandboxKeySpecMismatch",

@@ -40,6 +40,9 @@ pub enum SpecError {
         /// The refused work dir.
         work_dir: String,
     },
+    /// A stateful kernel was asked for in call scope, where every run is a fresh process.
+    #[error("a stateful sandbox keeps its interpreter across runs; call scope gives every run a fresh process (use conversation scope)")]
+    StatefulCallScope,
 }
 
 /// What a workload needs from a sandbox. Build one with [`SandboxSpec::builder`].
@@ -57,6 +60,8 @@ pub struct SandboxSpec {
     files_in: TransferLimits,
     files_out: TransferLimits,
     identities: BTreeSet<Identity>,
+    stateful: bool,
+    restricted: bool,
 }
 
 impl SandboxSpec {
@@ -80,6 +85,8 @@ impl SandboxSpec {
                 files_in: TransferLimits::DEFAULT,
                 files_out: TransferLimits::DEFAULT,
                 identities: BTreeSet::new(),
+                stateful: false,
+                restricted: false,
             },
         }
     }
@@ -151,6 +158,18 @@ impl SandboxSpec {
     #[must_use]
     pub fn identities(&self) -> &BTreeSet<Identity> {
         &self.identities
+    }
+    /// True when `run_code` calls share one long-lived interpreter (a kernel): globals,
+    /// imports and objects persist from one call to the next.
+    #[must_use]
+    pub fn stateful(&self) -> bool {
+        self.stateful
+    }
+    /// True when programs run under the restricted language profile (allowlisted builtins,
+    /// blocked imports): a language-level guard inside the OS layers, not a rung of its own.
+    #[must_use]
+    pub fn restricted(&self) -> bool {
+        self.restricted
     }
 }
 
@@ -227,11 +246,25 @@ impl SandboxSpecBuilder {
         self
     }
 
+    /// Programs run under the host's restricted language profile.
+    pub fn restricted(mut self, on: bool) -> Self {
+        self.spec.restricted = on;
+        self
+    }
+    /// One interpreter serves every `run_code` (conversation scope only).
+    pub fn stateful(mut self, on: bool) -> Self {
+        self.spec.stateful = on;
+        self
+    }
+
     /// Validates and returns the spec.
     pub fn build(self) -> Result<SandboxSpec, SpecError> {
         let spec = self.spec;
         if spec.kind.is_empty() {
             return Err(SpecError::EmptyKind);
+        }
+        if spec.stateful && spec.isolation_scope == IsolationScope::Call {
+            return Err(SpecError::StatefulCallScope);
         }
         if !spec.egress_allow.is_empty() && spec.egress != Egress::Allowlist {
             return Err(SpecError::HostsWithoutAllowlist {

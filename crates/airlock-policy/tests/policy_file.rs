@@ -224,3 +224,24 @@ fn syntax_errors_and_oversize_text() {
     let big = format!("# {}", "x".repeat(MAX_POLICY_BYTES));
     assert!(matches!(err(&big), PolicyFileError::TooLarge { .. }));
 }
+
+#[test]
+fn the_restricted_profile_is_configurable_and_checked() {
+    let p = Policy::from_toml_str("").unwrap();
+    assert_eq!(p.restricted, airlock_policy::RestrictedProfile::default());
+    let p = Policy::from_toml_str(
+        "[restricted_profile]\nbuiltins = [\"print\", \"len\"]\nblocked_imports = [\"json\", \"os.path\"]\n",
+    )
+    .unwrap();
+    let set = |xs: &[&str]| xs.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+    assert_eq!(p.restricted.builtins, set(&["len", "print"]));
+    assert_eq!(p.restricted.blocked_imports, set(&["json", "os.path"]));
+    let e = err("[restricted_profile]\nbuiltins = [\"os.path\"]\n");
+    assert!(e.to_string().contains("restricted_profile.builtins"), "{e}");
+    let e = err("[restricted_profile]\nblocked_imports = [\"a-b\"]\n");
+    assert!(e.to_string().contains("not a Python name"), "{e}");
+    let e = err("[restricted_profile]\nallowed = []\n");
+    assert!(e.to_string().contains("restricted_profile.allowed"), "{e}");
+    let e = err("[restricted_profile]\nbuiltins = \"print\"\n");
+    assert!(e.to_string().contains("an array of strings"), "{e}");
+}

@@ -31,7 +31,7 @@ pub use observe::{
 };
 pub use router::{AcquireError, ReclaimHook, Router, RouterBuilder, RouterConfigError, Selection};
 pub use sandbox::{
-    DirEntry, ExecOptions, ExecResult, FileStat, RunOptions, RunResult, RunStatus, Sandbox,
-    SandboxError,
+    DirEntry, EntryKind, ExecOptions, ExecResult, FileStat, RunOptions, RunResult, RunStatus,
+    Sandbox, SandboxError,
 };
 pub use scope_guard::ScopeGuard;

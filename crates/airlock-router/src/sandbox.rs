@@ -102,6 +102,32 @@ pub struct RunResult {
     pub tool_calls: u64,
 }
 
+/// What a stat found, lstat-like: a link is named as one, never followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link (whatever it points at).
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+impl EntryKind {
+    /// The wire spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Directory => "dir",
+            EntryKind::Symlink => "symlink",
+            EntryKind::Other => "other",
+        }
+    }
+}
+
 /// One entry of a stat or a listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStat {
@@ -109,6 +135,30 @@ pub struct FileStat {
     pub size: Option<u64>,
     /// Whether it is a directory.
     pub is_dir: bool,
+    /// What it is (a caller tells an escape from a FIFO by this).
+    pub kind: EntryKind,
+}
+
+impl FileStat {
+    /// A regular file of `size` bytes.
+    #[must_use]
+    pub fn file(size: u64) -> Self {
+        FileStat {
+            size: Some(size),
+            is_dir: false,
+            kind: EntryKind::File,
+        }
+    }
+
+    /// A directory.
+    #[must_use]
+    pub fn dir() -> Self {
+        FileStat {
+            size: None,
+            is_dir: true,
+            kind: EntryKind::Directory,
+        }
+    }
 }
 
 /// A listed directory entry.

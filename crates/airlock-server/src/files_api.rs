@@ -7,6 +7,7 @@
 //! (`files_in` for writes, `files_out` for reads).
 use airlock_policy::{Direction, GuestRelPath};
 use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_router::ErrorKind;
 use airlock_router::{Sandbox, SandboxError};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -34,7 +35,9 @@ pub fn file_error(e: &SandboxError) -> ErrorObject {
         SandboxError::NotFound { .. } => ErrorCode::NotFound,
         _ => ErrorCode::FileRefused,
     };
-    ErrorObject::new(code, e.to_string())
+    // `data.kind` names the rule (`SandboxPathNotConfined`, `SandboxFileTooLarge`, ...), so a
+    // client tells a path through a link from an oversized file without parsing the message.
+    ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": e.kind() }))
 }
 
 fn path(raw: &str) -> Result<GuestRelPath, ErrorObject> {
@@ -154,10 +157,13 @@ pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .map_err(|e| file_error(&e))?;
     Ok(match st {
         // The documented shape has all four members, whatever is there.
-        None => json!({ "path": rel.as_str(), "exists": false, "size": null, "is_dir": false }),
-        Some(s) => {
-            json!({ "path": rel.as_str(), "exists": true, "size": s.size, "is_dir": s.is_dir })
-        }
+        None => json!({
+            "path": rel.as_str(), "exists": false, "size": null, "is_dir": false, "kind": null
+        }),
+        Some(s) => json!({
+            "path": rel.as_str(), "exists": true, "size": s.size, "is_dir": s.is_dir,
+            "kind": s.kind.as_str()
+        }),
     })
 }
 
@@ -172,7 +178,10 @@ pub async fn list(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .map_err(|e| file_error(&e))?;
     let entries: Vec<Value> = entries
         .iter()
-        .map(|e| json!({ "name": e.name, "size": e.stat.size, "is_dir": e.stat.is_dir }))
+        .map(|e| {
+            let (size, is_dir, kind) = (e.stat.size, e.stat.is_dir, e.stat.kind.as_str());
+            json!({ "name": e.name, "size": size, "is_dir": is_dir, "kind": kind })
+        })
         .collect();
     Ok(json!({ "entries": entries }))
 }

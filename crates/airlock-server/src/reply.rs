@@ -27,6 +27,8 @@ fn encoded_len(m: &Message) -> usize {
 }
 
 /// The success response for a run that started, with `run_id` added to the result object.
+/// What does not fit one message is shed in order: display items (counted in
+/// `display_dropped`), the value's JSON copy, then halves of the longer stream.
 pub fn run_result(id: Id, run_id: &str, mut result: RunResult) -> Message {
     loop {
         let mut value = serde_json::to_value(&result).unwrap_or(Value::Null);
@@ -36,6 +38,17 @@ pub fn run_result(id: Id, run_id: &str, mut result: RunResult) -> Message {
         let msg = Message::success(id.clone(), value);
         if encoded_len(&msg) <= DEFAULT_MAX_MESSAGE_BYTES {
             return msg;
+        }
+        // Rich output goes first (the largest item), then the value's JSON copy (its repr
+        // stays), then the streams.
+        if let Some(i) = (0..result.display.len()).max_by_key(|&i| result.display[i].data.len()) {
+            result.display.remove(i);
+            result.display_dropped = result.display_dropped.saturating_add(1);
+            continue;
+        }
+        if let Some(v) = result.value.as_mut().filter(|v| v.json.is_some()) {
+            v.json = None;
+            continue;
         }
         if result.stdout.is_empty() && result.stderr.is_empty() {
             return error(
@@ -94,5 +107,35 @@ mod tests {
         let v = r.outcome.unwrap();
         assert_eq!(v["stdout_truncated"], true);
         assert!(!v["stdout"].as_str().unwrap().is_empty());
+    }
+
+    #[test]
+    fn rich_output_and_the_json_value_are_shed_before_the_streams() {
+        let mut r = result("kept".into());
+        for n in [600_000usize, 300_000, 1_000] {
+            r.display.push(airlock_broker::result::DisplayItem {
+                mime: "image/png".into(),
+                data: "A".repeat(n),
+            });
+        }
+        r.value = Some(airlock_broker::result::CellValue {
+            repr: "[...]".into(),
+            json: Some(serde_json::json!("x".repeat(200_000))),
+        });
+        let m = run_result(Id::Number(1), "r", r);
+        assert!(m.to_vec().unwrap().len() <= DEFAULT_MAX_MESSAGE_BYTES);
+        let Message::Response(resp) = m else {
+            panic!("not a response")
+        };
+        let v = resp.outcome.unwrap();
+        // The 600 kB item went; the rest (with the value) fits.
+        assert_eq!(v["display_dropped"], 1, "{}", v["display_dropped"]);
+        assert_eq!(v["display"].as_array().unwrap().len(), 2);
+        assert_eq!(v["value"]["repr"], "[...]");
+        assert!(v["value"]["json"].is_string());
+        assert_eq!(
+            (v["stdout"].as_str(), v["stdout_truncated"].as_bool()),
+            (Some("kept"), Some(false))
+        );
     }
 }

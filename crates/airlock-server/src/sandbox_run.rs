@@ -48,6 +48,18 @@ struct RawRun {
     stream: bool,
     cwd: Option<String>,
     tools: Option<Vec<String>>,
+    #[serde(default)]
+    output_encoding: OutputEncoding,
+}
+
+/// How the result carries the captured streams: text (invalid UTF-8 replaced) or the exact
+/// bytes as base64.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum OutputEncoding {
+    #[default]
+    Text,
+    Base64,
 }
 
 /// Everything a method needs from its connection.
@@ -73,6 +85,7 @@ pub(crate) struct RunCall {
     stream: bool,
     cwd: Option<String>,
     tools: Option<std::collections::BTreeSet<String>>,
+    encoding: OutputEncoding,
 }
 
 /// Parse `sandbox.run_code` / `sandbox.exec` params (the program and env by `execute`'s rules).
@@ -106,6 +119,7 @@ pub fn parse(method: &str, v: Value) -> Result<RunCall, ErrorObject> {
         stream: raw.stream,
         cwd: raw.cwd,
         tools: p.tools,
+        encoding: raw.output_encoding,
     })
 }
 
@@ -298,9 +312,19 @@ async fn run_inner(
         };
         sink.write(&AuditRecord::new(&facts, remote.take_calls(), &result));
     }
+    let mut result = result;
+    if call.encoding == OutputEncoding::Base64 {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        result.stdout = b64.encode(&result.stdout_raw);
+        result.stderr = b64.encode(&result.stderr_raw);
+    }
     let mut msg = reply::run_result(request_id.clone(), run_id, result);
     if let Message::Response(r) = &mut msg {
         if let Ok(Value::Object(m)) = r.outcome.as_mut() {
+            if call.encoding == OutputEncoding::Base64 {
+                m.insert("output_encoding".into(), json!("base64"));
+            }
             m.insert("sandbox_id".into(), json!(held.id));
             if let Some(d) = &dropped {
                 m.insert("output_dropped_bytes".into(), json!(d.get()));

@@ -312,6 +312,7 @@ impl Session {
             env: p.env,
             executor: config.executor.clone(),
             output: None,
+            restricted: None,
         };
         let span = tracing::info_span!("run", run_id = %run_id);
         // `run.cancel {run_id}` reaches an `execute` run too.

@@ -64,6 +64,10 @@ struct RawSpec {
     outputs_named_at_call_time: bool,
     #[serde(default)]
     tools: Vec<crate::wire_tools::WireTool>,
+    #[serde(default)]
+    stateful: bool,
+    #[serde(default)]
+    restricted: bool,
     /// An image of the server's store to run on (`airlock image ls`).
     #[serde(default)]
     image: Option<String>,
@@ -147,7 +151,9 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         .requires(s.requires.unwrap_or_else(default_requires))
         .egress(s.egress.unwrap_or(Egress::Closed))
         .egress_allow(s.egress_allow)
-        .isolation_scope(s.isolation_scope.unwrap_or(IsolationScope::Conversation));
+        .isolation_scope(s.isolation_scope.unwrap_or(IsolationScope::Conversation))
+        .stateful(s.stateful)
+        .restricted(s.restricted);
     if let Some(floor) = s.min_isolation {
         b = b.min_isolation(floor);
     }

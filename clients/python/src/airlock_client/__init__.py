@@ -17,16 +17,17 @@ from .errors import (AirlockError, BusyError, ConnectionClosedError, ConnectionE
                      ProtocolError, RunTimeoutError, SandboxRefusedError, ShutdownError, ToolCallLimitError,
                      ToolDenied, ToolDeniedError, ToolError, UnauthorizedError, UnknownToolError, error_class)
 from .models import Artifact, CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo
-from .result import EgressDecision, RunError, RunResult, RunStatus
+from .result import CellValue, DisplayItem, EgressDecision, RunError, RunResult, RunStatus
 from .sandbox import Sandbox
 from .spec import (DEFAULT_REQUIRES, Capability, DeclaredOutput, Egress, Identity, Isolation, IsolationScope,
                    Limits, SandboxKey, Tool, ToolDeclaration, TransferLimits)
 from .sync import Client, SyncClient, SyncFiles, SyncSandbox
 
 __all__ = [
-    "AirlockError", "Artifact", "AsyncClient", "BaseClient", "BusyError", "CHUNK_BYTES", "Capability", "Client",
+    "AirlockError", "Artifact", "AsyncClient", "BaseClient", "BusyError", "CHUNK_BYTES", "Capability", "CellValue",
+    "Client",
     "CollectedOutputs", "ConnectionClosedError", "ConnectionError", "DEFAULT_REQUIRES", "DeclaredOutput",
-    "Disposal", "EgressDecision", "Egress", "ErrorCode", "ExecutorCrashedError", "FileEntry",
+    "Disposal", "DisplayItem", "EgressDecision", "Egress", "ErrorCode", "ExecutorCrashedError", "FileEntry",
     "FileRefusedError", "FileStat", "Files", "Identity", "InternalError", "InvalidParamsError",
     "InvalidRequestError", "Isolation", "IsolationScope", "Limits", "MAX_MESSAGE_BYTES", "MemoryLimitError",
     "MethodNotFoundError", "NotFoundError", "OutputCallback", "OutputLimitError", "OverCapacityError",

@@ -46,8 +46,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
                   min_isolation: Union[Isolation, str, None], limits: Optional[Limits],
                   files_in: Optional[TransferLimits], files_out: Optional[TransferLimits],
                   idle_timeout: Optional[float], tools: Sequence[Tool], declared_outputs: Sequence[DeclaredOutput],
-                  outputs_named_at_call_time: bool, key: Optional[SandboxKey],
-                  image: Optional[str] = None) -> Dict[str, Any]:
+                  outputs_named_at_call_time: bool, key: Optional[SandboxKey], stateful: bool = False,
+                  restricted: bool = False, image: Optional[str] = None) -> Dict[str, Any]:
     """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire."""
     if isinstance(egress_allow, str):
         raise TypeError("egress_allow is a list of 'host[:port]' strings")
@@ -79,6 +79,10 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
         spec["declared_outputs"] = [o.to_wire() for o in declared_outputs]
     if outputs_named_at_call_time:
         spec["outputs_named_at_call_time"] = True
+    if stateful:
+        spec["stateful"] = True
+    if restricted:
+        spec["restricted"] = True
     if image is not None:
         spec["image"] = str(image)
     params: Dict[str, Any] = {"spec": spec}
@@ -114,7 +118,8 @@ class BaseClient:
                       files_in: Optional[TransferLimits] = None, files_out: Optional[TransferLimits] = None,
                       idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
                       declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
-                      key: Optional[SandboxKey] = None, image: Optional[str] = None) -> Sandbox:
+                      key: Optional[SandboxKey] = None, stateful: bool = False,
+                      restricted: bool = False, image: Optional[str] = None) -> Sandbox:
         """Create a sandbox that persists across runs (`sandbox.create`).
 
         `requires`: the capabilities it may use (default: all but host tools; `host_tools` is
@@ -123,9 +128,11 @@ class BaseClient:
         transfer caps. `idle_timeout` (s): disposed after this long without a call.
         `tools`: declared tools with the callables that answer them. `declared_outputs`: what
         `collect_outputs()` returns. `key`: the same key with an equal spec returns the same
-        sandbox. `image`: the name of an image in the server's store (`airlock image ls`) to run
-        on instead of the host's system directories; its interpreter runs `run_code`.
-        Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
+        sandbox. `stateful`: one interpreter serves every `run_code` (variables, imports and
+        objects persist; results carry `value` and `display`; see docs/server.md).
+        `restricted`: programs run under the host's restricted language profile. `image`: the
+        name of an image in the server's store (`airlock image ls`) to run on instead of the
+        host's system directories; its interpreter runs `run_code`. Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
         OverCapacityError.
         """
         tools = list(tools)
@@ -134,7 +141,7 @@ class BaseClient:
                                files_in=files_in, files_out=files_out, idle_timeout=idle_timeout, tools=tools,
                                declared_outputs=declared_outputs,
                                outputs_named_at_call_time=outputs_named_at_call_time, key=key,
-                               image=image)
+                               stateful=stateful, restricted=restricted, image=image)
         info = SandboxInfo.from_wire(await self._session.request("sandbox.create", params))
         return Sandbox(self._session, info, {t.declaration.name: t.handler for t in tools})
 

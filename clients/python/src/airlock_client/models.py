@@ -50,13 +50,17 @@ class FileStat:
     exists: bool
     size: Optional[int]
     is_dir: bool
+    #: `file`, `dir`, `symlink` or `other` (lstat-like: a link is named, never followed); None
+    #: when the broker does not say (or nothing is there).
+    kind: Optional[str] = None
 
     @classmethod
     def from_wire(cls, v: Any) -> "FileStat":
         d = _obj(v)
-        size = d.get("size")
+        size, kind = d.get("size"), d.get("kind")
         return cls(path=str(d.get("path", "")), exists=bool(d.get("exists", False)),
-                   size=int(size) if isinstance(size, int) else None, is_dir=bool(d.get("is_dir", False)))
+                   size=int(size) if isinstance(size, int) else None, is_dir=bool(d.get("is_dir", False)),
+                   kind=kind if isinstance(kind, str) else None)
 
 
 @dataclass(frozen=True)
@@ -66,13 +70,15 @@ class FileEntry:
     name: str
     size: Optional[int]
     is_dir: bool
+    #: As `FileStat.kind`.
+    kind: Optional[str] = None
 
     @classmethod
     def from_wire(cls, v: Any) -> "FileEntry":
         d = _obj(v)
-        size = d.get("size")
+        size, kind = d.get("size"), d.get("kind")
         return cls(name=str(d.get("name", "")), size=int(size) if isinstance(size, int) else None,
-                   is_dir=bool(d.get("is_dir", False)))
+                   is_dir=bool(d.get("is_dir", False)), kind=kind if isinstance(kind, str) else None)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The typed result of a run (the broker's RunResult, every member the wire sends)."""
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -58,6 +59,41 @@ class EgressDecision:
                    message=str(d.get("message", "")), address=str(addr) if addr is not None else None)
 
 
+@dataclass(frozen=True)
+class CellValue:
+    """A stateful sandbox's cell value (its trailing expression): `repr` text, and the value
+    itself as JSON data when it is plain data (`has_json`)."""
+
+    repr: str
+    json: Any = None
+    has_json: bool = False
+
+    @classmethod
+    def from_wire(cls, v: Any) -> Optional["CellValue"]:
+        if not isinstance(v, dict):
+            return None
+        return cls(repr=str(v.get("repr", "")), json=v.get("json"), has_json="json" in v)
+
+
+@dataclass(frozen=True)
+class DisplayItem:
+    """Rich output of a cell (`display()`, a matplotlib figure): `image/png`, `image/jpeg` or
+    `text/plain`, and its bytes."""
+
+    mime: str
+    data: bytes
+
+    @classmethod
+    def from_wire(cls, v: Any) -> "DisplayItem":
+        d: Mapping[str, Any] = v if isinstance(v, dict) else {}
+        return cls(mime=str(d.get("mime", "")), data=base64.b64decode(str(d.get("data", ""))))
+
+
+def _b64(text: str) -> bytes:
+    """Decode a stream sent as base64; a stream cut to fit the message keeps its whole quanta."""
+    return base64.b64decode(text[: len(text) // 4 * 4])
+
+
 def _opt_int(v: Any) -> Optional[int]:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -86,6 +122,14 @@ class RunResult:
     egress: List[EgressDecision] = field(default_factory=list)
     sandbox_id: Optional[str] = None
     output_dropped_bytes: Optional[int] = None
+    value: Optional[CellValue] = None
+    display: List[DisplayItem] = field(default_factory=list)
+    display_dropped: int = 0
+    kernel_restarted: bool = False
+    #: The exact bytes of each stream (up to its cap), when the run asked for them
+    #: (`exact_output=True`); `stdout`/`stderr` are then these decoded, invalid UTF-8 replaced.
+    stdout_data: Optional[bytes] = None
+    stderr_data: Optional[bytes] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -99,10 +143,15 @@ class RunResult:
             raise ValueError(f"run result is not an object: {v!r}")
         err = v.get("error")
         sid = v.get("sandbox_id")
+        out, err_text = str(v.get("stdout", "")), str(v.get("stderr", ""))
+        out_data = err_data = None
+        if v.get("output_encoding") == "base64":
+            out_data, err_data = _b64(out), _b64(err_text)
+            out, err_text = out_data.decode("utf-8", "replace"), err_data.decode("utf-8", "replace")
         return cls(
             status=RunStatus.parse(v.get("status")),
-            stdout=str(v.get("stdout", "")),
-            stderr=str(v.get("stderr", "")),
+            stdout=out,
+            stderr=err_text,
             exit_code=_opt_int(v.get("exit_code")),
             signal=_opt_int(v.get("signal")),
             error=RunError(int(err.get("code", 0)), str(err.get("message", ""))) if isinstance(err, dict) else None,
@@ -119,5 +168,11 @@ class RunResult:
             egress=[EgressDecision.from_wire(d) for d in v.get("egress") or []],
             sandbox_id=str(sid) if sid is not None else None,
             output_dropped_bytes=_opt_int(v.get("output_dropped_bytes")),
+            value=CellValue.from_wire(v.get("value")),
+            display=[DisplayItem.from_wire(d) for d in v.get("display") or []],
+            display_dropped=int(v.get("display_dropped", 0)),
+            kernel_restarted=bool(v.get("kernel_restarted", False)),
+            stdout_data=out_data,
+            stderr_data=err_data,
             raw=dict(v),
         )

@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
 
 def run_params(sandbox_id: str, *, timeout: Optional[float], env: Optional[Mapping[str, str]],
-               stream: bool) -> Dict[str, Any]:
+               stream: bool, exact_output: bool = False) -> Dict[str, Any]:
     params: Dict[str, Any] = {"sandbox_id": sandbox_id}
+    if exact_output:
+        params["output_encoding"] = "base64"
     if timeout is not None:
         params["timeout_s"] = timeout
     if env is not None:
@@ -72,12 +74,13 @@ class Sandbox:
 
     async def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                        on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
-                       tools: Optional[Sequence[str]] = None) -> RunResult:
+                       tools: Optional[Sequence[str]] = None, exact_output: bool = False) -> RunResult:
         """Run Python `code` in a fresh process over the sandbox's files.
 
         `timeout` (s) overrides the spec's run budget; `env` is the program's whole environment;
         `on_stdout`/`on_stderr` receive the output as it is produced, in order (the result
-        still carries all of it); `tools` narrows the declared tools this run may call.
+        still carries all of it); `tools` narrows the declared tools this run may call;
+        `exact_output` asks for each stream's exact bytes (`RunResult.stdout_data`/`stderr_data`).
         Returns the RunResult of any run that started (check `.status`); raises a typed
         AirlockError for a refusal (BusyError, NotFoundError, InvalidParamsError, ...).
         Cancelling the awaiting task cancels the run on the broker.
@@ -85,7 +88,7 @@ class Sandbox:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         params = run_params(self.sandbox_id, timeout=timeout, env=env,
-                            stream=on_stdout is not None or on_stderr is not None)
+                            stream=on_stdout is not None or on_stderr is not None, exact_output=exact_output)
         params["code"] = code
         allowed = None
         if tools is not None:
@@ -98,13 +101,13 @@ class Sandbox:
 
     async def exec(self, argv: Sequence[str], *, cwd: Optional[str] = None, timeout: Optional[float] = None,
                    env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
-                   on_stderr: Optional[OutputCallback] = None) -> RunResult:
+                   on_stderr: Optional[OutputCallback] = None, exact_output: bool = False) -> RunResult:
         """Run a command (`["/bin/sh", "-c", "ls -l"]`) in the sandbox; `cwd` defaults to /work.
         Otherwise as `run_code`."""
         if isinstance(argv, str):
             raise TypeError("argv is a list of strings, e.g. ['/bin/sh', '-c', command]")
         params = run_params(self.sandbox_id, timeout=timeout, env=env,
-                            stream=on_stdout is not None or on_stderr is not None)
+                            stream=on_stdout is not None or on_stderr is not None, exact_output=exact_output)
         params["argv"] = list(argv)
         if cwd is not None:
             params["cwd"] = cwd

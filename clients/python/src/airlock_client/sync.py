@@ -106,15 +106,15 @@ class SyncSandbox:
 
     def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                  on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
-                 tools: Optional[Sequence[str]] = None) -> RunResult:
+                 tools: Optional[Sequence[str]] = None, exact_output: bool = False) -> RunResult:
         return self._loop.call(self._sb.run_code(code, timeout=timeout, env=env, on_stdout=on_stdout,
-                                                 on_stderr=on_stderr, tools=tools))
+                                                 on_stderr=on_stderr, tools=tools, exact_output=exact_output))
 
     def exec(self, argv: Sequence[str], *, cwd: Optional[str] = None, timeout: Optional[float] = None,
              env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
-             on_stderr: Optional[OutputCallback] = None) -> RunResult:
+             on_stderr: Optional[OutputCallback] = None, exact_output: bool = False) -> RunResult:
         return self._loop.call(self._sb.exec(argv, cwd=cwd, timeout=timeout, env=env, on_stdout=on_stdout,
-                                             on_stderr=on_stderr))
+                                             on_stderr=on_stderr, exact_output=exact_output))
 
     def cancel(self) -> str:
         return self._loop.call(self._sb.cancel())
@@ -181,13 +181,15 @@ class SyncClient:
                 files_in: Optional[TransferLimits] = None, files_out: Optional[TransferLimits] = None,
                 idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
                 declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
-                key: Optional[SandboxKey] = None, image: Optional[str] = None) -> SyncSandbox:
+                key: Optional[SandboxKey] = None, stateful: bool = False,
+                restricted: bool = False, image: Optional[str] = None) -> SyncSandbox:
         """See `AsyncClient.sandbox`."""
         sb = self._loop.call(self._a.sandbox(
             requires=requires, egress=egress, egress_allow=egress_allow, isolation_scope=isolation_scope,
             min_isolation=min_isolation, limits=limits, files_in=files_in, files_out=files_out,
             idle_timeout=idle_timeout, tools=tools, declared_outputs=declared_outputs,
-            outputs_named_at_call_time=outputs_named_at_call_time, key=key, image=image))
+            outputs_named_at_call_time=outputs_named_at_call_time, key=key, stateful=stateful,
+            restricted=restricted, image=image))
         return SyncSandbox(self._loop, sb)
 
     def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:

@@ -61,6 +61,7 @@ mod tests {
             env: vec![("K".into(), "V".into())],
             executor: PathBuf::from("/bin/airlock"),
             output: None,
+            restricted: None,
         }
     }
 

@@ -35,6 +35,7 @@ impl Warm {
             env: Vec::new(),
             executor: config.executor.clone(),
             output: None,
+            restricted: None,
         };
         let prepared = prepare::prepare(&spec).await.map_err(|n| n.message)?;
         let mut launched = relay::launch(&prepared, &config.limits).map_err(|n| n.message)?;
@@ -98,7 +99,10 @@ impl Warm {
         let execute = Message::request(
             Id::Number(EXECUTE_ID),
             "execute",
-            Some(json!({ "code": code, "env": env, "sys_path": self.prepared.sys_path })),
+            Some(
+                json!({ "code": code, "env": env, "sys_path": self.prepared.sys_path,
+                         "restricted": spec.restricted }),
+            ),
         );
         // A closed socket is seen by supervision as the executor's exit.
         let _ = self.launched.send(execute);

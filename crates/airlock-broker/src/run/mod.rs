@@ -1,13 +1,14 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
 mod cgroup_attach;
-mod disk_watch;
+pub(crate) mod disk_watch;
 
 mod egress;
 pub(crate) mod prepare;
 pub(crate) mod prepare_image;
 pub(crate) mod relay;
-mod teardown;
-mod verdict;
+pub(crate) mod teardown;
+pub(crate) mod tool_relay;
+pub(crate) mod verdict;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -61,6 +62,19 @@ pub struct RunSpec {
     pub executor: PathBuf,
     /// A live copy of the captured output (streamed to a client), when someone listens.
     pub output: Option<crate::output::OutputTap>,
+    /// Python programs run under this restricted language profile (a guard inside the OS
+    /// layers, not a boundary).
+    pub restricted: Option<Restricted>,
+}
+
+/// The restricted language profile as the guest applies it: the builtins a program keeps
+/// (exception classes always stay) and the modules it may not import (with their submodules).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Restricted {
+    /// Builtin names a program may use.
+    pub builtins: Vec<String>,
+    /// Module names a program may not import.
+    pub blocked_imports: Vec<String>,
 }
 
 /// A future that, when it resolves, cancels the run.

@@ -31,6 +31,8 @@ pub struct Prepared {
     pub sandbox: Arc<SandboxFs>,
     /// A live copy of the output, when someone listens.
     pub output: Option<crate::output::OutputTap>,
+    /// The restricted language profile (Python mode).
+    pub restricted: Option<super::Restricted>,
 }
 
 /// Why nothing was spawned.
@@ -117,6 +119,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         executor: spec.executor.clone(),
         sandbox,
         output: spec.output.clone(),
+        restricted: spec.restricted.clone(),
     })
 }
 

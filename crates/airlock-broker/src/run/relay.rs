@@ -13,10 +13,7 @@ use airlock_executor::attest::{own_namespaces, Attestation};
 use airlock_executor::config::{SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD, SETUP_METHOD};
 use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
 use airlock_jail::procfs;
-use airlock_protocol::{
-    AsyncFrameReader, ErrorCode, ErrorObject, FrameError, Id, Message, Response,
-};
-use futures_util::future::BoxFuture;
+use airlock_protocol::{AsyncFrameReader, ErrorCode, FrameError, Id, Message};
 use serde_json::{json, Value};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
@@ -26,16 +23,17 @@ use super::cgroup_attach::{self, Attach};
 use super::disk_watch;
 use super::prepare::{NotStarted, Prepared};
 use super::teardown;
+use super::tool_relay::ToolRelay;
 use super::verdict::{self, End, Hint, Observed};
 use super::Cancel;
 use crate::limits::Limits;
-use crate::output::{capture, Captured, Stream};
+use crate::output::{capture, Captured, CellPipe, Stream};
 use crate::result::RunResult;
 use crate::sandbox_fs::SandboxFs;
-use crate::tools::{ToolFailure, ToolHandler};
+use crate::tools::ToolHandler;
 
 /// How often the watchdog samples the run tree's resident memory.
-const WATCHDOG_PERIOD: Duration = Duration::from_millis(25);
+pub(crate) const WATCHDOG_PERIOD: Duration = Duration::from_millis(25);
 /// Messages queued towards the executor; the protocol keeps at most a couple outstanding, so a
 /// full queue means the guest floods requests without reading answers.
 const OUTBOX: usize = 16;
@@ -50,19 +48,44 @@ enum Phase {
     Reported { by: Instant },
 }
 
-type ToolFuture<'a> = BoxFuture<'a, (Id, Result<Value, ToolFailure>)>;
+/// How the stage's stdout and stderr are read.
+pub(crate) enum Readers {
+    /// To EOF, once (a one-shot run).
+    Whole(JoinHandle<(Captured, Captured)>),
+    /// One capture per cell (a stateful kernel).
+    Cells(CellPipe, CellPipe),
+}
 
-struct Spawned {
-    child: tokio::process::Child,
-    inbox: mpsc::Receiver<Result<Option<Message>, FrameError>>,
-    outbox: mpsc::Sender<Message>,
-    readers: JoinHandle<(Captured, Captured)>,
+impl Readers {
+    fn abort(&self) {
+        if let Readers::Whole(h) = self {
+            h.abort();
+        }
+    }
+
+    /// Everything captured, for a run whose processes are all gone.
+    async fn finish(self) -> (Captured, Captured) {
+        match self {
+            Readers::Whole(h) => match tokio::time::timeout(DRAIN, h).await {
+                Ok(Ok(pair)) => pair,
+                _ => Default::default(),
+            },
+            Readers::Cells(out, err) => tokio::join!(out.end(), err.end()),
+        }
+    }
+}
+
+pub(crate) struct Spawned {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) inbox: mpsc::Receiver<Result<Option<Message>, FrameError>>,
+    pub(crate) outbox: mpsc::Sender<Message>,
+    pub(crate) readers: Readers,
     io_tasks: [JoinHandle<()>; 2],
     /// The egress proxy of an allowlist run (aborted when dropped).
     egress: Option<super::egress::Egress>,
 }
 
-fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
+fn spawn(p: &Prepared, limits: &Limits, cells: bool) -> std::io::Result<Spawned> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     ours.set_nonblocking(true)?;
     let theirs: OwnedFd = theirs.into();
@@ -83,12 +106,19 @@ fn spawn(p: &Prepared, limits: &Limits) -> std::io::Result<Spawned> {
     let missing = || std::io::Error::other("child pipes missing");
     let stdout = child.stdout.take().ok_or_else(missing)?;
     let stderr = child.stderr.take().ok_or_else(missing)?;
-    let cap = limits.max_output_bytes;
-    let out_tap = p.output.clone().map(|t| (t, Stream::Stdout));
-    let err_tap = p.output.clone().map(|t| (t, Stream::Stderr));
-    let readers = tokio::spawn(async move {
-        tokio::join!(capture(stdout, cap, out_tap), capture(stderr, cap, err_tap))
-    });
+    let readers = if cells {
+        Readers::Cells(
+            CellPipe::start(stdout.into_owned_fd()?, Stream::Stdout)?,
+            CellPipe::start(stderr.into_owned_fd()?, Stream::Stderr)?,
+        )
+    } else {
+        let cap = limits.max_output_bytes;
+        let out_tap = p.output.clone().map(|t| (t, Stream::Stdout));
+        let err_tap = p.output.clone().map(|t| (t, Stream::Stderr));
+        Readers::Whole(tokio::spawn(async move {
+            tokio::join!(capture(stdout, cap, out_tap), capture(stderr, cap, err_tap))
+        }))
+    };
     let (read_half, mut write_half) = UnixStream::from_std(ours)?.into_split();
     let (in_tx, inbox) = mpsc::channel(4);
     let reader = tokio::spawn(async move {
@@ -134,21 +164,17 @@ fn cgroup_for(stage_pid: i32, limits: &Limits) -> (String, CgroupLimits) {
     )
 }
 
-fn error_response(id: Id, code: ErrorCode, message: impl Into<String>) -> Message {
-    Message::Response(Response::error(id, ErrorObject::new(code, message)))
-}
-
 /// A spawned stage (in its cgroup where possible, its `setup` frame sent), not yet supervised.
 pub(crate) struct Launched {
-    s: Spawned,
-    stage_pid: i32,
-    cgroup: Option<RunCgroup>,
+    pub(crate) s: Spawned,
+    pub(crate) stage_pid: i32,
+    pub(crate) cgroup: Option<RunCgroup>,
     /// The cgroup being set up (see [`cgroup_attach`]), settled before any code is sent.
-    attach: Option<Attach>,
-    enforcement: Vec<&'static str>,
-    python: bool,
+    pub(crate) attach: Option<Attach>,
+    pub(crate) enforcement: Vec<&'static str>,
+    pub(crate) python: bool,
     /// The sandbox the run is in (its filesystem's usage is watched).
-    sandbox: Arc<SandboxFs>,
+    pub(crate) sandbox: Arc<SandboxFs>,
 }
 
 /// Where supervision starts.
@@ -159,6 +185,8 @@ pub(crate) enum Start<'a> {
         code: Option<&'a str>,
         /// The interpreter's `sys.path`, sent with the program.
         sys_path: &'a [PathBuf],
+        /// The restricted language profile, when the run has one.
+        restricted: Option<&'a super::Restricted>,
     },
     /// A stage whose attestation the broker already verified and whose `execute` it already
     /// sent (the warm pool, `crate::pool`).
@@ -167,7 +195,16 @@ pub(crate) enum Start<'a> {
 
 /// Spawn the stage, put it in a cgroup where the machine allows, and send its `setup` frame.
 pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStarted> {
-    let s = spawn(p, limits).map_err(|e| NotStarted {
+    launch_with(p, limits, false)
+}
+
+/// [`launch`]; `cells` reads the output one capture per cell (a stateful kernel).
+pub(crate) fn launch_with(
+    p: &Prepared,
+    limits: &Limits,
+    cells: bool,
+) -> Result<Launched, NotStarted> {
+    let s = spawn(p, limits, cells).map_err(|e| NotStarted {
         code: ErrorCode::SandboxRefused,
         message: format!("cannot start the executor {}: {e}", p.executor.display()),
     })?;
@@ -236,6 +273,21 @@ impl Launched {
         .await
     }
 
+    /// A kernel's cell begins: its output goes to fresh captures (no-op for a one-shot run).
+    pub(crate) async fn readers_begin(&self, cap: usize, tap: Option<crate::output::OutputTap>) {
+        if let Readers::Cells(out, err) = &self.s.readers {
+            tokio::join!(out.begin(cap, tap.clone()), err.begin(cap, tap));
+        }
+    }
+
+    /// A kernel's cell ended: what it wrote (empty for a one-shot run, read at its end).
+    pub(crate) async fn readers_end(&self) -> (Captured, Captured) {
+        match &self.s.readers {
+            Readers::Cells(out, err) => tokio::join!(out.end(), err.end()),
+            Readers::Whole(_) => Default::default(),
+        }
+    }
+
     /// Kill the whole tree and reap it, for a stage that will never run anything.
     pub(crate) async fn discard(mut self) {
         let _ = teardown::kill(&mut self.s.child, self.cgroup.as_ref()).await;
@@ -273,6 +325,7 @@ pub(super) async fn supervise(
     let start = Start::Cold {
         code: p.code.as_deref(),
         sys_path: &p.sys_path,
+        restricted: p.restricted.as_ref(),
     };
     drive(launched, start, limits, tools, cancel, started).await
 }
@@ -298,17 +351,20 @@ pub(crate) async fn drive(
     let mut disk = disk_watch::watch(Arc::clone(&sandbox));
     let mut disk_watching = true;
     let broker_ns: BTreeMap<String, String> = own_namespaces();
-    let (code, sys_path, mut phase) = match start {
-        Start::Cold { code, sys_path } => (code, sys_path, Phase::AwaitReady),
-        Start::Attested => (None, &[][..], Phase::Running),
+    let (code, sys_path, restricted, mut phase) = match start {
+        Start::Cold {
+            code,
+            sys_path,
+            restricted,
+        } => (code, sys_path, restricted, Phase::AwaitReady),
+        Start::Attested => (None, &[][..], None, Phase::Running),
     };
 
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
     let mut hint: Option<Hint> = None;
     let mut refusal: Option<String> = None;
-    let mut tool_calls: u32 = 0;
-    let mut in_flight: Option<ToolFuture<'_>> = None;
+    let mut relay = ToolRelay::new(tools);
     let mut peak_rss: u64 = 0;
     let mut exit = None;
 
@@ -338,28 +394,7 @@ pub(crate) async fn drive(
                     break End::Memory;
                 }
             }
-            done = async {
-                match in_flight.as_mut() {
-                    Some(f) => f.await,
-                    None => std::future::pending().await,
-                }
-            }, if in_flight.is_some() => {
-                in_flight = None;
-                let (id, outcome) = done;
-                let reply = match outcome {
-                    Ok(value) => {
-                        let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
-                        if size > limits.max_tool_response_bytes {
-                            error_response(id, ErrorCode::OutputLimit, format!(
-                                "tool response of {size} bytes exceeds the {} byte cap",
-                                limits.max_tool_response_bytes))
-                        } else {
-                            Message::Response(Response::success(id, value))
-                        }
-                    }
-                    Err(f) => Message::Response(Response::error(
-                        id, ErrorObject { code: f.code.code(), message: f.message, data: f.data })),
-                };
+            reply = relay.answered(limits), if relay.busy() => {
                 if s.outbox.try_send(reply).is_err() {
                     break End::Protocol("executor stopped reading its socket".into());
                 }
@@ -388,7 +423,7 @@ pub(crate) async fn drive(
                         }
                         let go = match code {
                             Some(code) => Message::request(
-                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path }))),
+                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path, "restricted": restricted }))),
                             None => Message::notification("start", None),
                         };
                         if s.outbox.try_send(go).is_err() {
@@ -406,27 +441,7 @@ pub(crate) async fn drive(
                         refusal = Some(refusal_of(n.params));
                     }
                     (Phase::Running, Message::Request(req)) if req.method == "call_tool" => {
-                        tool_calls = tool_calls.saturating_add(1);
-                        let id = req.id.clone();
-                        let reject = |code, m: String| error_response(id.clone(), code, m);
-                        let reply = if tool_calls > limits.max_tool_calls {
-                            Some(reject(ErrorCode::ToolCallLimit, format!(
-                                "tool call limit of {} per run reached", limits.max_tool_calls)))
-                        } else if in_flight.is_some() {
-                            Some(reject(ErrorCode::Busy, "one tool call at a time".into()))
-                        } else {
-                            match parse_call(req.params) {
-                                Ok((name, args)) => {
-                                    in_flight = Some(Box::pin(async move {
-                                        let outcome = tools.call(&name, args).await;
-                                        (id, outcome)
-                                    }));
-                                    None
-                                }
-                                Err(m) => Some(reject(ErrorCode::InvalidParams, m)),
-                            }
-                        };
-                        if let Some(r) = reply {
+                        if let Some(r) = relay.request(req, limits) {
                             if s.outbox.try_send(r).is_err() {
                                 break End::Protocol("executor floods requests without reading".into());
                             }
@@ -449,7 +464,8 @@ pub(crate) async fn drive(
             }
         }
     };
-    drop(in_flight);
+    let tool_calls = relay.calls;
+    drop(relay);
     // The guest writes its result and then exits: the exit can be seen before the reader task
     // has forwarded the result. Every writer is gone once the stage exited, so this drain ends
     // at EOF promptly.
@@ -488,10 +504,7 @@ pub(crate) async fn drive(
     for t in &s.io_tasks {
         t.abort();
     }
-    let (stdout, stderr) = match tokio::time::timeout(DRAIN, s.readers).await {
-        Ok(Ok(pair)) => pair,
-        _ => Default::default(),
-    };
+    let (stdout, stderr) = s.readers.finish().await;
     drop(cgroup);
     let egress = s.egress.take().map(super::egress::Egress::finish);
     let mut result = verdict::result(Observed {
@@ -514,7 +527,7 @@ pub(crate) async fn drive(
 
 /// Read what is left on the socket after the executor exited, looking for the execute result.
 /// A `refused` notification's layer and message, as the run's refusal.
-fn refusal_of(params: Option<Value>) -> String {
+pub(crate) fn refusal_of(params: Option<Value>) -> String {
     let params = params.unwrap_or(Value::Null);
     let layer = params["layer"].as_str().unwrap_or("unknown");
     let message = params["message"].as_str().unwrap_or("");
@@ -562,19 +575,7 @@ async fn wait_exit(
         .and_then(Result::ok)
 }
 
-fn parse_call(params: Option<Value>) -> Result<(String, Value), String> {
-    let mut params = match params {
-        Some(Value::Object(m)) => m,
-        _ => return Err("call_tool params must be an object {tool, args}".into()),
-    };
-    let name = match params.remove("tool") {
-        Some(Value::String(s)) => s,
-        _ => return Err("call_tool needs a string `tool`".into()),
-    };
-    Ok((name, params.remove("args").unwrap_or(Value::Null)))
-}
-
-fn describe(m: &Message) -> String {
+pub(crate) fn describe(m: &Message) -> String {
     match m {
         Message::Request(r) => format!("request {:?}", truncate(&r.method)),
         Message::Notification(n) => format!("notification {:?}", truncate(&n.method)),

@@ -249,5 +249,11 @@ pub fn result(o: Observed) -> RunResult {
         enforcement: o.enforcement,
         warm: false,
         egress: Vec::new(),
+        value: None,
+        display: Vec::new(),
+        display_dropped: 0,
+        kernel_restarted: false,
+        stdout_raw: o.stdout.kept,
+        stderr_raw: o.stderr.kept,
     }
 }

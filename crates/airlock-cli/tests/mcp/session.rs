@@ -352,11 +352,11 @@ async fn tracebacks_show_the_program_and_none_of_the_bootstrap() {
     let s = r.structured_content.clone().unwrap();
     let err = s["stderr"].as_str().unwrap();
     assert!(
-        err.starts_with("Traceback (most recent call last):\n  File \"<program>\", line 4, in <module>\n    print(ratio(0))\n"),
+        err.starts_with("Traceback (most recent call last):\n  File \"<cell 1>\", line 4, in <module>\n    print(ratio(0))\n"),
         "{err}"
     );
     assert!(
-        err.contains("  File \"<program>\", line 2, in ratio\n    return 10 / x\n"),
+        err.contains("  File \"<cell 1>\", line 2, in ratio\n    return 10 / x\n"),
         "{err}"
     );
     assert!(
@@ -396,8 +396,37 @@ async fn tracebacks_show_the_program_and_none_of_the_bootstrap() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(err.starts_with("  File \"<program>\", line 1\n"), "{err}");
+    assert!(err.starts_with("  File \"<cell 3>\", line 1\n"), "{err}");
     assert!(err.contains("SyntaxError"), "{err}");
+}
+
+#[tokio::test]
+async fn a_conversation_keeps_its_python_state_and_figures_come_back_as_images() {
+    let a = start(POLICY, &[]).await;
+    let r = a
+        .call(
+            "run_python",
+            json!({"code": "import math\nr = 2\nround(math.pi * r * r, 2)"}),
+        )
+        .await;
+    let s = r.structured_content.clone().unwrap();
+    assert_eq!(s["value"], json!({"repr": "12.57", "json": 12.57}), "{s}");
+    let words = text(&r);
+    assert!(words.contains("--- value ---\n12.57\n"), "{words}");
+    let code = "import matplotlib.pyplot as plt\nplt.plot([r, r * 2])\nprint('plotted')";
+    let r = a.call("run_python", json!({ "code": code })).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let images: Vec<_> = r.content.iter().filter_map(|c| c.as_image()).collect();
+    assert_eq!(images.len(), 1, "{:?}", r.content);
+    assert_eq!(images[0].mime_type, "image/png");
+    let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &images[0].data)
+        .unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{}", png.len());
+    let words = text(&r);
+    assert!(
+        words.contains("1 figure(s) attached as image content"),
+        "{words}"
+    );
 }
 
 #[tokio::test]

@@ -60,3 +60,76 @@ fn sandbox_cannot_reach_the_outside_by_udp_or_dns() {
         );
     }
 }
+
+#[test]
+fn asyncio_runs_on_its_unix_pair_and_subprocesses_stay_denied() {
+    let code = r#"
+import asyncio
+async def worker(q, n):
+    await asyncio.sleep(0.01)
+    await q.put(n * n)
+async def main():
+    q = asyncio.Queue()
+    await asyncio.gather(*(worker(q, n) for n in range(5)))
+    got = sorted([q.get_nowait() for _ in range(5)])
+    try:
+        p = await asyncio.create_subprocess_exec('/bin/true')
+        print('SPAWNED', await p.wait())
+    except OSError as e:
+        print('subprocess denied', e.errno)
+    return got
+print(asyncio.run(main()))
+"#;
+    for who in identities() {
+        let v = run_py(who, code, &[]);
+        assert_completed(&v);
+        assert_eq!(
+            v["stdout"], "subprocess denied 1\n[0, 1, 4, 9, 16]\n",
+            "{v}"
+        );
+    }
+}
+
+#[test]
+fn the_unix_pair_asyncio_needs_opens_no_other_socket() {
+    // With socketpair(AF_UNIX, SOCK_STREAM) allowed, every other way to a socket stays shut:
+    // new sockets of any family, a pair of another type, bind/connect on paths and abstract
+    // names (tried on the pair's own sockets, the only ones the program can hold), listen.
+    let (l, port) = listener();
+    let code = format!(
+        r#"
+import socket, os
+def tryit(name, f):
+    try:
+        f(); print(name, 'ALLOWED')
+    except OSError as e:
+        print(name, 'denied', e.errno)
+for fam, ty in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_STREAM),
+                (socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_UNIX, socket.SOCK_STREAM)):
+    tryit('socket', lambda: socket.socket(fam, ty))
+tryit('pair-dgram', lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
+a, b = socket.socketpair()
+a.sendall(b'ping'); print('pair', b.recv(4))
+tryit('bind-path', lambda: a.bind('/tmp/s'))
+tryit('bind-abstract', lambda: a.bind('\0airlock'))
+tryit('connect-path', lambda: a.connect('/tmp/s'))
+tryit('connect-abstract', lambda: b.connect('\0airlock'))
+tryit('connect-inet', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=2))
+tryit('listen', lambda: a.listen(1))
+print('sock file', os.path.exists('/tmp/s'))
+"#
+    );
+    for who in identities() {
+        let v = run_py(who, &code, &[]);
+        assert_completed(&v);
+        assert_eq!(
+            v["stdout"],
+            "socket denied 1\nsocket denied 1\nsocket denied 1\nsocket denied 1\n\
+             pair-dgram denied 1\npair b'ping'\nbind-path denied 1\nbind-abstract denied 1\n\
+             connect-path denied 1\nconnect-abstract denied 1\nconnect-inet denied 1\n\
+             listen denied 1\nsock file False\n",
+            "{v}"
+        );
+        assert_no_connection(&l);
+    }
+}

@@ -78,7 +78,7 @@ fn exceptions_are_errors_with_a_traceback() {
         assert!(stderr.contains("ValueError: bad input"), "{v}");
         // The program's own frames with their source lines, none of the bootstrap's.
         assert!(
-            stderr.contains("File \"<program>\", line 2, in f\n    raise ValueError('bad input')"),
+            stderr.contains("File \"main.py\", line 2, in f\n    raise ValueError('bad input')"),
             "{v}"
         );
         assert!(!stderr.contains("airlock-bootstrap"), "{v}");
@@ -89,6 +89,33 @@ fn exceptions_are_errors_with_a_traceback() {
         let v = run_py(who, "import sys; sys.exit(3)", &[]);
         assert_eq!(status(&v), "error");
         assert_eq!(v["exit_code"], 3);
+    }
+}
+
+#[test]
+fn file_help_exit_and_input_behave_as_in_a_script() {
+    for who in identities() {
+        let v = run_py(
+            who,
+            "print(__file__)
+help(len)
+exit(4)",
+            &[],
+        );
+        assert_eq!(v["exit_code"], 4, "{v}");
+        let out = v["stdout"].as_str().unwrap();
+        assert!(
+            out.starts_with("main.py\nHelp on built-in function len"),
+            "{v}"
+        );
+        let v = run_py(who, "input('name? ')", &[]);
+        assert_eq!(status(&v), "error");
+        let err = v["stderr"].as_str().unwrap();
+        assert!(
+            err.starts_with("Traceback (most recent call last):\n  File \"main.py\", line 1, in <module>\n")
+                && err.ends_with("EOFError: stdin is closed: a sandboxed program gets no input (pass data in a file, an environment variable or a tool call)\n"),
+            "{err}"
+        );
     }
 }
 

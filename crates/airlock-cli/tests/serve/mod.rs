@@ -5,6 +5,8 @@ mod admission;
 mod conformance_stdio;
 mod conformance_ws;
 mod faults;
+mod kernel;
+mod restricted;
 mod session_faults;
 mod session_limits;
 mod sessions;

@@ -13,6 +13,7 @@ use super::support::*;
 
 const NOT_FOUND: i64 = -32016;
 const FILE_REFUSED: i64 = -32017;
+const INVALID_PARAMS: i64 = -32602;
 const INVALID: i64 = -32602;
 const REFUSED: i64 = -32007;
 const BUSY: i64 = -32006;
@@ -224,16 +225,19 @@ async fn file_methods(c: &mut WsClient, sid: &str) {
         .await;
     assert_eq!(
         result_of(&l)["entries"],
-        json!([{"name": "x.txt", "size": 6, "is_dir": false}])
+        json!([{"name": "x.txt", "size": 6, "is_dir": false, "kind": "file"}])
     );
     let st = |p: &str| json!({"sandbox_id": sid, "path": p});
     let s = c.call("files.stat", st("out.txt")).await;
-    let want = json!({"path": "out.txt", "exists": true, "size": 23, "is_dir": false});
+    let want =
+        json!({"path": "out.txt", "exists": true, "size": 23, "is_dir": false, "kind": "file"});
     assert_eq!(result_of(&s), &want);
     let s = c.call("files.stat", st("sub")).await;
     assert_eq!(result_of(&s)["is_dir"], true, "{s}");
+    assert_eq!(result_of(&s)["kind"], "dir", "{s}");
     let s = c.call("files.stat", st("nope")).await;
-    let want = json!({"path": "nope", "exists": false, "size": null, "is_dir": false});
+    let want =
+        json!({"path": "nope", "exists": false, "size": null, "is_dir": false, "kind": null});
     assert_eq!(result_of(&s), &want);
     let r = c.call("files.remove", st("out.txt")).await;
     assert_eq!(result_of(&r), &json!({"path": "out.txt"}));
@@ -487,6 +491,12 @@ async fn links_and_special_files(user: Option<&str>) {
         let r = within_5s(&mut c, "files.read", p(path)).await;
         assert_eq!(error_code(&r), FILE_REFUSED, "{user:?} read {path}: {r}");
     }
+    // The refusal names its rule: a path through a link is not confined.
+    for path in ["vlink", "dlink/victim"] {
+        let r = within_5s(&mut c, "files.read", p(path)).await;
+        let kind = &r["error"]["data"]["kind"];
+        assert_eq!(kind, "SandboxPathNotConfined", "{user:?} read {path}: {r}");
+    }
     let victim_len = victim_before.content.len();
     let writes = [
         ("vlink", 0),
@@ -508,15 +518,29 @@ async fn links_and_special_files(user: Option<&str>) {
             "{user:?} write {path}@{offset}: {r}"
         );
     }
-    for path in ["vlink", "fifo", "hard.txt"] {
+    // Each is named for what it is (a link is never followed), and none has a size to read.
+    for (path, kind) in [
+        ("vlink", "symlink"),
+        ("fifo", "other"),
+        ("hard.txt", "file"),
+    ] {
         let r = within_5s(&mut c, "files.stat", p(path)).await;
         let r = result_of(&r);
         assert_eq!(
-            (&r["exists"], &r["size"]),
-            (&json!(true), &Value::Null),
+            (&r["exists"], &r["size"], &r["kind"]),
+            (&json!(true), &Value::Null, &json!(kind)),
             "{path}: {r}"
         );
     }
+    let l = within_5s(&mut c, "files.list", json!({"sandbox_id": sid})).await;
+    let kinds: Vec<(&str, &str)> = result_of(&l)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["kind"].as_str().unwrap()))
+        .collect();
+    assert!(kinds.contains(&("dlink", "symlink")), "{user:?}: {l}");
+    assert!(kinds.contains(&("real.txt", "file")), "{user:?}: {l}");
     // A link is removed, never followed.
     for path in ["vlink", "dlink"] {
         let r = within_5s(&mut c, "files.remove", p(path)).await;
@@ -537,6 +561,32 @@ async fn links_and_special_files(user: Option<&str>) {
     );
     let r = c.call("sandbox.dispose", json!({"sandbox_id": sid})).await;
     assert_eq!(result_of(&r)["disposal"], Value::Null);
+}
+
+/// `output_encoding: "base64"` carries each stream's exact bytes (text replaces invalid UTF-8).
+#[tokio::test(flavor = "multi_thread")]
+async fn exact_output_comes_back_byte_for_byte_as_base64() {
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    let sid = create(&mut c, json!({"spec": {}})).await;
+    let script = r"printf 'a\377\000b'; printf '\351\n' >&2; exit 3";
+    let params = json!({"sandbox_id": sid, "argv": ["/bin/sh", "-c", script],
+                        "output_encoding": "base64"});
+    let r = c.call("sandbox.exec", params).await;
+    let r = result_of(&r);
+    assert_eq!(r["output_encoding"], "base64", "{r}");
+    assert_eq!(r["stdout"], b64(b"a\xff\x00b"), "{r}");
+    assert_eq!(r["stderr"], b64(b"\xe9\n"), "{r}");
+    assert_eq!(r["exit_code"], 3, "{r}");
+    let code = "import sys; sys.stdout.buffer.write(bytes([0xc3, 0x28]))";
+    let params = json!({"sandbox_id": sid, "code": code, "output_encoding": "base64"});
+    let r = c.call("sandbox.run_code", params).await;
+    assert_eq!(result_of(&r)["stdout"], b64(b"\xc3\x28"), "{r}");
+    let r = exec(&mut c, &sid, "printf 'a\\377'").await;
+    assert_eq!(r["stdout"], "a\u{fffd}", "text stays the default: {r}");
+    let params = json!({"sandbox_id": sid, "argv": ["/bin/true"], "output_encoding": "hex"});
+    let r = c.call("sandbox.exec", params).await;
+    assert_eq!(error_code(&r), INVALID_PARAMS, "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

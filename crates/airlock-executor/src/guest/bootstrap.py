@@ -189,18 +189,49 @@ def call_tool(name, args=None):
     with _call_lock:
         _next_id[0] += 1
         rid = _next_id[0]
-        _send({"jsonrpc": "2.0", "id": rid, "method": "call_tool",
-               "params": {"tool": name, "args": {} if args is None else args}})
-        while True:
-            msg = _read_frame()
-            if msg.get("id") == rid and "method" not in msg:
-                if "error" in msg:
-                    err = msg["error"] or {}
-                    raise ToolError(err.get("code"), err.get("message", ""), err.get("data"))
-                return msg.get("result")
+        with _Quiet():
+            _send({"jsonrpc": "2.0", "id": rid, "method": "call_tool",
+                   "params": {"tool": name, "args": {} if args is None else args}})
+            while True:
+                msg = _read_frame()
+                if msg.get("id") == rid and "method" not in msg:
+                    break
+        if "error" in msg:
+            err = msg["error"] or {}
+            raise ToolError(err.get("code"), err.get("message", ""), err.get("data"))
+        return msg.get("result")
 
 
-PROGRAM = "<program>"
+# An interrupt (SIGINT: a stateful sandbox's timeout or cancel) must not land inside the
+# socket protocol, where it would leave a frame half read or half written. While the main
+# thread is in the protocol it is only remembered, and raised when the main thread leaves it.
+_MAIN = _thread.get_ident()
+_quiet = [0]
+_interrupted = [False]
+
+
+class _Quiet:
+    def __enter__(self):
+        if _thread.get_ident() == _MAIN:
+            _quiet[0] += 1
+
+    def __exit__(self, *exc):
+        if _thread.get_ident() == _MAIN:
+            _quiet[0] -= 1
+            if not _quiet[0] and _interrupted[0]:
+                _interrupted[0] = False
+                raise KeyboardInterrupt
+        return False
+
+
+def _on_sigint(signum, frame):
+    if _quiet[0]:
+        _interrupted[0] = True
+    else:
+        raise KeyboardInterrupt
+
+
+PROGRAM = "main.py"
 
 
 def _help(*args, **kwargs):
@@ -210,29 +241,73 @@ def _help(*args, **kwargs):
     return pydoc.help(*args, **kwargs)
 
 
-def _run(code):
-    program = compile(code, PROGRAM, "exec")
-    if not hasattr(builtins, "exit"):  # `site` (skipped: -S) normally provides exit/quit/help
-        def _exit(code=None):
-            raise SystemExit(code)
+def _input(prompt=""):
+    raise EOFError("stdin is closed: a sandboxed program gets no input (pass data in a file, "
+                   "an environment variable or a tool call)")
 
+
+def _exit(code=None):
+    raise SystemExit(code)
+
+
+def _scope(restricted=None):
+    """The program's globals, with the builtins `site` would add (skipped: -S); under the
+    restricted profile, only its allowlisted builtins and a guarded `__import__`."""
+    if not hasattr(builtins, "exit"):
         builtins.exit = builtins.quit = _exit
     if not hasattr(builtins, "help"):
         builtins.help = _help
-    scope = {"__name__": "__main__", "__builtins__": builtins,
-             "call_tool": call_tool, "ToolError": ToolError}
+    builtins.input = _input
     builtins.call_tool = call_tool
     builtins.ToolError = ToolError
-    exec(program, scope)
+    table = builtins if not isinstance(restricted, dict) else _restricted_builtins(restricted)
+    return {"__name__": "__main__", "__builtins__": table, "__file__": PROGRAM,
+            "call_tool": call_tool, "ToolError": ToolError}
 
 
-def _print_traceback(exc, code):
+def _restricted_builtins(profile):
+    """The restricted profile's builtins: a language-level guard, not a boundary (the OS
+    layers are). Exception classes always stay; every other builtin not allowlisted is a stub
+    that says why, and imports of blocked modules (and their submodules) are refused."""
+    allowed = set(n for n in profile.get("builtins") or () if isinstance(n, str))
+    blocked = tuple(n for n in profile.get("blocked_imports") or () if isinstance(n, str))
+    real_import = builtins.__import__
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and any(name == b or name.startswith(b + ".") for b in blocked):
+            raise ImportError("import of %r is blocked by the restricted profile" % name,
+                              name=name)
+        return real_import(name, globals, locals, fromlist, level)
+
+    def unavailable(name):
+        def stub(*args, **kwargs):
+            raise NameError("%r is not available in the restricted profile" % name, name=name)
+        stub.__name__ = name
+        return stub
+
+    table = {"__name__": "builtins", "__import__": guarded_import,
+             "__build_class__": builtins.__build_class__,
+             "call_tool": call_tool, "ToolError": ToolError}
+    for name, value in vars(builtins).items():
+        if name in allowed or (isinstance(value, type) and issubclass(value, BaseException)):
+            table[name] = value
+        elif not name.startswith("_") and name not in table:
+            table[name] = unavailable(name)
+    return table
+
+
+def _run(code, restricted=None):
+    program = compile(code, PROGRAM, "exec")
+    exec(program, _scope(restricted))
+
+
+def _print_traceback(exc, code, name=PROGRAM):
     """The traceback of `exc` on stderr as the program's author would expect it: the program's
     frames with their source lines, none of this bootstrap's frames. Only formatting happens
     here (after the program ended), so it changes nothing the program could rely on."""
     import linecache, traceback
 
-    linecache.cache[PROGRAM] = (len(code), None, code.splitlines(True), PROGRAM)
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
     ours = _run.__code__.co_filename
     seen = set()
 
@@ -253,9 +328,9 @@ def _print_traceback(exc, code):
     sys.stderr.write("".join(te.format()))
 
 
-def _report(exc, code):
+def _report(exc, code, name=PROGRAM):
     try:
-        _print_traceback(exc, code)
+        _print_traceback(exc, code, name)
     except BaseException:
         import traceback
 
@@ -275,7 +350,9 @@ def main():
                "params": {"layer": "seccomp", "message": f"{type(exc).__name__}: {exc}"}})
         os._exit(70)
     _send({"jsonrpc": "2.0", "method": "ready", "params": attestation})
-    msg = _read_frame()
+    _signal.signal(_signal.SIGINT, _on_sigint)
+    with _Quiet():
+        msg = _read_frame()
     if msg.get("method") != "execute":
         os._exit(71)
     rid = msg.get("id")
@@ -289,12 +366,32 @@ def main():
         if isinstance(entry, str) and entry not in sys.path:
             sys.path.append(entry)
     sys.stdout.reconfigure(line_buffering=True)
-    sys.argv = ["<program>"]
+    sys.argv = [PROGRAM]
     sys.path.append(os.getcwd())
     _signal.signal(_signal.SIGTERM, _on_sigterm)
-    result = {"status": "completed", "exit_code": 0}
+    if isinstance(params.get("cell"), int):
+        _kernel(rid, params)  # a stateful sandbox: serve cells until the broker ends it
+    result = _outcome(lambda c: _run(c, params.get("restricted")), code)
+    _flush()
     try:
-        _run(code)
+        _send({"jsonrpc": "2.0", "id": rid, "result": result})
+    except BaseException:
+        pass
+    os._exit(result.get("exit_code", 1) & 0xFF)
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def _outcome(run, code, name=PROGRAM):
+    """Run `run(code)`; the guest's report of how it went (a hint: the broker decides)."""
+    try:
+        run(code)
     except SystemExit as exc:
         c = exc.code
         exit_code = 0 if c is None else (c if isinstance(c, int) else 1)
@@ -303,24 +400,13 @@ def main():
         result = {"status": "completed" if exit_code == 0 else "error", "exit_code": exit_code}
         if exit_code:
             result["error"] = {"type": "SystemExit", "message": f"exit status {exit_code}"}
+        return result
     except MemoryError as exc:
-        _report(exc, code)
-        result = {"status": "error", "exit_code": 1,
-                  "error": {"type": "MemoryError", "message": "MemoryError"}}
+        _report(exc, code, name)
+        return {"status": "error", "exit_code": 1,
+                "error": {"type": "MemoryError", "message": "MemoryError"}}
     except BaseException as exc:
-        _report(exc, code)
-        result = {"status": "error", "exit_code": 1,
-                  "error": {"type": type(exc).__name__, "message": str(exc)[:4096]}}
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    try:
-        _send({"jsonrpc": "2.0", "id": rid, "result": result})
-    except BaseException:
-        pass
-    os._exit(result.get("exit_code", 1) & 0xFF)
-
-
-main()
+        _report(exc, code, name)
+        return {"status": "error", "exit_code": 1,
+                "error": {"type": type(exc).__name__, "message": str(exc)[:4096]}}
+    return {"status": "completed", "exit_code": 0}

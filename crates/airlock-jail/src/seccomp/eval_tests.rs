@@ -87,12 +87,7 @@ fn proxy_client_allows_tcp_client_sockets_only() {
             eval(&prog, libc::SYS_connect, [3, 0, 16, 0, 0, 0]),
             RET_ALLOW
         );
-        for nr in [
-            libc::SYS_bind,
-            libc::SYS_listen,
-            libc::SYS_accept4,
-            libc::SYS_socketpair,
-        ] {
+        for nr in [libc::SYS_bind, libc::SYS_listen, libc::SYS_accept4] {
             assert_eq!(eval(&prog, nr, [0; 6]), EPERM, "{p:?} {nr}");
         }
     }
@@ -225,6 +220,65 @@ fn fast_open_socket_options_are_eperm_and_others_pass() {
                 RET_ALLOW,
                 "{name} {level} {opt}"
             );
+        }
+    }
+}
+
+fn socketpair(prog: &[Insn], domain: i32, ty: i32, proto: i32) -> u32 {
+    eval(
+        prog,
+        libc::SYS_socketpair,
+        [domain as u64, ty as u64, proto as u64, 0, 0, 0],
+    )
+}
+
+#[test]
+fn socketpair_is_a_unix_stream_pair_or_nothing_in_every_profile() {
+    for p in [Profile::Run, Profile::Exec] {
+        for n in [Network::None, Network::ProxyClient] {
+            let prog = assemble_for(p, n).unwrap();
+            for ty in [
+                libc::SOCK_STREAM,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            ] {
+                assert_eq!(
+                    socketpair(&prog, libc::AF_UNIX, ty, 0),
+                    RET_ALLOW,
+                    "{p:?} {n:?}"
+                );
+            }
+            for (d, t, pr) in [
+                (libc::AF_UNIX, libc::SOCK_DGRAM, 0),
+                (libc::AF_UNIX, libc::SOCK_SEQPACKET, 0),
+                (libc::AF_UNIX, libc::SOCK_RAW, 0),
+                (libc::AF_UNIX, 0, 0),
+                (libc::AF_UNIX, libc::SOCK_STREAM | 0x100, 0),
+                (libc::AF_UNIX, libc::SOCK_STREAM, 1),
+                (libc::AF_INET, libc::SOCK_STREAM, 0),
+                (libc::AF_INET6, libc::SOCK_STREAM, 0),
+                (libc::AF_NETLINK, libc::SOCK_RAW, 0),
+                (libc::AF_UNIX + 0x1_0000, libc::SOCK_STREAM, 0),
+            ] {
+                assert_eq!(
+                    socketpair(&prog, d, t, pr),
+                    EPERM,
+                    "{p:?} {n:?} socketpair({d}, {t:#x}, {pr})"
+                );
+            }
+            for nr in [
+                libc::SYS_bind,
+                libc::SYS_listen,
+                libc::SYS_accept,
+                libc::SYS_accept4,
+            ] {
+                assert_eq!(
+                    eval(&prog, nr, [3, 0, 16, 0, 0, 0]),
+                    EPERM,
+                    "{p:?} {n:?} {nr}"
+                );
+            }
+            assert_eq!(socket(&prog, libc::AF_UNIX, libc::SOCK_STREAM, 0), EPERM);
         }
     }
 }

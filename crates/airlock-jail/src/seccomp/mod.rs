@@ -143,6 +143,21 @@ fn action_block(action: Action) -> Vec<Insn> {
             ret(eperm),
             ret(RET_ALLOW),
         ],
+        // socketpair(domain, type, protocol, sv), all `int`: AF_UNIX, a base type of exactly
+        // SOCK_STREAM (low nibble 1) plus only NONBLOCK/CLOEXEC, protocol 0. Anything else is
+        // EPERM (index 9).
+        Action::UnixStreamPair => vec![
+            load(off_arg_lo(0)),
+            jeq(libc::AF_UNIX as u32, 0, 7),
+            load(off_arg_lo(1)),
+            jset(!(0xf | SOCK_TYPE_FLAGS), 5, 0),
+            jset(0xe, 4, 0),
+            jset(0x1, 0, 3),
+            load(off_arg_lo(2)),
+            jeq(0, 0, 1),
+            ret(RET_ALLOW),
+            ret(eperm),
+        ],
         // personality's argument is an `unsigned int` in the kernel.
         Action::PersonalityQueryOnly => vec![
             load(off_arg_lo(0)),

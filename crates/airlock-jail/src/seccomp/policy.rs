@@ -19,6 +19,9 @@
 //! - TCP Fast Open is `EPERM` in both profiles ([`NO_FAST_OPEN`] says why).
 //! - native AIO, inotify/fanotify and setting xattrs are `ENOSYS` in both profiles
 //!   ([`NO_SHARED_KERNEL_OBJECTS`] says why).
+//! - `socketpair` is allowed for a connected `AF_UNIX` stream pair only (asyncio's event loop
+//!   needs one as its self-pipe); `socket`, `bind`, `connect` (outside allowlist egress),
+//!   `listen` and `accept` stay denied, so no path or abstract unix socket can be reached.
 
 use libc::c_long;
 
@@ -55,6 +58,9 @@ pub enum Action {
     },
     /// `setsockopt`: `EPERM` for the `IPPROTO_TCP` Fast Open options, every other is allowed.
     NoFastOpenSockopt,
+    /// `socketpair`: only a connected `AF_UNIX` `SOCK_STREAM` pair (protocol 0), else `EPERM`.
+    /// It reaches nothing outside the process that made it: asyncio's self-pipe.
+    UnixStreamPair,
 }
 
 /// One line of the policy.
@@ -441,8 +447,8 @@ const NO_SOCKETS: &[Rule] = &[
     ),
     rule!(
         SYS_socketpair,
-        Errno(libc::EPERM),
-        "the only channel out is the inherited socket"
+        Action::UnixStreamPair,
+        "a connected AF_UNIX pair reaches nothing (asyncio's self-pipe); nothing else"
     ),
     rule!(
         SYS_connect,
@@ -479,8 +485,8 @@ const PROXY_CLIENT: &[Rule] = &[
     ),
     rule!(
         SYS_socketpair,
-        Errno(libc::EPERM),
-        "the only channels out are the inherited socket and the proxy"
+        Action::UnixStreamPair,
+        "a connected AF_UNIX pair reaches nothing (asyncio's self-pipe); nothing else"
     ),
     rule!(SYS_bind, Errno(libc::EPERM), "no servers in the sandbox"),
     rule!(SYS_listen, Errno(libc::EPERM), "no servers in the sandbox"),

@@ -10,6 +10,7 @@ mod call_scope;
 mod egress;
 mod exec;
 mod files;
+mod links;
 mod run_code;
 
 use std::fmt;
@@ -18,6 +19,7 @@ pub use call_scope::call_scope_suite;
 pub use egress::{egress_suite, EgressProbe, Fetch};
 pub use exec::exec_suite;
 pub use files::{files_delete_suite, files_in_suite, files_out_suite};
+pub use links::links_suite;
 pub use run_code::run_code_suite;
 
 use airlock_policy::GuestRelPath;

@@ -335,20 +335,14 @@ impl Sandbox for FakeSandbox {
         let target = abs(working_directory, path);
         let rec = lock(&self.rec);
         if let Some(d) = rec.files.get(&target) {
-            return Ok(Some(FileStat {
-                size: Some(d.len() as u64),
-                is_dir: false,
-            }));
+            return Ok(Some(FileStat::file(d.len() as u64)));
         }
         let prefix = format!("{target}/");
         Ok(rec
             .files
             .keys()
             .any(|k| k.starts_with(&prefix))
-            .then_some(FileStat {
-                size: None,
-                is_dir: true,
-            }))
+            .then_some(FileStat::dir()))
     }
 
     async fn list(
@@ -369,22 +363,10 @@ impl Sandbox for FakeSandbox {
             };
             match rest.split_once('/') {
                 Some((name, _)) => {
-                    out.insert(
-                        name.to_owned(),
-                        FileStat {
-                            size: None,
-                            is_dir: true,
-                        },
-                    );
+                    out.insert(name.to_owned(), FileStat::dir());
                 }
                 None => {
-                    out.insert(
-                        rest.to_owned(),
-                        FileStat {
-                            size: Some(v.len() as u64),
-                            is_dir: false,
-                        },
-                    );
+                    out.insert(rest.to_owned(), FileStat::file(v.len() as u64));
                 }
             }
         }

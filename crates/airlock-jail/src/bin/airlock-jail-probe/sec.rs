@@ -84,10 +84,22 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
             let mut sv = [0; 2];
             let c =
                 // SAFETY: sv has room for two fds.
+                unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, sv.as_mut_ptr()) };
+            // A connected unix stream pair (asyncio's self-pipe) is the one socket allowed.
+            let d =
+                // SAFETY: sv has room for two fds.
                 unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
+            if d == 0 {
+                // SAFETY: the two fds socketpair just made are ours.
+                unsafe {
+                    libc::close(sv[0]);
+                    libc::close(sv[1]);
+                }
+            }
             denied(a.into(), libc::EPERM, "socket(AF_INET)")
                 & denied(b.into(), libc::EPERM, "socket(AF_UNIX)")
-                & denied(c.into(), libc::EPERM, "socketpair")
+                & denied(c.into(), libc::EPERM, "socketpair(AF_UNIX, SOCK_DGRAM)")
+                & check("socketpair(AF_UNIX, SOCK_STREAM) allowed", d == 0)
         }
         "threads" => {
             let handles: Vec<_> = (0..4).map(|i| std::thread::spawn(move || i * 2)).collect();

@@ -1,0 +1,304 @@
+//! Supervising one cell of a live kernel: the same concurrent service as a one-shot run (tool
+//! calls, clock, RSS watchdog, disk watch, cancellation, the process), except that an answered
+//! cell leaves the kernel alive and stopped, and time running out interrupts before it kills.
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Instant;
+
+use airlock_jail::{process, procfs};
+use airlock_protocol::{Id, Message};
+use serde_json::{json, Value};
+
+use super::display::Displays;
+use super::{Cell, Live};
+use crate::result::{CellValue, RunResult};
+use crate::run::disk_watch;
+use crate::run::relay::{describe, WATCHDOG_PERIOD};
+use crate::run::tool_relay::ToolRelay;
+use crate::run::verdict::{self, End, Hint, Observed};
+use crate::run::{teardown, Cancel};
+use crate::tools::ToolHandler;
+
+const SIGINT: i32 = 2;
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
+/// How long a kernel that closed its socket gets to exit.
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// Longest `repr` kept from a cell's value.
+const MAX_REPR: usize = 64 * 1024;
+
+/// How a cell's supervision stopped.
+enum Stop {
+    /// The guest answered: the kernel lives on.
+    Answered(Option<Hint>, Option<CellValue>),
+    /// The kernel must end (or has ended) for this reason.
+    Fatal(End),
+}
+
+/// How long a kernel gets to come to a stop after its answer.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Stop the kernel between cells and wait until every thread is stopped: no CPU, and no file
+/// activity while the broker moves files. False if it would not stop in time.
+async fn stop_kernel(stage_pid: i32) -> bool {
+    signal_kernel(stage_pid, SIGSTOP);
+    let until = Instant::now() + STOP_WAIT;
+    loop {
+        if procfs::descendants(stage_pid)
+            .into_iter()
+            .all(procfs::all_threads_stopped)
+        {
+            return true;
+        }
+        if Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+/// Signal every process of the kernel (pid 1 of its namespace and anything under it).
+fn signal_kernel(stage_pid: i32, sig: i32) {
+    for pid in procfs::descendants(stage_pid) {
+        let _ = process::kill(pid, sig);
+    }
+}
+
+fn execute(n: i64, cell: &Cell<'_>, live: &Live) -> Message {
+    let env: serde_json::Map<String, Value> = cell
+        .spec
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let cwd = match &cell.spec.cwd {
+        Some(rel) => format!("{}/{rel}", crate::GUEST_WORK_DIR),
+        None => crate::GUEST_WORK_DIR.to_string(),
+    };
+    let params = json!({
+        "code": cell.code, "cell": n, "sys_path": live.sys_path, "env": env, "cwd": cwd,
+        "restricted": cell.spec.restricted,
+    });
+    Message::request(Id::Number(n), "execute", Some(params))
+}
+
+/// Run cell `n` on `live`. The result's `kernel_restarted` says the kernel must be ended.
+pub(super) async fn run(
+    live: &mut Live,
+    n: i64,
+    cell: &Cell<'_>,
+    tools: &dyn ToolHandler,
+    cancel: &mut Cancel,
+    started: Instant,
+) -> RunResult {
+    let stage_pid = live.launched.stage_pid;
+    signal_kernel(stage_pid, SIGCONT);
+    let limits = &cell.spec.limits;
+    live.launched
+        .readers_begin(limits.max_output_bytes, cell.spec.output.clone())
+        .await;
+    let mut relay = ToolRelay::new(tools);
+    let mut displays = Displays::default();
+    let mut peak_rss = 0;
+    let mut exit = None;
+    let mut interrupted: Option<(End, tokio::time::Instant)> = None;
+    let stop = if live.launched.send(execute(n, cell, live)) {
+        supervise(
+            live,
+            n,
+            cell,
+            &mut relay,
+            &mut displays,
+            cancel,
+            started,
+            &mut peak_rss,
+            &mut exit,
+            &mut interrupted,
+        )
+        .await
+    } else {
+        Stop::Fatal(End::Internal("the kernel's socket is closed".into()))
+    };
+    let l = &mut live.launched;
+    let (end, hint, value, restarted) = match stop {
+        Stop::Answered(hint, value) if stop_kernel(stage_pid).await => {
+            let end = interrupted.map_or(End::Exited, |(why, _)| why);
+            let code = hint.as_ref().and_then(|h| h.exit_code).unwrap_or(1);
+            let code = i32::try_from(code & 0xff).unwrap_or(1);
+            exit = Some(ExitStatus::from_raw(code << 8));
+            (end, hint, value, false)
+        }
+        Stop::Answered(..) => {
+            let why = "the kernel could not be stopped between cells";
+            exit = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
+            (End::Internal(why.into()), None, None, true)
+        }
+        Stop::Fatal(end) => {
+            if exit.is_none() {
+                exit = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
+            }
+            (end, None, None, true)
+        }
+    };
+    let (stdout, stderr) = l.readers_end().await;
+    let oom_killed = l
+        .cgroup
+        .as_ref()
+        .is_some_and(airlock_jail::cgroup::RunCgroup::oom_killed);
+    let mut result = verdict::result(Observed {
+        end,
+        exit,
+        hint,
+        python: true,
+        oom_killed,
+        stdout,
+        stderr,
+        started,
+        peak_rss,
+        tool_calls: relay.calls,
+        memory_limit: live.limits.memory_bytes,
+        enforcement: l.enforcement.clone(),
+    });
+    result.value = value.map(|mut v| {
+        truncate(&mut v.repr, MAX_REPR);
+        v
+    });
+    result.display = displays.items;
+    result.display_dropped = displays.dropped;
+    // A memory limit ends the kernel even when the program survived it (a `MemoryError` under
+    // the address-space backstop): the state that filled it is what the next cell would inherit.
+    result.kernel_restarted = restarted || result.status == crate::RunStatus::MemoryLimit;
+    result
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the cell's live state, threaded through one loop"
+)]
+async fn supervise(
+    live: &mut Live,
+    n: i64,
+    cell: &Cell<'_>,
+    relay: &mut ToolRelay<'_>,
+    displays: &mut Displays,
+    cancel: &mut Cancel,
+    started: Instant,
+    peak_rss: &mut u64,
+    exit: &mut Option<ExitStatus>,
+    interrupted: &mut Option<(End, tokio::time::Instant)>,
+) -> Stop {
+    let limits = &cell.spec.limits;
+    let memory = live.limits.memory_bytes;
+    let l = &mut live.launched;
+    let stage_pid = l.stage_pid;
+    let mut disk = disk_watch::watch(Arc::clone(&l.sandbox));
+    let mut disk_watching = true;
+    let deadline = tokio::time::Instant::from_std(started + limits.timeout);
+    let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
+    loop {
+        let kill_at = interrupted.as_ref().map_or(deadline, |(_, at)| *at);
+        tokio::select! {
+            status = l.s.child.wait() => {
+                *exit = status.ok();
+                return Stop::Fatal(interrupted.take().map_or(End::Exited, |(why, _)| why));
+            }
+            () = tokio::time::sleep_until(deadline), if interrupted.is_none() => {
+                interrupt(l, relay, stage_pid, interrupted, End::Timeout, limits.grace);
+            }
+            () = &mut *cancel, if interrupted.is_none() => {
+                interrupt(l, relay, stage_pid, interrupted, End::Cancelled, limits.grace);
+            }
+            () = tokio::time::sleep_until(kill_at), if interrupted.is_some() => {
+                return Stop::Fatal(interrupted.take().map_or(End::Timeout, |(why, _)| why));
+            }
+            over = &mut disk, if disk_watching => match over {
+                Ok(why) => return Stop::Fatal(End::Disk(why)),
+                Err(_) => disk_watching = false,
+            },
+            _ = watchdog.tick() => {
+                let rss = procfs::tree_rss_bytes(stage_pid);
+                *peak_rss = (*peak_rss).max(rss);
+                if rss > memory {
+                    return Stop::Fatal(End::Memory);
+                }
+            }
+            reply = relay.answered(limits), if relay.busy() => {
+                if !l.send(reply) {
+                    return Stop::Fatal(End::Protocol("the kernel stopped reading its socket".into()));
+                }
+            }
+            msg = l.s.inbox.recv() => {
+                let msg = match msg {
+                    Some(Ok(Some(m))) => m,
+                    Some(Err(e)) => return Stop::Fatal(End::Protocol(e.to_string())),
+                    _ => {
+                        // Its socket closes as it dies: the exit decides.
+                        let wait = tokio::time::timeout(EXIT_WAIT, l.s.child.wait()).await;
+                        *exit = wait.ok().and_then(Result::ok);
+                        let why = if exit.is_some() { End::Exited } else {
+                            End::Protocol("the kernel closed its socket".into())
+                        };
+                        return Stop::Fatal(why);
+                    }
+                };
+                match msg {
+                    Message::Response(r) if r.id == Some(Id::Number(n)) => {
+                        *peak_rss = (*peak_rss).max(procfs::tree_rss_bytes(stage_pid));
+                        let v = r.outcome.ok().unwrap_or(Value::Null);
+                        let value = serde_json::from_value(v["value"].clone()).ok();
+                        return Stop::Answered(serde_json::from_value(v).ok(), value);
+                    }
+                    Message::Notification(d) if d.method == "display" => {
+                        if let Err(why) = displays.offer(d.params) {
+                            return Stop::Fatal(End::Protocol(why));
+                        }
+                    }
+                    Message::Request(req) if req.method == "call_tool" && interrupted.is_none() => {
+                        if let Some(r) = relay.request(req, limits) {
+                            if !l.send(r) {
+                                return Stop::Fatal(End::Protocol("the kernel floods requests without reading".into()));
+                            }
+                        }
+                    }
+                    Message::Request(req) if req.method == "call_tool" => {
+                        // Interrupted: no new tool work; answer at once so the guest unwinds.
+                        let r = crate::run::tool_relay::error_response(
+                            req.id, airlock_protocol::ErrorCode::Shutdown, "the cell was interrupted");
+                        let _ = l.send(r);
+                    }
+                    other => {
+                        return Stop::Fatal(End::Protocol(format!("unexpected message: {}", describe(&other))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Time ran out or the caller cancelled: interrupt the program (`KeyboardInterrupt`), answer
+/// a tool call in flight so the guest is not left waiting, and kill after `grace`.
+fn interrupt(
+    l: &crate::run::relay::Launched,
+    relay: &mut ToolRelay<'_>,
+    stage_pid: i32,
+    interrupted: &mut Option<(End, tokio::time::Instant)>,
+    why: End,
+    grace: std::time::Duration,
+) {
+    signal_kernel(stage_pid, SIGINT);
+    if let Some(reply) = relay.abandon("the cell was interrupted") {
+        let _ = l.send(reply);
+    }
+    *interrupted = Some((why, tokio::time::Instant::now() + grace));
+}
+
+fn truncate(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut at = max;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+    }
+}

@@ -1,0 +1,131 @@
+//! A stateful sandbox's kernel: one long-lived guest interpreter that serves successive cells.
+//!
+//! The kernel is a run like any other until its first cell: the same stage, every layer, the
+//! same attestation check, its own cgroup. Then, instead of exiting after its answer, the guest
+//! waits for the next cell in the same globals. Between cells the broker stops it (`SIGSTOP`:
+//! no CPU, no file activity while files move); a cell's timeout or cancel first interrupts it
+//! (`SIGINT`, a `KeyboardInterrupt` in the program; the state survives) and, past the grace
+//! period, kills it (the result says `kernel_restarted`; the next cell starts a fresh kernel).
+//! A memory or disk overrun, a crash or a protocol violation ends it the same way.
+mod cell;
+mod display;
+mod start;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use airlock_protocol::ErrorCode;
+
+pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
+
+use crate::limits::Limits;
+use crate::result::RunResult;
+use crate::run::relay::Launched;
+use crate::run::{program_fits, teardown, Cancel, RunSpec, Workload};
+use crate::tools::ToolHandler;
+
+/// One cell: its code and the spec it came with.
+struct Cell<'a> {
+    code: String,
+    spec: &'a RunSpec,
+}
+
+/// A live kernel process.
+struct Live {
+    launched: Launched,
+    sys_path: Vec<PathBuf>,
+    /// Its memory ceiling (fixed at start).
+    limits: Limits,
+}
+
+/// The kernel of one stateful sandbox; it starts on the first cell.
+#[derive(Default)]
+pub struct Kernel {
+    live: Option<Live>,
+    cells: i64,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("alive", &self.live.is_some())
+            .field("cells", &self.cells)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Kernel {
+    /// True while a kernel process holds state.
+    #[must_use]
+    pub fn alive(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// Run one cell: `spec`'s workload must be Python and its sandbox set (the stateful
+    /// sandbox's). Starts a kernel first when none is alive; memory, processes and egress are
+    /// fixed then, from the cell that starts it, while the timeout is each cell's own. Always
+    /// one result; after a result with `kernel_restarted`, no process of the old kernel is left.
+    pub async fn run(
+        &mut self,
+        spec: RunSpec,
+        tools: &dyn ToolHandler,
+        mut cancel: Cancel,
+    ) -> RunResult {
+        let started = Instant::now();
+        let (code, sandbox) = match (&spec.workload, &spec.sandbox) {
+            (Workload::Python { code, .. }, Some(sb)) => (code.as_str(), Arc::clone(sb)),
+            _ => {
+                let msg = "a kernel runs Python cells in a stateful sandbox";
+                return RunResult::not_started(ErrorCode::InvalidParams, msg);
+            }
+        };
+        if !program_fits(code) {
+            let msg = format!("program too large: {} bytes", code.len());
+            return RunResult::not_started(ErrorCode::ProgramTooLarge, msg);
+        }
+        let cell = Cell {
+            code: code.to_owned(),
+            spec: &spec,
+        };
+        if self
+            .live
+            .as_ref()
+            .is_some_and(|l| !Arc::ptr_eq(&l.launched.sandbox, &sandbox))
+        {
+            self.shut_down().await;
+        }
+        if self.live.is_none() {
+            match start::start(&spec, &mut cancel, started).await {
+                Ok(live) => self.live = Some(live),
+                Err(result) => return result,
+            }
+        }
+        let Some(live) = self.live.as_mut() else {
+            return RunResult::not_started(ErrorCode::InternalError, "the kernel did not start");
+        };
+        self.cells += 1;
+        let outcome = cell::run(live, self.cells, &cell, tools, &mut cancel, started).await;
+        if outcome.kernel_restarted {
+            if let Some(live) = self.live.take() {
+                end(live).await;
+            }
+        }
+        outcome
+    }
+
+    /// End the kernel (if one is alive) and reap every process of it.
+    pub async fn shut_down(&mut self) {
+        if let Some(live) = self.live.take() {
+            end(live).await;
+        }
+    }
+}
+
+/// Kill a kernel's tree and reap it.
+async fn end(live: Live) {
+    let Live { launched, .. } = live;
+    let mut l = launched;
+    let _ = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
+    l.discard().await;
+}
