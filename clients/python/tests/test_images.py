@@ -83,6 +83,11 @@ async def test_a_sandbox_runs_pandas_on_an_image(identity):
         await sb.files.write("in.csv", "x\n1\n2\n")
         r = await sb.run_code("import pandas as pd; print(pd.read_csv('/work/in.csv').x.sum())")
         assert r.stdout == "3\n", r
+        # A stateful sandbox's kernel is the image's interpreter too: state lives across cells.
+        kernel = await client.sandbox(image="pandas", stateful=True)
+        await kernel.run_code("import pandas as pd\ndf = pd.DataFrame({'x': [1, 2, 3]})")
+        r = await kernel.run_code("df.x.max()")
+        assert r.ok and r.value is not None and r.value.repr == "3", r
         with pytest.raises(SandboxRefusedError):
             await client.sandbox(image="no-such-image")
     finally:
