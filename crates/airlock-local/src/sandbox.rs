@@ -227,6 +227,8 @@ impl Sandbox for LocalSandbox {
             truncated: r.stdout_truncated || r.stderr_truncated,
             stdout: r.stdout,
             stderr: r.stderr,
+            stdout_raw: r.stdout_raw,
+            stderr_raw: r.stderr_raw,
             timed_out,
         })
     }
