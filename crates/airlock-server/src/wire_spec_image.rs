@@ -1,20 +1,12 @@
 //! `spec.image` on the wire: the name of an image in the server's store. Only its shape is
 //! checked here; the local backend looks it up at create (an unknown name is refused there).
 
-/// Longest image name (the store's own bound).
+/// Longest image name (the store's own bound, `airlock_image::valid_name`).
 const MAX_NAME: usize = 128;
 
 /// The name, or the `invalid_params` message.
 pub fn checked(name: String) -> Result<String, String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_alphanumeric())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+    let ok = airlock_image::valid_name(&name);
     if ok {
         Ok(name)
     } else {

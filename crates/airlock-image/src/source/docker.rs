@@ -59,11 +59,12 @@ pub fn plan(dir: &DirFd) -> Result<Plan> {
     }
     let cfg = config::parse(&cfg_bytes)?;
     let layers = image["Layers"].as_array().ok_or_else(|| bad("no Layers"))?;
-    if layers.len() != cfg.diff_ids.len() {
+    if layers.len() != cfg.diff_ids.len() || layers.len() > super::MAX_LAYERS {
         return Err(bad(format!(
-            "{} layers but {} diff ids",
+            "{} layers but {} diff ids (at most {})",
             layers.len(),
-            cfg.diff_ids.len()
+            cfg.diff_ids.len(),
+            super::MAX_LAYERS
         )));
     }
     let layers = layers

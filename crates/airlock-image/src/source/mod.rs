@@ -22,6 +22,8 @@ pub mod oci;
 
 /// Largest JSON document read from an image (index, manifest, config).
 pub const MAX_DOC_BYTES: u64 = 4 << 20;
+/// Most layers one image may have (each is unpacked and merged in turn).
+pub const MAX_LAYERS: usize = 256;
 
 /// What the import read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! manifest, one per platform (the one for this machine is taken), or a nested index.
 use serde_json::Value;
 
-use super::{read_blob, read_capped, Format, LayerRef, Plan, MAX_DOC_BYTES};
+use super::{read_blob, read_capped, Format, LayerRef, Plan, MAX_DOC_BYTES, MAX_LAYERS};
 use crate::config;
 use crate::digest::Digest;
 use crate::error::{ImageError, Result};
@@ -10,8 +10,6 @@ use airlock_jail::dirfd::DirFd;
 
 const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-/// Most layers an image may have.
-const MAX_LAYERS: usize = 256;
 
 fn bad(why: impl Into<String>) -> ImageError {
     ImageError::Json {
