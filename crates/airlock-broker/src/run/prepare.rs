@@ -4,11 +4,11 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use airlock_executor::config::GUEST_WORK_DIR;
-use airlock_executor::{DataBounds, ExecutorConfig, Mode, RlimitSpec};
+use airlock_executor::{AssembleConfig, DataBounds, ExecutorConfig, Mode, RlimitSpec};
 use airlock_protocol::{ErrorCode, DEFAULT_MAX_MESSAGE_BYTES};
 
 use super::{RunSpec, Workload};
-use crate::sandbox_fs::{RootSpec, SandboxFs};
+use crate::sandbox_fs::{sandbox_identity, RootSpec, SandboxFs};
 use crate::{fs_policy, interpreter};
 
 /// Envelope headroom kept under the frame cap for an `execute` request around a program.
@@ -26,12 +26,27 @@ pub struct Prepared {
     pub sys_path: Vec<PathBuf>,
     /// The `airlock` binary.
     pub executor: PathBuf,
-    /// The sandbox the run joins (created for this run alone when the spec had none).
-    pub sandbox: Arc<SandboxFs>,
+    /// The sandbox the run joins, or the one it builds for itself.
+    pub sandbox: RunRoot,
     /// A live copy of the output, when someone listens.
     pub output: Option<crate::output::OutputTap>,
     /// The restricted language profile (Python mode).
     pub restricted: Option<super::Restricted>,
+}
+
+/// Where a run's root comes from.
+#[derive(Debug)]
+pub enum RunRoot {
+    /// A sandbox that outlives the run (the spec's): the stage joins its namespaces.
+    Shared(Arc<SandboxFs>),
+    /// A one-shot run: its stage builds the root itself ([`ExecutorConfig::root`]) and hands
+    /// the namespaces and the work dir back; these are what the run's `SandboxFs` will hold.
+    Own {
+        /// The host identity the sandbox runs as.
+        owner: Option<airlock_executor::HostId>,
+        /// The canonical bound paths.
+        binds: Vec<PathBuf>,
+    },
 }
 
 /// Why nothing was spawned.
@@ -110,27 +125,27 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
             (mode, fs, None, None)
         }
     };
-    let sandbox = match &spec.sandbox {
-        Some(sb) => Arc::clone(sb),
+    let (sandbox, identity, root) = match &spec.sandbox {
+        Some(sb) => (RunRoot::Shared(Arc::clone(sb)), sb.owner(), None),
         None => {
-            let root = RootSpec {
+            let owner = sandbox_identity();
+            let root = AssembleConfig {
+                identity: owner,
                 binds: fs_policy::root_binds(interp.as_ref(), &extra_binds),
                 data: DataBounds {
                     bytes: spec.limits.max_disk_bytes,
                     inodes: spec.limits.max_disk_entries,
                 },
             };
-            let sb = SandboxFs::create(&spec.executor, root)
-                .await
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
-            Arc::new(sb)
+            let binds = crate::sandbox_fs::canonical(&root.binds);
+            (RunRoot::Own { owner, binds }, owner, Some(root))
         }
     };
     let limits = &spec.limits;
     let config = ExecutorConfig {
         mode,
         cwd,
-        identity: sandbox.owner(),
+        identity,
         env: super::egress::guest_env(&spec.env, &limits.egress),
         rlimits: RlimitSpec {
             address_space: Some(limits.address_space_backstop()),
@@ -141,6 +156,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         fs,
         hostname: "airlock".into(),
         egress_proxy_port: super::egress::proxy_port(&limits.egress)?,
+        root,
     };
     Ok(Prepared {
         config,
