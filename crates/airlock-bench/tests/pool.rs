@@ -19,6 +19,7 @@ fn spec(code: &str) -> RunSpec {
         },
         limits: Limits::default(),
         sandbox: None,
+        image: None,
         cwd: None,
         env: Vec::new(),
         executor: executor(),

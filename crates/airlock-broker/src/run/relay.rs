@@ -236,7 +236,7 @@ pub(crate) async fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, No
         None => Err("no hand-over socket".into()),
     };
     let sandbox = match received.and_then(|fds| {
-        SandboxFs::from_hand_over(fds, *owner, binds.clone()).map_err(|e| e.to_string())
+        SandboxFs::from_hand_over(fds, *owner, binds.clone(), None).map_err(|e| e.to_string())
     }) {
         Ok(sb) => Arc::new(sb),
         Err(why) => {

@@ -11,7 +11,7 @@ fn try_read(path: &str) -> String {
 }
 
 /// What the sandbox's root may show under /etc: its own passwd/group/hosts and the public
-/// files libc reads (bound read-only), and matplotlib's system-wide rc file where it exists.
+/// files libc and matplotlib read (bound read-only).
 const GUEST_ETC: [&str; 9] = [
     "alternatives",
     "group",
