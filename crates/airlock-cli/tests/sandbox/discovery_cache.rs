@@ -91,7 +91,11 @@ fn discovery_is_cached_and_a_changed_path_set_is_rediscovered() {
         let v = run_with_cache(who, &xdg, &python, probe);
         assert_eq!(v["stdout"], "absent\n", "{who:?}: {v}");
         let first = cache_file(&xdg);
-        assert_eq!(first.mode() & 0o077, 0, "{who:?}: the cache file is private");
+        assert_eq!(
+            first.mode() & 0o077,
+            0,
+            "{who:?}: the cache file is private"
+        );
         // Nothing changed: served from the file, which is not written again.
         let v = run_with_cache(who, &xdg, &python, probe);
         assert_eq!(v["stdout"], "absent\n", "{who:?}: {v}");
@@ -104,7 +108,11 @@ fn discovery_is_cached_and_a_changed_path_set_is_rediscovered() {
         std::fs::write(site.join("extra.pth"), format!("{}\n", extra.display())).unwrap();
         let v = run_with_cache(who, &xdg, &python, probe);
         assert_eq!(v["stdout"], "x imported\n", "{who:?}: {v}");
-        assert_ne!(cache_file(&xdg).ino(), first.ino(), "{who:?}: not rediscovered");
+        assert_ne!(
+            cache_file(&xdg).ino(),
+            first.ino(),
+            "{who:?}: not rediscovered"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
