@@ -145,7 +145,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
                 "airlock run (CLI process)",
                 "ms",
                 r,
-                "includes interpreter discovery",
+                "whole process; discovery cached on disk (first run discarded)",
             ));
         }
         None => rows.push(Row::skipped(
