@@ -6,10 +6,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# The Jupyter kernel is the sessions rows' reference (skipped with a reason when missing).
+python3 -m pip install --quiet --disable-pip-version-check jupyter_client ipykernel \
+    || python3 -m pip install --quiet --break-system-packages jupyter_client ipykernel \
+    || echo "jupyter_client/ipykernel not installed: the sessions rows have no reference" >&2
 cargo build --release -p airlock-cli
-target/release/airlock bench --json "$@" > docs/bench.json.new
+bin="${CARGO_TARGET_DIR:-target}/release/airlock"
+"$bin" bench --json "$@" > docs/bench.json.new
 mv docs/bench.json.new docs/bench.json
-table="$(target/release/airlock bench --from-json docs/bench.json)"
+table="$("$bin" bench --from-json docs/bench.json)"
 python3 - "$table" <<'PY'
 import re, sys
 table = sys.argv[1]

@@ -20,7 +20,7 @@ fn spawn(python: &Path, mode: &str, system: &str, n: usize) -> Result<std::proce
         .map_err(|e| e.to_string())
 }
 
-fn parse(line: &str) -> Result<Vec<f64>, String> {
+pub(crate) fn parse(line: &str) -> Result<Vec<f64>, String> {
     let v: serde_json::Value =
         serde_json::from_str(line.trim()).map_err(|_| format!("helper said {line:?}"))?;
     if let Some(e) = v["error"].as_str() {

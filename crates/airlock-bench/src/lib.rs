@@ -5,20 +5,23 @@
 //!
 //! Scenarios: request-to-result of `print(1)`; tool-call round trip (1,000 echo calls in one
 //! program, each timed inside the guest); throughput with both cores busy; memory of an idle
-//! sandbox; and kill latency from a timeout firing to the whole tree reaped. Every latency row
+//! sandbox; kill latency from a timeout firing to the whole tree reaped; and sessions (a cell in a
+//! live stateful sandbox, a sandbox created and its first cell, against a local Jupyter kernel on
+//! the same interpreter, the reference of those rows). Every latency row
 //! reports the median and p99 and its ratio to the floor. Timings are reported, never asserted.
 mod airlock;
 mod host;
 mod image;
 mod inproc;
 mod peers;
+mod session;
 pub mod stats;
 pub mod table;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use table::{Report, Row, FLOOR};
+pub use table::{Report, Row, FLOOR, JUPYTER};
 
 /// Echo calls in the round-trip scenario.
 const CALLS: usize = 1000;
@@ -86,6 +89,8 @@ const THROUGHPUT: &str = "throughput, both cores busy";
 const MEMORY: &str = "memory per idle sandbox";
 const KILL: &str = "kill after timeout, to tree reaped";
 const IMPORT: &str = "image import (once per image)";
+const SESSION_RUN: &str = "session: print(1) in a live stateful sandbox (× Jupyter kernel)";
+const SESSION_NEW: &str = "session: create + first print(1) (× Jupyter kernel)";
 
 /// Measure everything; the report's rows are in table order.
 pub fn run(opts: &Options) -> Result<Report, BenchError> {
@@ -140,7 +145,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
                 "airlock run (CLI process)",
                 "ms",
                 r,
-                "includes interpreter discovery",
+                "whole process; discovery cached on disk (first run discarded)",
             ));
         }
         None => rows.push(Row::skipped(
@@ -150,6 +155,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         )),
     }
     inproc_rows(&mut rows, &python, START, "start", runs);
+    session_rows(&mut rows, exe, &python, runs, &limits).await;
 
     // Tool round trip.
     for p in &peers {
@@ -328,6 +334,29 @@ async fn image_rows(
             cached,
         ),
     ]
+}
+
+/// Stateful sandboxes against a local Jupyter kernel on the same interpreter.
+async fn session_rows(
+    rows: &mut Vec<Row>,
+    exe: &Path,
+    python: &Path,
+    runs: usize,
+    limits: &airlock_broker::Limits,
+) {
+    let r = session::jupyter(python, "run", runs);
+    let note = "execute_interactive, output received; TCP on loopback";
+    rows.push(Row::from_result(SESSION_RUN, JUPYTER, "ms", r, note));
+    let r = session::run_code(exe, runs, limits).await;
+    let note = "kernel resumed (SIGCONT), cell, stopped again";
+    rows.push(Row::from_result(SESSION_RUN, "airlock", "ms", r, note));
+    let n = (runs / 4).clamp(3, 10);
+    let r = session::jupyter(python, "start", n);
+    let note = "start_new_kernel, then the first execute";
+    rows.push(Row::from_result(SESSION_NEW, JUPYTER, "ms", r, note));
+    let r = session::create_and_first(exe, n, limits).await;
+    let note = "root assembled, kernel attested and started";
+    rows.push(Row::from_result(SESSION_NEW, "airlock", "ms", r, note));
 }
 
 fn host_row(

@@ -5,6 +5,8 @@ use crate::stats::{summarize, Summary};
 
 /// The system every ratio is taken against.
 pub const FLOOR: &str = "python3 (floor)";
+/// The reference of a scenario with no python3 row (sessions): a local Jupyter kernel.
+pub const JUPYTER: &str = "Jupyter kernel (jupyter_client + ipykernel)";
 
 /// One measured (or skipped) system in one scenario.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,6 +103,13 @@ impl Report {
             .filter(|r| r.system == FLOOR)
             .filter_map(|r| r.p50.map(|p| (r.scenario.clone(), p)))
             .collect();
+        let floors: Vec<(String, f64)> = self
+            .rows
+            .iter()
+            .filter(|r| r.system == JUPYTER && !floors.iter().any(|(s, _)| *s == r.scenario))
+            .filter_map(|r| r.p50.map(|p| (r.scenario.clone(), p)))
+            .chain(floors.iter().cloned())
+            .collect();
         for row in &mut self.rows {
             let floor = floors
                 .iter()
@@ -195,5 +204,24 @@ mod tests {
             md.contains("| start | bwrap | — | — | — | not installed |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_scenario_without_a_floor_is_taken_against_the_jupyter_kernel() {
+        let mut r = Report {
+            machine: String::new(),
+            python: String::new(),
+            runs: 3,
+            seconds: 0.0,
+            rows: vec![
+                Row::measured("session", JUPYTER, "ms", vec![10.0], ""),
+                Row::measured("session", "airlock", "ms", vec![4.0], ""),
+                Row::measured("start", FLOOR, "ms", vec![5.0], ""),
+                Row::measured("start", JUPYTER, "ms", vec![20.0], ""),
+            ],
+        };
+        r.compute_ratios();
+        let ratios: Vec<Option<f64>> = r.rows.iter().map(|x| x.ratio).collect();
+        assert_eq!(ratios, vec![Some(1.0), Some(0.4), Some(1.0), Some(4.0)]);
     }
 }

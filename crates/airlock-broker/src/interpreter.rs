@@ -2,7 +2,8 @@
 //! those (and numpy from site-packages keeps working) and nothing else of the host.
 //!
 //! Discovery runs the interpreter once, outside the sandbox, with a fixed probe script (no
-//! untrusted code), and caches the answer per path.
+//! untrusted code), and caches the answer per path: in memory, and on disk where the caller
+//! asked for it ([`use_disk_cache`], see [`crate::interpreter_cache`]).
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -12,17 +13,37 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
+use crate::interpreter_cache::DiskCache;
+
 /// Also compiles the guest bootstrap (read from stdin) with this very interpreter, so a run
 /// hands it over as a code object instead of paying for its compilation every time.
 const PROBE: &str = "import sys, json, marshal; src = sys.stdin.read(); \
 code = marshal.dumps(compile(src, '<airlock-bootstrap>', 'exec', dont_inherit=True)); \
-print(json.dumps({'executable': sys.executable, \
+import site; sites = getattr(site, 'getsitepackages', list)(); \
+print(json.dumps({'executable': sys.executable, 'site': sites, \
 'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}), \
 'path': [p for p in sys.path if p], 'version': list(sys.version_info[:3]), \
 'bootstrap': code.hex()}))";
 
 /// The probe prints a few hundred bytes; anything past this is not a CPython answering.
 const PROBE_OUTPUT_CAP: u64 = 1024 * 1024;
+
+/// The probe's answer: the interpreter, and the candidate site directories (present or not).
+#[derive(Deserialize)]
+struct Answer {
+    #[serde(flatten)]
+    found: Interpreter,
+    #[serde(default)]
+    site: Vec<PathBuf>,
+}
+
+static DISK_CACHE: OnceLock<DiskCache> = OnceLock::new();
+
+/// Keep discovery answers on disk in `dir` as well (a short-lived process, such as the CLI,
+/// then probes an interpreter once, not on every start). Only the first call counts.
+pub fn use_disk_cache(dir: PathBuf) {
+    let _ = DISK_CACHE.set(DiskCache::new(dir, PROBE, airlock_executor::BOOTSTRAP_PY));
+}
 
 /// What a run needs to know about an interpreter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,11 +128,37 @@ pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, Interpret
             return Ok(found.clone());
         }
     }
+    let disk = DISK_CACHE.get();
+    if let Some(found) = disk.and_then(|d| d.get(&path)) {
+        remember(key, &found);
+        return Ok(found);
+    }
+    let answer = probe(&path, &name).await?;
+    let found = answer.found;
+    // Only the interpreter itself is kept on disk: a wrapper (a pyenv shim, a script) may pick
+    // another interpreter tomorrow with nothing of its own changed.
+    if let Some(d) =
+        disk.filter(|_| std::fs::canonicalize(&path).ok() == Some(found.executable.clone()))
+    {
+        d.put(&path, &found, &answer.site);
+    }
+    remember(key, &found);
+    Ok(found)
+}
+
+fn remember(key: CacheKey, found: &Interpreter) {
+    if let Ok(mut c) = cache().lock() {
+        c.insert(key, found.clone());
+    }
+}
+
+/// Run the probe (no untrusted code) with the interpreter at `path`.
+async fn probe(path: &Path, name: &str) -> Result<Answer, InterpreterError> {
     let not_cpython = |detail: String| InterpreterError::NotCpython {
-        path: name.clone(),
+        path: name.to_string(),
         detail,
     };
-    let mut child = tokio::process::Command::new(&path)
+    let mut child = tokio::process::Command::new(path)
         .args(["-I", "-c", PROBE])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -137,15 +184,13 @@ pub async fn discover(requested: Option<&Path>) -> Result<Interpreter, Interpret
         .map_err(|_| not_cpython("probe timed out".into()))?
         .map_err(|e| not_cpython(e.to_string()))?;
     let _ = child.wait().await;
-    let mut found: Interpreter =
+    let mut answer: Answer =
         serde_json::from_slice(&out).map_err(|e| not_cpython(e.to_string()))?;
+    let found = &mut answer.found;
     if found.version.first() != Some(&3) {
         return Err(not_cpython(format!("version {:?}", found.version)));
     }
     found.executable = std::fs::canonicalize(&found.executable)
         .map_err(|e| not_cpython(format!("{}: {e}", found.executable.display())))?;
-    if let Ok(mut c) = cache().lock() {
-        c.insert(key, found.clone());
-    }
-    Ok(found)
+    Ok(answer)
 }

@@ -8,6 +8,7 @@
 
 pub mod fs_policy;
 pub mod interpreter;
+pub mod interpreter_cache;
 pub mod interpreter_image;
 pub mod kernel;
 pub mod limits;

@@ -173,6 +173,23 @@ impl SandboxFs {
             .any(|b| real.starts_with(b) || p.starts_with(b))
     }
 
+    /// The sandbox a stage handed over (user namespace, mount namespace, work dir).
+    pub(crate) fn from_hand_over(
+        [userns, mntns, work]: [OwnedFd; 3],
+        owner: Option<HostId>,
+        binds: Vec<PathBuf>,
+        image: Option<(Arc<Image>, DirFd)>,
+    ) -> std::io::Result<Self> {
+        Ok(SandboxFs {
+            userns,
+            mntns,
+            work: Arc::new(DirFd::from_owned(work)?),
+            owner,
+            binds,
+            image,
+        })
+    }
+
     /// Copies of the namespace descriptors for one run's stage.
     pub(crate) fn namespaces(&self) -> std::io::Result<(OwnedFd, OwnedFd)> {
         Ok((self.userns.try_clone()?, self.mntns.try_clone()?))
@@ -218,20 +235,14 @@ fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, Sandbox
     let _ = child.kill();
     let _ = child.wait();
     match outcome {
-        Ok(Some([userns, mntns, work])) => Ok(SandboxFs {
-            userns,
-            mntns,
-            work: Arc::new(DirFd::from_owned(work)?),
-            owner,
-            binds,
-            image,
-        }),
+        Ok(Some(fds)) => Ok(SandboxFs::from_hand_over(fds, owner, binds, image)?),
         Ok(None) => Err(SandboxFsError::Refused(why.unwrap_or_default())),
         Err(e) => Err(SandboxFsError::Spawn(e)),
     }
 }
 
-fn canonical(binds: &[PathBuf]) -> Vec<PathBuf> {
+/// The canonical forms of the bound paths that exist.
+pub(crate) fn canonical(binds: &[PathBuf]) -> Vec<PathBuf> {
     binds
         .iter()
         .filter_map(|b| std::fs::canonicalize(b).ok())
@@ -241,11 +252,21 @@ fn canonical(binds: &[PathBuf]) -> Vec<PathBuf> {
 /// The three descriptors, or None when the stage closed the channel before sending them.
 fn receive(sock: &UnixStream) -> std::io::Result<Option<[OwnedFd; 3]>> {
     sock.set_read_timeout(Some(ASSEMBLE_TIMEOUT))?;
+    receive_hand_over(sock)
+}
+
+/// The three descriptors of a hand-over, or None when the stage closed the channel first.
+/// Blocking (within the socket's own read timeout).
+pub(crate) fn receive_hand_over(sock: &UnixStream) -> std::io::Result<Option<[OwnedFd; 3]>> {
     let mut got = Vec::with_capacity(3);
     while got.len() < 3 {
-        match fdpass::recv_fd(sock.as_fd())? {
-            Some(fd) => got.push(fd),
-            None => return Ok(None),
+        match fdpass::recv_fd(sock.as_fd()) {
+            Ok(Some(fd)) => got.push(fd),
+            Ok(None) => return Ok(None),
+            // A socket with a read timeout is not restarted after a signal handler ran (the
+            // runtime's SIGCHLD handler, for one).
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(got.try_into().ok())

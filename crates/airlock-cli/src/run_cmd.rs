@@ -69,6 +69,11 @@ fn egress_mode(opts: &RunOpts) -> Egress {
 }
 
 fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
+    // One process per run: interpreter discovery is kept on disk, per user (re-probed when
+    // anything that shaped it changes; see airlock_broker::interpreter_cache).
+    if let Some(dir) = airlock_broker::interpreter_cache::DiskCache::default_dir() {
+        airlock_broker::interpreter::use_disk_cache(dir);
+    }
     let gate = Gate::load(opts.policy.as_deref())?;
     let resolved = gate.resolve(Asked {
         timeout: opts.timeout,

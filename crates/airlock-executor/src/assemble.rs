@@ -1,4 +1,6 @@
-//! Building a sandbox's own root (the bubblewrap/nsjail model), once per sandbox.
+//! Building a sandbox's own root (the bubblewrap/nsjail model), once per sandbox: in a stage
+//! of its own for a sandbox that outlives a run ([`assemble`]), or at the start of a one-shot
+//! run's own stage ([`build`]: one process and one user namespace fewer per run).
 //!
 //! In a fresh user namespace (single-entry maps; as a root broker's sandbox, an unprivileged
 //! host identity first) and mount namespace: a small tmpfs over [`ROOT_STAGING`] becomes the
@@ -10,8 +12,8 @@
 //! sandbox's life: nothing is left on the host, and closing them frees everything.
 //!
 //! Runs join these namespaces, unshare a copy of the mount namespace, mount their own `/proc`
-//! and pivot into the root ([`crate::stage`]).
-use std::os::fd::{AsFd, OwnedFd};
+//! and pivot into the root ([`crate::stage`]); a one-shot run is already in them.
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -71,6 +73,26 @@ pub(crate) fn at<E: std::fmt::Display>(step: &'static str) -> impl FnOnce(E) -> 
 /// Assemble the root and hand the namespaces and the work dir to the broker.
 pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     let channel = fdpass::take_inherited(SANDBOX_CHANNEL_FD).map_err(at("channel"))?;
+    let work = build(cfg)?;
+    hand_over(channel.as_fd(), work)
+}
+
+/// Send the caller's user and mount namespaces and `work`, in that order, over `channel`.
+pub fn hand_over(channel: BorrowedFd<'_>, work: OwnedFd) -> Result<(), AssembleError> {
+    for fd in [
+        identity::own_namespace("user").map_err(at("hand-over"))?,
+        identity::own_namespace("mnt").map_err(at("hand-over"))?,
+        work,
+    ] {
+        fdpass::send_fd(channel, fd.as_fd()).map_err(at("hand-over"))?;
+    }
+    Ok(())
+}
+
+/// Build the root at [`ROOT_STAGING`] in a fresh user and mount namespace, which the calling
+/// process is in from then on (a one-shot run's stage goes on from here to isolate and fork);
+/// returns the work dir, opened.
+pub fn build(cfg: &AssembleConfig) -> Result<OwnedFd, AssembleError> {
     // The bind trees are cloned (detached, read-only, nosuid, nodev) where the caller may
     // clone mounts: a root broker's stage does it in the host's mount namespace with root's
     // access (an interpreter may sit under /root) before it becomes the sandbox's unprivileged
@@ -113,14 +135,7 @@ pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     let work = make_data(root, cfg.data)?;
     mounts::set_attrs(&root.join("dev"), read_only()).map_err(at("read-only /dev"))?;
     mounts::set_attrs(root, read_only()).map_err(at("read-only root"))?;
-    for fd in [
-        identity::own_namespace("user").map_err(at("hand-over"))?,
-        identity::own_namespace("mnt").map_err(at("hand-over"))?,
-        work,
-    ] {
-        fdpass::send_fd(channel.as_fd(), fd.as_fd()).map_err(at("hand-over"))?;
-    }
-    Ok(())
+    Ok(work)
 }
 
 fn read_only() -> Attrs {

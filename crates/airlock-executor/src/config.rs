@@ -11,9 +11,9 @@ pub const SETUP_METHOD: &str = "setup";
 /// sandbox's root and hand its namespaces back, run nothing.
 pub const ASSEMBLE_METHOD: &str = "assemble";
 
-/// The stage's fd of the socket over which an assembling stage hands back, in order, the
-/// sandbox's user namespace, its mount namespace and its work dir (one `SCM_RIGHTS` message
-/// each).
+/// The stage's fd of the socket over which an assembling stage (or a one-shot run's stage,
+/// which builds its root itself) hands back, in order, the sandbox's user namespace, its mount
+/// namespace and its work dir (one `SCM_RIGHTS` message each).
 pub const SANDBOX_CHANNEL_FD: i32 = 6;
 /// In a run, the stage's fd of the sandbox's user namespace (joined first).
 pub const SANDBOX_USERNS_FD: i32 = 6;
@@ -84,6 +84,11 @@ pub struct ExecutorConfig {
     /// one a hostile interpreter could have skipped.
     #[serde(default)]
     pub untrusted_interpreter: bool,
+    /// A one-shot run: build the sandbox's root in this very stage (its own user and mount
+    /// namespace, handed back over [`SANDBOX_CHANNEL_FD`]) instead of joining a sandbox's
+    /// namespaces on [`SANDBOX_USERNS_FD`] and [`SANDBOX_MNTNS_FD`]. Its identity is the run's.
+    #[serde(default)]
+    pub root: Option<AssembleConfig>,
 }
 
 /// The two workloads a stage can start.

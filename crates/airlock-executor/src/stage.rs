@@ -2,7 +2,8 @@
 //!
 //! Order matters and is the contract documented in docs/executor.md:
 //! (root broker: become the sandbox's unprivileged host id) -> join the sandbox's user and mount
-//! namespaces (built by [`crate::assemble`]) -> net/ipc/uts/mount/pid/cgroup ns -> fork ->
+//! namespaces (built by [`crate::assemble`]; a one-shot run builds them here, in the same way)
+//! -> net/ipc/uts/(mount)/pid/cgroup ns -> fork ->
 //! [child, pid 1] fresh /proc, pivot into the sandbox root, hostname, loopback up, fds, rlimits, Landlock,
 //! drop caps, no_new_privs -> (python) execve the interpreter, whose bootstrap installs the run
 //! seccomp filter | (command) install the exec filter, attest, wait for `start`, execve.
@@ -19,7 +20,8 @@ use crate::assemble;
 use crate::attest::Attestation;
 use crate::channel::{Channel, First};
 use crate::config::{
-    ExecutorConfig, Mode, EGRESS_CHANNEL_FD, ROOT_STAGING, SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD,
+    AssembleConfig, ExecutorConfig, Mode, EGRESS_CHANNEL_FD, ROOT_STAGING, SANDBOX_CHANNEL_FD,
+    SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD,
 };
 use crate::container;
 use crate::{BOOTSTRAP_PY, EXIT_REFUSED};
@@ -117,29 +119,61 @@ pub fn stage_main() -> ! {
     }
 }
 
-/// Become the sandbox's host identity, join its user and mount namespaces, unshare every other
-/// one (and a private copy of the mount namespace), then fork pid 1.
+/// Become the sandbox's host identity, join its user and mount namespaces (or build them: a
+/// one-shot run), unshare every other one (and, joining, a private copy of the mount
+/// namespace), then fork pid 1.
 fn isolate(cfg: &ExecutorConfig) -> Result<process::Fork, Refusal> {
-    let userns = fdpass::take_inherited(SANDBOX_USERNS_FD).layer("sandbox")?;
-    let mntns = fdpass::take_inherited(SANDBOX_MNTNS_FD).layer("sandbox")?;
-    if let Some(id) = cfg.identity {
-        identity::become_id(id).layer("identity")?;
-    }
-    // Die with the broker: a sandbox never outlives the process supervising it. (After the
-    // identity change, which clears the parent-death signal.)
+    // Die with the broker: a sandbox never outlives the process supervising it.
     let broker = std::os::unix::process::parent_id();
-    process::set_parent_death_signal_kill().layer("pdeathsig")?;
+    let own_mounts = match &cfg.root {
+        Some(root) => {
+            own_root(root)?;
+            false
+        }
+        None => {
+            join_sandbox(cfg)?;
+            true
+        }
+    };
     if std::os::unix::process::parent_id() != broker {
         return Err(Refusal {
             layer: "pdeathsig",
             message: "broker exited during setup".into(),
         });
     }
-    identity::join_user_namespace(userns.as_fd()).layer("userns")?;
-    identity::join_mount_namespace(mntns.as_fd()).layer("mount namespace")?;
-    drop((userns, mntns));
-    ns::unshare(ns::Namespaces::all()).layer("namespaces")?;
+    ns::unshare(ns::Namespaces {
+        mount: own_mounts,
+        ..ns::Namespaces::all()
+    })
+    .layer("namespaces")?;
     process::fork().layer("fork")
+}
+
+/// A sandbox that outlives the run: its identity, then its user and mount namespaces.
+fn join_sandbox(cfg: &ExecutorConfig) -> Result<(), Refusal> {
+    let userns = fdpass::take_inherited(SANDBOX_USERNS_FD).layer("sandbox")?;
+    let mntns = fdpass::take_inherited(SANDBOX_MNTNS_FD).layer("sandbox")?;
+    if let Some(id) = cfg.identity {
+        identity::become_id(id).layer("identity")?;
+    }
+    // After the identity change, which clears the parent-death signal.
+    process::set_parent_death_signal_kill().layer("pdeathsig")?;
+    identity::join_user_namespace(userns.as_fd()).layer("userns")?;
+    identity::join_mount_namespace(mntns.as_fd()).layer("mount namespace")
+}
+
+/// A one-shot run's sandbox: built here (identity, user and mount namespace, root), the way
+/// an assembling stage builds one, and handed to the broker, which watches its disk use.
+fn own_root(root: &AssembleConfig) -> Result<(), Refusal> {
+    let channel = fdpass::take_inherited(SANDBOX_CHANNEL_FD).layer("sandbox")?;
+    let work = assemble::build(root).map_err(|e| Refusal {
+        layer: "sandbox root",
+        message: format!("{}: {}", e.step, e.message),
+    })?;
+    assemble::hand_over(channel.as_fd(), work).map_err(|e| Refusal {
+        layer: "sandbox root",
+        message: format!("{}: {}", e.step, e.message),
+    })
 }
 
 /// The uid/gid the guest has inside its user namespace: not 0, so execve drops every capability.

@@ -38,7 +38,9 @@ impl Warm {
             restricted: None,
         };
         let prepared = prepare::prepare(&spec).await.map_err(|n| n.message)?;
-        let mut launched = relay::launch(&prepared, &config.limits).map_err(|n| n.message)?;
+        let mut launched = relay::launch(&prepared, &config.limits)
+            .await
+            .map_err(|n| n.message)?;
         let ready = tokio::time::timeout(config.startup_timeout, await_ready(&mut launched))
             .await
             .unwrap_or_else(|_| {

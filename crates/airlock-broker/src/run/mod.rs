@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use prepare::{program_fits, root_for, NotStarted, Prepared};
+pub use prepare::{program_fits, root_for, NotStarted, Prepared, RunRoot};
 
 use crate::limits::Limits;
 use crate::result::RunResult;

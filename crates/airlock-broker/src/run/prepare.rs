@@ -4,12 +4,14 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use airlock_executor::config::GUEST_WORK_DIR;
-use airlock_executor::{DataBounds, ExecutorConfig, FsSpec, Mode, RlimitSpec};
+use airlock_executor::{
+    AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec,
+};
 use airlock_protocol::{ErrorCode, DEFAULT_MAX_MESSAGE_BYTES};
 
 use super::{RunSpec, Workload};
 use crate::interpreter::Interpreter;
-use crate::sandbox_fs::{RootSpec, SandboxFs};
+use crate::sandbox_fs::{sandbox_identity, RootSpec, SandboxFs};
 use crate::{fs_policy, interpreter};
 
 /// Envelope headroom kept under the frame cap for an `execute` request around a program.
@@ -27,12 +29,37 @@ pub struct Prepared {
     pub sys_path: Vec<PathBuf>,
     /// The `airlock` binary.
     pub executor: PathBuf,
-    /// The sandbox the run joins (created for this run alone when the spec had none).
-    pub sandbox: Arc<SandboxFs>,
+    /// The sandbox the run joins, or the one it builds for itself.
+    pub sandbox: RunRoot,
     /// A live copy of the output, when someone listens.
     pub output: Option<crate::output::OutputTap>,
     /// The restricted language profile (Python mode).
     pub restricted: Option<super::Restricted>,
+}
+
+/// Where a run's root comes from.
+#[derive(Debug)]
+pub enum RunRoot {
+    /// A sandbox that outlives the run (the spec's): the stage joins its namespaces.
+    Shared(Arc<SandboxFs>),
+    /// A one-shot run: its stage builds the root itself ([`ExecutorConfig::root`]) and hands
+    /// the namespaces and the work dir back; these are what the run's `SandboxFs` will hold.
+    Own {
+        /// The host identity the sandbox runs as.
+        owner: Option<HostId>,
+        /// The canonical bound paths.
+        binds: Vec<PathBuf>,
+    },
+}
+
+impl RunRoot {
+    /// The host identity the run's sandbox has.
+    fn owner(&self) -> Option<HostId> {
+        match self {
+            RunRoot::Shared(sb) => sb.owner(),
+            RunRoot::Own { owner, .. } => *owner,
+        }
+    }
 }
 
 /// Why nothing was spawned.
@@ -76,23 +103,23 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         Some(sb) => sb.image().cloned(),
         None => spec.image.clone(),
     };
-    let (plan, sandbox) = match image {
+    let (plan, sandbox, root) = match image {
         None => {
             let (plan, interp, extra_binds) = plan_on_host(spec).await?;
-            let root = RootSpec {
-                binds: fs_policy::root_binds(interp.as_ref(), &extra_binds),
-                data: data_bounds(spec),
-                image: None,
-            };
-            (plan, sandbox_or_new(spec, root).await?)
+            match &spec.sandbox {
+                Some(sb) => (plan, RunRoot::Shared(Arc::clone(sb)), None),
+                None => {
+                    let binds = fs_policy::root_binds(interp.as_ref(), &extra_binds);
+                    let (own, root) = own_root(binds, data_bounds(spec));
+                    (plan, own, Some(root))
+                }
+            }
         }
         Some(image) => {
             let root = RootSpec::of_image(Arc::clone(&image), data_bounds(spec));
             let sandbox = sandbox_or_new(spec, root).await?;
-            (
-                super::prepare_image::plan(spec, &image, &sandbox).await?,
-                sandbox,
-            )
+            let plan = super::prepare_image::plan(spec, &image, &sandbox).await?;
+            (plan, RunRoot::Shared(sandbox), None)
         }
     };
     let limits = &spec.limits;
@@ -111,6 +138,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         hostname: "airlock".into(),
         egress_proxy_port: super::egress::proxy_port(&limits.egress)?,
         untrusted_interpreter: plan.untrusted_interpreter,
+        root,
     };
     Ok(Prepared {
         config,
@@ -128,6 +156,23 @@ fn data_bounds(spec: &RunSpec) -> DataBounds {
         bytes: spec.limits.max_disk_bytes,
         inodes: spec.limits.max_disk_entries,
     }
+}
+
+/// A one-shot run's root on the host's system directories, built by its own stage.
+fn own_root(binds: Vec<PathBuf>, data: DataBounds) -> (RunRoot, AssembleConfig) {
+    let owner = sandbox_identity();
+    let canonical = crate::sandbox_fs::canonical(&binds);
+    let root = AssembleConfig {
+        identity: owner,
+        binds,
+        data,
+        image: None,
+    };
+    let own = RunRoot::Own {
+        owner,
+        binds: canonical,
+    };
+    (own, root)
 }
 
 /// The spec's sandbox, or a fresh one with `root`.

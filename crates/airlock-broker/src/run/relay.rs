@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_executor::attest::{own_namespaces, Attestation};
-use airlock_executor::config::{SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD, SETUP_METHOD};
+use airlock_executor::config::{
+    SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD, SETUP_METHOD,
+};
 use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
 use airlock_jail::procfs;
 use airlock_protocol::{AsyncFrameReader, ErrorCode, FrameError, Id, Message};
@@ -21,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::cgroup_attach::{self, Attach};
 use super::disk_watch;
-use super::prepare::{NotStarted, Prepared};
+use super::prepare::{NotStarted, Prepared, RunRoot};
 use super::teardown;
 use super::tool_relay::ToolRelay;
 use super::verdict::{self, End, Hint, Observed};
@@ -29,7 +31,7 @@ use super::Cancel;
 use crate::limits::Limits;
 use crate::output::{capture, Captured, CellPipe, Stream};
 use crate::result::RunResult;
-use crate::sandbox_fs::SandboxFs;
+use crate::sandbox_fs::{receive_hand_over, SandboxFs};
 use crate::tools::ToolHandler;
 
 /// How often the watchdog samples the run tree's resident memory.
@@ -39,6 +41,8 @@ pub(crate) const WATCHDOG_PERIOD: Duration = Duration::from_millis(25);
 const OUTBOX: usize = 16;
 /// Request id of the `execute` request.
 pub(crate) const EXECUTE_ID: i64 = 1;
+/// How long a one-shot run's stage may take to build its root.
+const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the readers get to drain the pipes once every process is gone.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -85,7 +89,14 @@ pub(crate) struct Spawned {
     egress: Option<super::egress::Egress>,
 }
 
-fn spawn(p: &Prepared, limits: &Limits, cells: bool) -> std::io::Result<Spawned> {
+/// The stage's end of a one-shot run's hand-over socket ([`RunRoot::Own`]).
+type HandOver = std::os::unix::net::UnixStream;
+
+fn spawn(
+    p: &Prepared,
+    limits: &Limits,
+    cells: bool,
+) -> std::io::Result<(Spawned, Option<HandOver>)> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     ours.set_nonblocking(true)?;
     let theirs: OwnedFd = theirs.into();
@@ -97,8 +108,22 @@ fn spawn(p: &Prepared, limits: &Limits, cells: bool) -> std::io::Result<Spawned>
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let (userns, mntns) = p.sandbox.namespaces()?;
-    let mut maps = vec![(userns, SANDBOX_USERNS_FD), (mntns, SANDBOX_MNTNS_FD)];
+    let (mut maps, hand_over) = match &p.sandbox {
+        RunRoot::Shared(sb) => {
+            let (userns, mntns) = sb.namespaces()?;
+            (
+                vec![(userns, SANDBOX_USERNS_FD), (mntns, SANDBOX_MNTNS_FD)],
+                None,
+            )
+        }
+        RunRoot::Own { .. } => {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+            (
+                vec![(OwnedFd::from(theirs), SANDBOX_CHANNEL_FD)],
+                Some(ours),
+            )
+        }
+    };
     let egress = super::egress::attach(&mut maps, p, limits)?;
     airlock_jail::fdpass::map_fds_at_spawn(cmd.as_std_mut(), maps)
         .map_err(std::io::Error::other)?;
@@ -142,14 +167,17 @@ fn spawn(p: &Prepared, limits: &Limits, cells: bool) -> std::io::Result<Spawned>
             }
         }
     });
-    Ok(Spawned {
+    // The child holds the other end of the hand-over now; ours must see EOF when it exits.
+    drop(cmd);
+    let spawned = Spawned {
         child,
         inbox,
         outbox,
         readers,
         io_tasks: [reader, writer],
         egress,
-    })
+    };
+    Ok((spawned, hand_over))
 }
 
 /// The cgroup a run gets (where the machine allows): its name and limits.
@@ -193,18 +221,82 @@ pub(crate) enum Start<'a> {
     Attested,
 }
 
-/// Spawn the stage, put it in a cgroup where the machine allows, and send its `setup` frame.
-pub(crate) fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStarted> {
-    launch_with(p, limits, false)
+/// Spawn the stage, put it in a cgroup where the machine allows, and send its `setup` frame;
+/// a one-shot run's stage builds its own root, which is waited for here (it comes before the
+/// stage's attestation in any case).
+pub(crate) async fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStarted> {
+    let RunRoot::Own { owner, binds } = &p.sandbox else {
+        return launch_with(p, limits, false);
+    };
+    let (mut s, stage_pid, attach, hand_over) = start_stage(p, limits, false)?;
+    let received = match hand_over {
+        Some(sock) => tokio::task::spawn_blocking(move || receive_root(&sock))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string())),
+        None => Err("no hand-over socket".into()),
+    };
+    let sandbox = match received.and_then(|fds| {
+        SandboxFs::from_hand_over(fds, *owner, binds.clone(), None).map_err(|e| e.to_string())
+    }) {
+        Ok(sb) => Arc::new(sb),
+        Err(why) => {
+            // The stage says why on its socket before it exits.
+            let refusal = drain_refusal(&mut s.inbox).await.unwrap_or(why);
+            let _ = teardown::kill(&mut s.child, None).await;
+            cgroup_attach::abandon(Some(attach)).await;
+            for t in &s.io_tasks {
+                t.abort();
+            }
+            s.readers.abort();
+            return Err(NotStarted {
+                code: ErrorCode::SandboxRefused,
+                message: refusal,
+            });
+        }
+    };
+    Ok(launched(s, stage_pid, attach, p, sandbox))
 }
 
-/// [`launch`]; `cells` reads the output one capture per cell (a stateful kernel).
+/// The one-shot run's sandbox as its stage handed it over.
+fn receive_root(sock: &HandOver) -> Result<[OwnedFd; 3], String> {
+    sock.set_read_timeout(Some(HAND_OVER_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    match receive_hand_over(sock) {
+        Ok(Some(fds)) => Ok(fds),
+        Ok(None) => Err(
+            "the sandbox root could not be assembled (the stage exited without a reason)".into(),
+        ),
+        Err(e) => Err(format!("cannot receive the sandbox root: {e}")),
+    }
+}
+
+/// [`launch`] for a run in a sandbox that outlives it; `cells` reads the output one capture
+/// per cell (a stateful kernel).
 pub(crate) fn launch_with(
     p: &Prepared,
     limits: &Limits,
     cells: bool,
 ) -> Result<Launched, NotStarted> {
-    let s = spawn(p, limits, cells).map_err(|e| NotStarted {
+    let RunRoot::Shared(sandbox) = &p.sandbox else {
+        return Err(NotStarted {
+            code: ErrorCode::InternalError,
+            message: "a one-shot run is launched with its own root".into(),
+        });
+    };
+    let (s, stage_pid, attach, _) = start_stage(p, limits, cells)?;
+    Ok(launched(s, stage_pid, attach, p, Arc::clone(sandbox)))
+}
+
+#[allow(
+    clippy::type_complexity,
+    reason = "a private tuple of what a start produced"
+)]
+fn start_stage(
+    p: &Prepared,
+    limits: &Limits,
+    cells: bool,
+) -> Result<(Spawned, i32, Attach, Option<HandOver>), NotStarted> {
+    let (s, hand_over) = spawn(p, limits, cells).map_err(|e| NotStarted {
         code: ErrorCode::SandboxRefused,
         message: format!("cannot start the executor {}: {e}", p.executor.display()),
     })?;
@@ -214,28 +306,36 @@ pub(crate) fn launch_with(
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(0);
     let (name, cg_limits) = cgroup_for(stage_pid, limits);
-    let attach = Some(cgroup_attach::start(name, cg_limits, stage_pid));
+    let attach = cgroup_attach::start(name, cg_limits, stage_pid);
+    let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
+    let _ = s
+        .outbox
+        .try_send(Message::notification(SETUP_METHOD, Some(setup)));
+    Ok((s, stage_pid, attach, hand_over))
+}
+
+fn launched(
+    s: Spawned,
+    stage_pid: i32,
+    attach: Attach,
+    p: &Prepared,
+    sandbox: Arc<SandboxFs>,
+) -> Launched {
     let enforcement = vec![
         "rlimits",
         "rss_watchdog",
         "sandbox_root",
         "tmpfs_disk_bound",
     ];
-    let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
-    let _ = s
-        .outbox
-        .try_send(Message::notification(SETUP_METHOD, Some(setup)));
-    let cgroup = None;
-    let python = p.code.is_some();
-    Ok(Launched {
+    Launched {
         s,
         stage_pid,
-        cgroup,
-        attach,
+        cgroup: None,
+        attach: Some(attach),
         enforcement,
-        python,
-        sandbox: Arc::clone(&p.sandbox),
-    })
+        python: p.code.is_some(),
+        sandbox,
+    }
 }
 
 impl Launched {
@@ -318,7 +418,7 @@ pub(super) async fn supervise(
     cancel: Cancel,
     started: Instant,
 ) -> RunResult {
-    let launched = match launch(&p, limits) {
+    let launched = match launch(&p, limits).await {
         Ok(l) => l,
         Err(refusal) => return verdict::before_spawn(refusal, started),
     };

@@ -5,6 +5,7 @@ mod attacks_net;
 mod attacks_process;
 mod attacks_protocol;
 mod attacks_resources;
+mod discovery_cache;
 mod exec_mode;
 mod sanity;
 pub mod support;
