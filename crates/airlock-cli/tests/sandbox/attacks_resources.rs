@@ -106,13 +106,17 @@ fn writes_cannot_pass_the_disk_bound() {
             let (v, peak) = fill_run(who, &code);
             let out = v["stdout"].as_str().unwrap_or_default();
             // The kernel stopped the writes (ENOSPC, or EFBIG from the per-file limit) well
-            // short of what the loop asked for.
-            assert!(
-                out.starts_with("STOPPED 28 ") || out.starts_with("STOPPED 27 "),
-                "{who:?} {what}: {v}"
-            );
-            let wrote: u64 = out.split_whitespace().nth(2).unwrap().parse().unwrap();
-            assert!(wrote <= 64 << 20, "{who:?} {what}: wrote {wrote}");
+            // short of what the loop asked for -- or the broker's disk watch, which sees the
+            // full tmpfs on its next tick, killed the run before the guest could say so (then
+            // only the host's evidence below speaks).
+            if !out.is_empty() {
+                assert!(
+                    out.starts_with("STOPPED 28 ") || out.starts_with("STOPPED 27 "),
+                    "{who:?} {what}: {v}"
+                );
+                let wrote: u64 = out.split_whitespace().nth(2).unwrap().parse().unwrap();
+                assert!(wrote <= 64 << 20, "{who:?} {what}: wrote {wrote}");
+            }
             // The host saw at most the bound (plus slack for other tests' runs) while it ran.
             assert!(peak < 96 << 20, "{who:?} {what}: host shmem grew {peak}");
             assert_eq!(status(&v), "disk_limit", "{who:?} {what}: {v}");
