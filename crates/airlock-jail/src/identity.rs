@@ -103,6 +103,13 @@ pub fn join_mount_namespace(fd: BorrowedFd<'_>) -> Result<()> {
     join_namespace(fd, libc::CLONE_NEWNS)
 }
 
+/// The calling process's effective uid.
+#[must_use]
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
 /// True when the calling process's effective uid is 0.
 pub fn effective_root() -> bool {
     // SAFETY: geteuid cannot fail and touches no memory.
