@@ -62,22 +62,19 @@ fn a_store_with_planted_links_is_refused_and_nothing_is_written_through_them() {
     std::fs::write(elsewhere.join("keep"), "keep\n").unwrap();
 
     // The lock file, one of the store's directories, the store itself: each a link.
-    let plants: [(&str, &dyn Fn(&Path)); 3] = [
-        ("lock", &|s| {
-            std::os::unix::fs::symlink(&victim, s.join("lock")).unwrap()
-        }),
-        ("tmp", &|s| {
-            std::os::unix::fs::symlink(&elsewhere, s.join("tmp")).unwrap()
-        }),
-        ("store", &|s| {
-            std::fs::remove_dir(s).unwrap();
-            std::os::unix::fs::symlink(&elsewhere, s).unwrap();
-        }),
-    ];
-    for (what, plant) in plants {
+    for what in ["lock", "tmp", "store"] {
         let s = dir.path().join(format!("store-{what}"));
-        std::fs::create_dir(&s).unwrap();
-        plant(&s);
+        match what {
+            "lock" => {
+                std::fs::create_dir(&s).unwrap();
+                std::os::unix::fs::symlink(&victim, s.join("lock")).unwrap();
+            }
+            "tmp" => {
+                std::fs::create_dir(&s).unwrap();
+                std::os::unix::fs::symlink(&elsewhere, s.join("tmp")).unwrap();
+            }
+            _ => std::os::unix::fs::symlink(&elsewhere, &s).unwrap(),
+        }
         let mut with_slash = s.clone().into_os_string();
         with_slash.push("/");
         for at in [s.clone(), with_slash.into()] {
