@@ -230,3 +230,59 @@ fn an_image_interpreter_starts_under_the_exec_filter() {
         );
     }
 }
+
+/// A store is written only by the user it belongs to: root importing into (or removing from)
+/// a user's store, where the user planted `lock -> /etc/shadow`, would follow the link; so
+/// would anyone into a store of their own whose `lock` is a link.
+#[test]
+fn a_store_of_another_user_or_with_a_planted_lock_link_is_refused() {
+    let all = identities();
+    for who in all.clone() {
+        let (victims, dir) = (Victims::new(who), scratch());
+        let tar = dir.path().join("dev_nodes.tar");
+        hostile("dev_nodes", &tar, &dir.path().join("none"));
+        for owner in all.iter().copied() {
+            let store = Store::new(owner);
+            std::os::unix::fs::symlink(&victims.file, store.path().join("lock")).unwrap();
+            if owner == crate::support::As::User {
+                let lock = store.path().join("lock");
+                let st = std::process::Command::new("chown")
+                    .args(["-h", &format!("{}:", crate::support::TEST_USER)])
+                    .arg(&lock)
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+            }
+            let at = store.path().to_str().unwrap();
+            let tar = tar.to_str().unwrap();
+            for args in [
+                &["image", "--image-dir", at, "import", tar, "--name", "x"][..],
+                &["image", "--image-dir", at, "rm", "x"][..],
+            ] {
+                let out = crate::support::airlock(who, args, "");
+                assert!(
+                    !out.status.success(),
+                    "{who:?} in {owner:?}'s store: {args:?}"
+                );
+                assert!(
+                    stderr(&out).contains("written only by the user it belongs to"),
+                    "{who:?} in {owner:?}'s store: {}",
+                    stderr(&out)
+                );
+            }
+            // Another's store is left as it was; one's own may have its empty directories.
+            let mut names: Vec<_> = std::fs::read_dir(store.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            if owner == who {
+                assert_eq!(names, ["images", "lock", "notes", "roots", "tmp"]);
+                assert!(store.roots().is_empty(), "{who:?} published a root");
+            } else {
+                assert_eq!(names, ["lock"], "{who:?} wrote into {owner:?}'s store");
+            }
+            victims.assert_untouched();
+        }
+    }
+}
