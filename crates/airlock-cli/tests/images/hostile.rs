@@ -286,3 +286,23 @@ fn a_store_of_another_user_or_with_a_planted_lock_link_is_refused() {
         }
     }
 }
+
+/// An image whose WorkingDir is a link to its root, and whose interpreter names `/` (and that
+/// link) on sys.path, gets no wider Landlock policy than any image: the rest of its root stays
+/// unreadable, and the run starts in /work.
+#[test]
+fn a_working_dir_or_sys_path_that_is_the_root_widens_nothing() {
+    for who in identities() {
+        let (store, dir) = (Store::new(who), scratch());
+        let layout = dir.path().join("workdir_link");
+        hostile("workdir_link", &layout, &dir.path().join("none"));
+        store.imported(&layout, "wl");
+        let code = "import os, sys\n\
+                    try:\n    os.listdir('/var/lib'); print('read')\n\
+                    except PermissionError:\n    print('denied')\n\
+                    print(os.getcwd(), '/' in sys.path, '/lnk' in sys.path)\n";
+        let r = store.on_image("run", "wl", &["-"], code);
+        assert_eq!(status(&r), "completed", "{who:?}: {r}");
+        assert_eq!(r["stdout"], "denied\n/work False False\n", "{who:?}: {r}");
+    }
+}
