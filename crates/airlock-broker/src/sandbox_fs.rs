@@ -145,8 +145,27 @@ impl SandboxFs {
     pub fn in_image(&self, p: &Path) -> Option<airlock_jail::dirfd::Meta> {
         let (_, root) = self.image.as_ref()?;
         let rel = p.strip_prefix("/").unwrap_or(p);
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".") // `/` itself
+        } else {
+            rel
+        };
         let fd = root.open_path_in_root(rel.as_os_str()).ok()?;
         fstat(fd.as_fd()).ok()
+    }
+
+    /// True when the guest path `p` names the image's root itself (`/`, or a link to it): a
+    /// path an image or its interpreter asks to have readable must not widen the policy to
+    /// everything.
+    #[must_use]
+    pub fn is_image_root(&self, p: &Path) -> bool {
+        let Some((_, root)) = self.image.as_ref() else {
+            return false;
+        };
+        match (self.in_image(p), root.meta()) {
+            (Some(a), Ok(b)) => a.dev == b.dev && a.ino == b.ino,
+            _ => false,
+        }
     }
 
     /// True when `p` (a guest path) is an executable file in the sandbox's root.

@@ -13,6 +13,21 @@ pub enum ImageError {
         /// The error.
         source: std::io::Error,
     },
+    /// The store (or one of its directories) is not a plain directory of the caller's own: a
+    /// store is written only by its owner, who could otherwise plant links for them to follow.
+    #[error(
+        "{path}: not a directory of uid {uid}'s own (owner {owner}, or a link); a store is \
+         written only by the user it belongs to: run the command as its owner, or choose a \
+         store of your own with --image-dir"
+    )]
+    NotOwnStore {
+        /// The directory or file.
+        path: PathBuf,
+        /// Its owner (`u32::MAX` when it is not a directory).
+        owner: u32,
+        /// The caller's effective uid.
+        uid: u32,
+    },
     /// The input is not a format this store reads.
     #[error("{path}: {why}")]
     Format {

@@ -7,7 +7,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use airlock_jail::dirfd::DirFd;
@@ -98,12 +98,32 @@ impl Store {
         &self.dir
     }
 
+    /// Takes the store's lock, first checking that the store and its directories are plain
+    /// directories of the caller's own: every write below goes by path, and a link planted by
+    /// another user (`lock -> /etc/shadow`, `tmp -> /`) must not be followed by, say, root
+    /// importing into that user's store.
     fn lock(&self) -> Result<File> {
+        let uid = airlock_jail::identity::effective_uid();
+        own_dir(&self.dir, uid, true)?;
         for sub in ["roots", "images", "notes", "tmp"] {
             mkdir(&self.dir.join(sub))?;
+            own_dir(&self.dir.join(sub), uid, false)?;
         }
         let path = self.dir.join("lock");
-        let f = File::create(&path).map_err(ImageError::io(format!("open {}", path.display())))?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => not_own(&path, u32::MAX, uid),
+                _ => ImageError::io(format!("open {}", path.display()))(e),
+            })?;
+        let meta = f.metadata().map_err(ImageError::io("stat the lock"))?;
+        if !meta.is_file() || meta.uid() != uid {
+            return Err(not_own(&path, meta.uid(), uid));
+        }
         f.lock().map_err(ImageError::io("lock the store"))?;
         Ok(f)
     }
@@ -258,7 +278,12 @@ impl Store {
             what: "record".into(),
             why: e.to_string(),
         })?;
+        let before = self.record(name).ok();
         write_atomic(&self.record_path(name), &json)?;
+        // The root the name named before goes with it, unless another name still uses it.
+        if let Some(old) = before.filter(|old| old.id != record.id) {
+            self.drop_root_if_unused(&old.id)?;
+        }
         Ok(Imported { record, reused })
     }
 
@@ -338,14 +363,43 @@ impl Store {
         let r = self.record(name)?;
         std::fs::remove_file(self.record_path(name))
             .map_err(ImageError::io(format!("remove the record of {name}")))?;
-        if self.list()?.iter().any(|o| o.id == r.id) {
+        self.drop_root_if_unused(&r.id)
+    }
+
+    /// Removes the root `id` (and its notes) when no name uses it; returns whether it did.
+    /// The caller holds the lock.
+    fn drop_root_if_unused(&self, id: &str) -> Result<bool> {
+        if self.list()?.iter().any(|o| o.id == id) {
             return Ok(false);
         }
         for sub in ["roots", "notes"] {
             let dir = DirFd::open(&self.dir.join(sub)).map_err(ImageError::io("open store"))?;
-            remove(&dir, OsStr::new(&r.id))?;
+            remove(&dir, OsStr::new(id))?;
         }
         Ok(true)
+    }
+}
+
+fn not_own(path: &Path, owner: u32, uid: u32) -> ImageError {
+    ImageError::NotOwnStore {
+        path: path.to_path_buf(),
+        owner,
+        uid,
+    }
+}
+
+/// Refuses `dir` unless it is a directory (not a link to one) owned by `uid`; a missing one is
+/// fine when `may_be_missing` (it is created owner-only).
+fn own_dir(dir: &Path, uid: u32, may_be_missing: bool) -> Result<()> {
+    // Without a trailing `/`, which would make lstat follow a final link.
+    let dir: PathBuf = dir.components().collect();
+    let dir = dir.as_path();
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() && m.uid() == uid => Ok(()),
+        Ok(m) if m.is_dir() => Err(not_own(dir, m.uid(), uid)),
+        Ok(_) => Err(not_own(dir, u32::MAX, uid)),
+        Err(e) if may_be_missing && e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ImageError::io(format!("stat {}", dir.display()))(e)),
     }
 }
 

@@ -32,9 +32,14 @@ pub(super) async fn plan(
     let (mode, mut fs, code, sys_path) = match &spec.workload {
         Workload::Python { code, interpreter } => {
             check_size(code)?;
-            let interp = interpreter_image::discover(image, interpreter.as_deref(), &spec.executor)
-                .await
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
+            let mut interp =
+                interpreter_image::discover(image, interpreter.as_deref(), &spec.executor)
+                    .await
+                    .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
+            // The probe's answer is the image's: `/` (or a link to it) as a prefix or a
+            // sys.path entry would make the whole root readable.
+            interp.prefixes.retain(|p| !sandbox.is_image_root(p));
+            interp.path.retain(|p| !sandbox.is_image_root(p));
             if !sandbox.has_executable(&interp.executable) {
                 let msg = format!(
                     "the interpreter {} is not in image {}",
@@ -77,13 +82,14 @@ pub(super) async fn plan(
     })
 }
 
-/// The image's working directory, when it names a directory of the image.
+/// The image's working directory, when it names a directory of the image other than its root
+/// (a `WorkingDir` that is a link to `/` would make the whole root readable).
 fn working_dir(image: &Image, sandbox: &SandboxFs) -> Option<PathBuf> {
     let d = Path::new(image.config.working_dir.as_deref()?);
-    sandbox
+    let dir = sandbox
         .in_image(d)
-        .is_some_and(|m| m.kind == FileKind::Directory)
-        .then(|| d.to_path_buf())
+        .is_some_and(|m| m.kind == FileKind::Directory);
+    (dir && !sandbox.is_image_root(d)).then(|| d.to_path_buf())
 }
 
 /// The image's environment with the caller's on top (a name the caller sets replaces the

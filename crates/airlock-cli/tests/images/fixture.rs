@@ -56,7 +56,7 @@ pub fn hostile(kind: &str, out: &Path, victim: &Path) {
         .arg(out)
         .arg("--victim")
         .arg(victim);
-    if matches!(kind, "setuid" | "interp") {
+    if matches!(kind, "setuid" | "interp" | "workdir_link") {
         c.arg("--base").arg(fixture().join("root.tar"));
     }
     let o = c.output().unwrap();

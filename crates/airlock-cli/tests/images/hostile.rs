@@ -230,3 +230,79 @@ fn an_image_interpreter_starts_under_the_exec_filter() {
         );
     }
 }
+
+/// A store is written only by the user it belongs to: root importing into (or removing from)
+/// a user's store, where the user planted `lock -> /etc/shadow`, would follow the link; so
+/// would anyone into a store of their own whose `lock` is a link.
+#[test]
+fn a_store_of_another_user_or_with_a_planted_lock_link_is_refused() {
+    let all = identities();
+    for who in all.clone() {
+        let (victims, dir) = (Victims::new(who), scratch());
+        let tar = dir.path().join("dev_nodes.tar");
+        hostile("dev_nodes", &tar, &dir.path().join("none"));
+        for owner in all.iter().copied() {
+            let store = Store::new(owner);
+            std::os::unix::fs::symlink(&victims.file, store.path().join("lock")).unwrap();
+            if owner == crate::support::As::User {
+                let lock = store.path().join("lock");
+                let st = std::process::Command::new("chown")
+                    .args(["-h", &format!("{}:", crate::support::TEST_USER)])
+                    .arg(&lock)
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+            }
+            let at = store.path().to_str().unwrap();
+            let tar = tar.to_str().unwrap();
+            for args in [
+                &["image", "--image-dir", at, "import", tar, "--name", "x"][..],
+                &["image", "--image-dir", at, "rm", "x"][..],
+            ] {
+                let out = crate::support::airlock(who, args, "");
+                assert!(
+                    !out.status.success(),
+                    "{who:?} in {owner:?}'s store: {args:?}"
+                );
+                assert!(
+                    stderr(&out).contains("written only by the user it belongs to"),
+                    "{who:?} in {owner:?}'s store: {}",
+                    stderr(&out)
+                );
+            }
+            // Another's store is left as it was; one's own may have its empty directories.
+            let mut names: Vec<_> = std::fs::read_dir(store.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            if owner == who {
+                assert_eq!(names, ["images", "lock", "notes", "roots", "tmp"]);
+                assert!(store.roots().is_empty(), "{who:?} published a root");
+            } else {
+                assert_eq!(names, ["lock"], "{who:?} wrote into {owner:?}'s store");
+            }
+            victims.assert_untouched();
+        }
+    }
+}
+
+/// An image whose WorkingDir is a link to its root, and whose interpreter names `/` (and that
+/// link) on sys.path, gets no wider Landlock policy than any image: the rest of its root stays
+/// unreadable, and the run starts in /work.
+#[test]
+fn a_working_dir_or_sys_path_that_is_the_root_widens_nothing() {
+    for who in identities() {
+        let (store, dir) = (Store::new(who), scratch());
+        let layout = dir.path().join("workdir_link");
+        hostile("workdir_link", &layout, &dir.path().join("none"));
+        store.imported(&layout, "wl");
+        let code = "import os, sys\n\
+                    try:\n    os.listdir('/var/lib'); print('read')\n\
+                    except PermissionError:\n    print('denied')\n\
+                    print(os.getcwd(), '/' in sys.path, '/lnk' in sys.path)\n";
+        let r = store.on_image("run", "wl", &["-"], code);
+        assert_eq!(status(&r), "completed", "{who:?}: {r}");
+        assert_eq!(r["stdout"], "denied\n/work False False\n", "{who:?}: {r}");
+    }
+}
