@@ -60,6 +60,7 @@ pub fn program_fits(code: &str) -> bool {
 
 pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
     let cwd = guest_cwd(spec.cwd.as_deref())?;
+    cwd_exists(spec).await?;
     let mut sys_path = Vec::new();
     let mut extra_binds = Vec::new();
     let (mode, fs, code, interp) = match &spec.workload {
@@ -74,7 +75,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
             }
             let interp = interpreter::discover(interpreter.as_deref())
                 .await
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
+                .map_err(interpreter_missing)?;
             if let Some(sb) = &spec.sandbox {
                 if !sb.holds(&interp.executable) {
                     let msg = format!(
@@ -161,7 +162,7 @@ pub async fn root_for(spec: &RunSpec) -> Result<RootSpec, NotStarted> {
         Workload::Python { interpreter, .. } => Some(
             interpreter::discover(interpreter.as_deref())
                 .await
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?,
+                .map_err(interpreter_missing)?,
         ),
         Workload::Command { argv } => {
             if let Some(first) = argv.first() {
@@ -196,6 +197,48 @@ fn guest_cwd(rel: Option<&str>) -> Result<PathBuf, NotStarted> {
     Ok(base.join(rel))
 }
 
+/// A missing interpreter is the request's problem (`not_found`); one that is there but is not
+/// a usable CPython cannot start a sandbox (`refused`).
+fn interpreter_missing(e: interpreter::InterpreterError) -> NotStarted {
+    let code = match e {
+        interpreter::InterpreterError::NotFound(_) => ErrorCode::NotFound,
+        _ => ErrorCode::SandboxRefused,
+    };
+    not_started(code, e.to_string())
+}
+
+/// A working directory the run names must be a directory in the sandbox's /work already (a
+/// fresh sandbox's /work is empty): otherwise `not_found`, before anything spawns.
+async fn cwd_exists(spec: &RunSpec) -> Result<(), NotStarted> {
+    let Some(rel) = spec.cwd.as_deref().filter(|r| !r.is_empty() && *r != ".") else {
+        return Ok(());
+    };
+    let missing = || {
+        let msg = format!("working directory {rel:?} does not exist in the sandbox's /work");
+        not_started(ErrorCode::NotFound, msg)
+    };
+    let Some(sb) = spec.sandbox.clone() else {
+        return Err(missing());
+    };
+    let rel_owned = rel.to_owned();
+    let opened = tokio::task::spawn_blocking(move || {
+        sb.as_owner(|work| work.open_dir(&rel_owned).map(drop))
+    })
+    .await;
+    match opened {
+        Ok(Err(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Err(missing())
+        }
+        // Anything else (a link on the way, ...) the stage's chdir decides, in the sandbox.
+        _ => Ok(()),
+    }
+}
+
 /// The guest path of a command. A bare name is searched on the guest's PATH, in the sandbox's
 /// root (a one-shot sandbox, not yet built, binds what the broker's PATH finds); a name with a
 /// `/` is a guest path, relative ones to the guest's cwd, never resolved on the host.
@@ -220,12 +263,9 @@ fn command_path(
             .find(|p| sb.holds(p) && interpreter::which(&p.to_string_lossy()).is_some()),
         None => interpreter::which(first).and_then(|p| std::fs::canonicalize(p).ok()),
     };
-    let program = found.ok_or_else(|| {
-        not_started(
-            ErrorCode::SandboxRefused,
-            format!("command not found: {first}"),
-        )
-    })?;
+    // Not a missing layer: the request names something that is not there (the CLI exits 127).
+    let program = found
+        .ok_or_else(|| not_started(ErrorCode::NotFound, format!("command not found: {first}")))?;
     if sandbox.is_none() {
         extra_binds.push(program.clone());
     }
