@@ -14,7 +14,8 @@ say() { printf '\n==> %s\n' "$*"; }
 if [ "$(id -u)" = 0 ]; then
     say "system packages"
     missing=()
-    for pkg in python3 python3-numpy python3-matplotlib python3-venv bubblewrap util-linux passwd podman runc mmdebstrap; do
+    for pkg in python3 python3-numpy python3-matplotlib python3-venv python3-yaml bubblewrap util-linux passwd \
+        podman runc mmdebstrap golang-github-containers-common binutils; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
@@ -26,9 +27,18 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-python3 -m pip install --quiet --disable-pip-version-check numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26' \
-    || python3 -m pip install --quiet --break-system-packages numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26'
+py_packages=(numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
+    'smolagents~=1.26' 'kubernetes-validate==1.37.0')
+python3 -m pip install --quiet --disable-pip-version-check "${py_packages[@]}" \
+    || python3 -m pip install --quiet --break-system-packages "${py_packages[@]}"
 export AIRLOCK_REQUIRE_NUMPY=1
+
+# Everything the suite leaves in the temporary directory (the test binaries' copies of the
+# debug binary are 200+ MB each) goes when it ends, however it ends.
+suite_tmp="$(mktemp -d /tmp/airlock-suite.XXXXXX)"
+chmod 1777 "$suite_tmp"
+export TMPDIR="$suite_tmp"
+trap 'rm -rf "$suite_tmp"' EXIT
 
 say "format and lints"
 cargo fmt --all --check
@@ -59,7 +69,7 @@ fi
 
 if [ -d clients/python/tests ]; then
     say "python client tests"
-    python3 -m pip install --quiet --disable-pip-version-check -e clients/python
+    # The tests import the package from clients/python/src; nothing is installed.
     AIRLOCK_BIN="$root/target/debug/airlock" python3 -m pytest -q clients/python/tests \
         2>&1 | tee "$logs/pytest.log"
 fi
@@ -99,6 +109,11 @@ fi
 [ -n "$egress_pid" ] && kill "$egress_pid" 2>/dev/null
 rm -rf "$maf_src"
 [ "$maf_status" = 0 ] || { echo "the maf-sandbox suites failed"; exit 1; }
+
+say "distribution: the wheel, the server image, the Kubernetes manifests"
+# The release build and the image are cached between runs (/var/cache/airlock-test, podman's
+# store): scripts/build-release.sh, scripts/build-image.sh.
+python3 -m pytest -q tests/dist 2>&1 | tee "$logs/dist.log"
 
 say "fuzz smoke (${FUZZ_SECONDS}s)"
 bash scripts/fuzz-smoke.sh "$FUZZ_SECONDS"
