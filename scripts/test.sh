@@ -24,6 +24,10 @@ if [ "$(id -u)" = 0 ]; then
     fi
     # The rootless path is tested as this user (the suite refuses to run as root without it).
     id airlock-test >/dev/null 2>&1 || useradd --create-home --shell /bin/bash airlock-test
+    # The image tests' Debian root (python3, numpy, pandas) and its OCI and Docker archives,
+    # built once per machine with mmdebstrap and podman (cached by recipe hash).
+    say "image fixture"
+    FORMATS=oci bash scripts/image-fixture.sh >/dev/null
 fi
 
 say "python packages"
@@ -54,7 +58,7 @@ cargo test --workspace 2>&1 | tee "$logs/cargo.log"
 if [ "$(id -u)" = 0 ]; then
     say "in-process attack suites as airlock-test"
     cargo test --no-run --message-format=json -p airlock-cli --test local_files --test local_backend \
-        -p airlock-bench --test pool 2>/dev/null \
+        -p airlock-bench --test pool -p airlock-image --test unpack 2>/dev/null \
         | python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)

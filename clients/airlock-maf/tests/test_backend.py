@@ -76,3 +76,25 @@ def test_the_example_agent_runs() -> None:
                           timeout=300, env={**os.environ, "AIRLOCK_BIN": airlock_binary()})
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "The sandbox says: Paris: sunny" in done.stdout
+
+
+async def test_a_spec_image_runs_on_that_image(tmp_path: Path, unique: str) -> None:
+    fixtures = sorted(Path("/var/cache/airlock-test/images").glob("*/oci.tar"))
+    if not fixtures:
+        import pytest
+        pytest.skip("no image fixture (scripts/image-fixture.sh builds it; scripts/test.sh runs that)")
+    store = tmp_path / "store"
+    subprocess.run([airlock_binary(), "image", "--image-dir", str(store), "import", str(fixtures[-1]),
+                    "--name", "pandas"], check=True, capture_output=True)
+    backend = await asyncio.to_thread(AirlockSandboxBackend, binary=airlock_binary(),
+                                      args=["--image-dir", str(store)])
+    try:
+        router = SandboxRouter([backend], min_isolation=backend.isolation)
+        spec = SandboxSpec(kind="pandas", image="pandas", work_dir=None, files_in=LIMITS, files_out=LIMITS,
+                           requires=frozenset({Capability.EXEC, Capability.RUN_CODE}))
+        sandbox = await router.acquire(SandboxKey("images", unique, "a"), spec)
+        code = await sandbox.run_code("import pandas as pd; print(pd.Series([1, 2, 3]).sum())", timeout=60)
+        assert code.stdout == "6\n", code
+        assert (await router.dispose_scope("images", unique)).undisposed is None
+    finally:
+        await asyncio.to_thread(backend.close)

@@ -22,8 +22,10 @@ def mypy(tmp_path, *targets):
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "mypy"],
                        check=True)
     env = {**os.environ, "MYPYPATH": str(SRC)}
-    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
-                           *map(str, targets)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    # The package's own configuration (its overrides for untyped frameworks) from pyproject.toml.
+    config = SRC.parent / "pyproject.toml"
+    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", str(config),
+                           "--cache-dir", str(tmp_path / "cache"), *map(str, targets)], capture_output=True, text=True, env=env, cwd=tmp_path)
 
 
 def test_mypy_strict_is_clean_on_the_package_and_a_user_program(tmp_path):

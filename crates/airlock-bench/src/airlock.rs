@@ -48,6 +48,7 @@ pub fn spec(executor: &Path, code: &str, limits: Limits) -> RunSpec {
         },
         limits,
         sandbox: None,
+        image: None,
         cwd: None,
         env: Vec::new(),
         executor: executor.to_path_buf(),

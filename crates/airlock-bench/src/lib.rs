@@ -9,6 +9,7 @@
 //! reports the median and p99 and its ratio to the floor. Timings are reported, never asserted.
 mod airlock;
 mod host;
+mod image;
 mod inproc;
 mod peers;
 pub mod stats;
@@ -39,6 +40,9 @@ pub struct Options {
     pub executor: PathBuf,
     /// The `airlock` binary, for the `airlock run` (whole process) row; skipped when None.
     pub cli: Option<PathBuf>,
+    /// An image to import (an OCI or Docker archive, a root tarball or directory), for the
+    /// image rows; skipped when None.
+    pub image: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             json: false,
             executor: PathBuf::from("airlock"),
             cli: None,
+            image: None,
         }
     }
 }
@@ -80,6 +85,7 @@ const TOOLS: &str = "tool call round trip (1,000 echo calls)";
 const THROUGHPUT: &str = "throughput, both cores busy";
 const MEMORY: &str = "memory per idle sandbox";
 const KILL: &str = "kill after timeout, to tree reaped";
+const IMPORT: &str = "image import (once per image)";
 
 /// Measure everything; the report's rows are in table order.
 pub fn run(opts: &Options) -> Result<Report, BenchError> {
@@ -116,6 +122,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         cold,
         "fresh executor per run; broker in process",
     ));
+    let import_rows = image_rows(&mut rows, opts, runs, &limits).await;
     let pool = airlock::pool(exe, 1, limits.clone());
     let warm = airlock::start(exe, Some(&pool), runs, &limits).await;
     rows.push(Row::from_result(
@@ -266,6 +273,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     pool.shutdown().await;
     rows.push(Row::from_result(KILL, "airlock warm (pool)", "ms", r, ""));
     inproc_rows(&mut rows, &python, KILL, "kill", kills);
+    rows.extend(import_rows);
 
     let mut report = Report {
         machine: machine(),
@@ -276,6 +284,50 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     };
     report.compute_ratios();
     Ok(report)
+}
+
+/// Cold start on an image's root (pushed next to the host-root row), and the rows of the
+/// import that made it (returned, for the end of the table).
+async fn image_rows(
+    rows: &mut Vec<Row>,
+    opts: &Options,
+    runs: usize,
+    limits: &airlock_broker::Limits,
+) -> Vec<Row> {
+    const SYSTEM: &str = "airlock cold, on an image";
+    let Some(path) = &opts.image else {
+        let why = "pass --image PATH (e.g. an mmdebstrap root tarball) to measure";
+        rows.push(Row::skipped(START, SYSTEM, why));
+        return vec![Row::skipped(IMPORT, "airlock image import", why)];
+    };
+    let imported = match image::import(path) {
+        Ok(i) => i,
+        Err(e) => {
+            rows.push(Row::skipped(START, SYSTEM, e.clone()));
+            return vec![Row::skipped(IMPORT, "airlock image import", e)];
+        }
+    };
+    let r = image::start(&opts.executor, &imported.image, runs, limits).await;
+    let note = "the image's root and interpreter instead of the host's";
+    rows.push(Row::from_result(START, SYSTEM, "ms", r, note));
+    let [first, again] = imported.seconds;
+    let cached = "content-addressed: nothing unpacked again";
+    vec![
+        Row::measured(
+            IMPORT,
+            "airlock image import",
+            "s",
+            vec![first],
+            imported.note,
+        ),
+        Row::measured(
+            IMPORT,
+            "airlock image import, root cached",
+            "s",
+            vec![again],
+            cached,
+        ),
+    ]
 }
 
 fn host_row(

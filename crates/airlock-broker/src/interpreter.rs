@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 /// Also compiles the guest bootstrap (read from stdin) with this very interpreter, so a run
@@ -25,7 +25,7 @@ print(json.dumps({'executable': sys.executable, \
 const PROBE_OUTPUT_CAP: u64 = 1024 * 1024;
 
 /// What a run needs to know about an interpreter.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interpreter {
     /// The canonical path of the binary to execve.
     pub executable: PathBuf,

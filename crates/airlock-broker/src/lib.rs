@@ -8,6 +8,7 @@
 
 pub mod fs_policy;
 pub mod interpreter;
+pub mod interpreter_image;
 pub mod kernel;
 pub mod limits;
 pub mod output;
@@ -19,6 +20,7 @@ pub mod tools;
 
 pub use airlock_executor::config::GUEST_WORK_DIR;
 pub use airlock_executor::DataBounds;
+pub use airlock_image::Image;
 pub use kernel::Kernel;
 pub use limits::Limits;
 pub use pool::{Pool, PoolConfig, PoolStats};

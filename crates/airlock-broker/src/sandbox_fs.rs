@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use airlock_executor::config::{ASSEMBLE_METHOD, SANDBOX_CHANNEL_FD};
 use airlock_executor::{AssembleConfig, DataBounds, HostId};
-use airlock_jail::dirfd::DirFd;
+use airlock_image::Image;
+use airlock_jail::dirfd::{fstat, DirFd, FileKind};
 use airlock_jail::mounts::Usage;
 use airlock_jail::{fdpass, identity, mounts};
 use airlock_protocol::Message;
@@ -38,10 +39,24 @@ const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
 /// What the sandbox's root holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RootSpec {
-    /// Host paths bound read-only at the same path.
+    /// Host paths bound read-only at the same path (none with an image).
     pub binds: Vec<PathBuf>,
     /// The kernel bound on everything the sandbox can write.
     pub data: DataBounds,
+    /// The image whose root replaces the host's system directories, if any.
+    pub image: Option<Arc<Image>>,
+}
+
+impl RootSpec {
+    /// The root of an image: its own tree, nothing of the host's.
+    #[must_use]
+    pub fn of_image(image: Arc<Image>, data: DataBounds) -> RootSpec {
+        RootSpec {
+            binds: Vec::new(),
+            data,
+            image: Some(image),
+        }
+    }
 }
 
 /// Why a sandbox's filesystem could not be built.
@@ -63,6 +78,7 @@ pub struct SandboxFs {
     work: Arc<DirFd>,
     owner: Option<HostId>,
     binds: Vec<PathBuf>,
+    image: Option<(Arc<Image>, DirFd)>,
 }
 
 /// The identity a new sandbox gets: a fresh unprivileged host id under a root broker, None
@@ -117,9 +133,40 @@ impl SandboxFs {
         mounts::usage(self.work.as_fd()).ok()
     }
 
-    /// True when the host path `p` is visible in the sandbox's root (under a bound path).
+    /// The image the sandbox's root comes from, if any.
+    #[must_use]
+    pub fn image(&self) -> Option<&Arc<Image>> {
+        self.image.as_ref().map(|(i, _)| i)
+    }
+
+    /// What the guest path `p` is in the image (resolved as the guest would, links followed
+    /// inside the image only); None without an image or when it is not there.
+    #[must_use]
+    pub fn in_image(&self, p: &Path) -> Option<airlock_jail::dirfd::Meta> {
+        let (_, root) = self.image.as_ref()?;
+        let rel = p.strip_prefix("/").unwrap_or(p);
+        let fd = root.open_path_in_root(rel.as_os_str()).ok()?;
+        fstat(fd.as_fd()).ok()
+    }
+
+    /// True when `p` (a guest path) is an executable file in the sandbox's root.
+    #[must_use]
+    pub fn has_executable(&self, p: &Path) -> bool {
+        if self.image.is_some() {
+            return self
+                .in_image(p)
+                .is_some_and(|m| m.kind == FileKind::Regular && m.mode & 0o111 != 0);
+        }
+        self.holds(p) && crate::interpreter::which(&p.to_string_lossy()).is_some()
+    }
+
+    /// True when the path `p` is visible in the sandbox's root: in its image, or (without one)
+    /// under a bound host path.
     #[must_use]
     pub fn holds(&self, p: &Path) -> bool {
+        if self.image.is_some() {
+            return self.in_image(p).is_some();
+        }
         let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         self.binds
             .iter()
@@ -133,6 +180,10 @@ impl SandboxFs {
 }
 
 fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, SandboxFsError> {
+    let image = match root.image {
+        Some(i) => Some((Arc::clone(&i), DirFd::open(&i.root)?)),
+        None => None,
+    };
     let owner = sandbox_identity();
     let (ours, theirs) = UnixStream::pair()?;
     let (fd_ours, fd_theirs) = UnixStream::pair()?;
@@ -153,6 +204,7 @@ fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, Sandbox
         identity: owner,
         binds: root.binds,
         data: root.data,
+        image: image.as_ref().map(|(i, _)| i.root.clone()),
     };
     let frame = Message::notification(ASSEMBLE_METHOD, serde_json::to_value(&config).ok());
     let outcome = airlock_protocol::write_message(&mut &ours, &frame)
@@ -172,6 +224,7 @@ fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, Sandbox
             work: Arc::new(DirFd::from_owned(work)?),
             owner,
             binds,
+            image,
         }),
         Ok(None) => Err(SandboxFsError::Refused(why.unwrap_or_default())),
         Err(e) => Err(SandboxFsError::Spawn(e)),

@@ -13,6 +13,10 @@ pub struct BenchOpts {
     /// Print the report as JSON instead of the markdown table.
     #[arg(long)]
     pub json: bool,
+    /// Also measure a cold start on this image's root, and importing it (an OCI or Docker
+    /// archive, a root tarball or a root directory; imported into a temporary store).
+    #[arg(long, value_name = "PATH", conflicts_with = "from_json")]
+    pub image: Option<std::path::PathBuf>,
     /// Measure nothing: print the markdown table of a report saved with `--json`.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "runs"])]
     pub from_json: Option<std::path::PathBuf>,
@@ -33,6 +37,7 @@ pub fn bench(opts: BenchOpts) -> anyhow::Result<ExitCode> {
         json: opts.json,
         executor: exe.clone(),
         cli: Some(exe),
+        image: opts.image,
     };
     airlock_bench::run_and_print(&options)?;
     Ok(ExitCode::SUCCESS)

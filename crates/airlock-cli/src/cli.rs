@@ -10,6 +10,9 @@ mod mcp_cmd;
 // `airlock bench` too.
 #[path = "bench_cmd.rs"]
 mod bench_cmd;
+// And `airlock image`.
+#[path = "image_cmd.rs"]
+pub mod image_cmd;
 
 /// Run untrusted code in a rootless, network-isolated, syscall-filtered sandbox.
 #[derive(Debug, Parser)]
@@ -25,7 +28,8 @@ enum Command {
     Run {
         #[command(flatten)]
         opts: RunOpts,
-        /// The interpreter (default: python3 on PATH).
+        /// The interpreter (default: python3 on PATH; with --image, a name on the image's
+        /// PATH or a path inside the image).
         #[arg(long)]
         python: Option<PathBuf>,
         /// The program file, or - to read it from stdin.
@@ -47,6 +51,8 @@ enum Command {
     /// Benchmark airlock (cold, warm, CLI) against plain python3, bubblewrap, unshare and the
     /// in-process interpreters, measured now on this machine; prints one markdown table.
     Bench(bench_cmd::BenchOpts),
+    /// Import, list and remove images: read-only roots a sandbox can run on (`--image`).
+    Image(image_cmd::ImageOpts),
     /// Show which isolation layers this machine offers, and how to fix the missing ones.
     Doctor {
         /// Print JSON.
@@ -107,6 +113,14 @@ pub struct RunOpts {
     /// such addresses are refused otherwise).
     #[arg(long = "allow-private", value_name = "CIDR")]
     pub allow_private: Vec<String>,
+    /// Run on this image's root (see `airlock image`) instead of the host's system
+    /// directories; the interpreter and commands are looked for inside it.
+    #[arg(long, value_name = "NAME")]
+    pub image: Option<String>,
+    /// The image store [default: $AIRLOCK_IMAGE_DIR, /var/lib/airlock/images as root, else
+    /// ~/.local/share/airlock/images].
+    #[arg(long, value_name = "DIR")]
+    pub image_dir: Option<PathBuf>,
     /// Print exactly one JSON object describing the run.
     #[arg(long)]
     pub json: bool,
@@ -134,6 +148,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Serve(opts) => crate::serve_cmd::serve(opts),
         Command::Mcp(opts) => mcp_cmd::mcp(opts),
         Command::Bench(opts) => bench_cmd::bench(opts),
+        Command::Image(opts) => image_cmd::image(opts),
     }
 }
 

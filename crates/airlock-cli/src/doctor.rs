@@ -95,6 +95,7 @@ fn sandbox_root() -> LayerReport {
                     bytes: PROBE_BYTES,
                     inodes: PROBE_INODES,
                 },
+                image: None,
             };
             rt.block_on(SandboxFs::create(&exe, spec))
                 .map_err(|e| e.to_string())

@@ -43,9 +43,17 @@ pub struct McpOpts {
     /// `NAME = ["COMMAND", "ARG"]`).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
-    /// The interpreter for Python runs (default: python3 on PATH).
+    /// The interpreter for Python runs (default: python3 on PATH; with --image, a name on the
+    /// image's PATH or a path inside it).
     #[arg(long)]
     pub python: Option<PathBuf>,
+    /// Run every sandbox on this image's root (see `airlock image`).
+    #[arg(long, value_name = "NAME")]
+    pub image: Option<String>,
+    /// The image store [default: $AIRLOCK_IMAGE_DIR, /var/lib/airlock/images as root, else
+    /// ~/.local/share/airlock/images].
+    #[arg(long, value_name = "DIR")]
+    pub image_dir: Option<PathBuf>,
     /// Budget of one upstream tool call, seconds.
     #[arg(long, default_value_t = 30.0)]
     pub upstream_timeout: f64,
@@ -91,6 +99,8 @@ pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
         Scope::Call => IsolationScope::Call,
     };
     config.python = opts.python;
+    config.image = opts.image;
+    config.image_dir = opts.image_dir;
     config.upstream_call_timeout = seconds(opts.upstream_timeout, "--upstream-timeout")?;
     config.upstream_start_timeout =
         seconds(opts.upstream_start_timeout, "--upstream-start-timeout")?;

@@ -113,10 +113,18 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
             opts.json,
         );
     }
+    let image = match &opts.image {
+        Some(name) => {
+            let store = crate::cli::image_cmd::store(opts.image_dir.clone())?;
+            Some(Arc::new(store.get(name)?))
+        }
+        None => None,
+    };
     let mut spec = RunSpec {
         workload,
         limits,
         sandbox: None,
+        image,
         cwd: None,
         env,
         executor: std::env::current_exe().context("locating the airlock binary")?,

@@ -95,6 +95,10 @@ pub struct ServeOpts {
     /// The Python interpreter (default: python3 on PATH).
     #[arg(long)]
     pub python: Option<PathBuf>,
+    /// The image store sandboxes' `spec.image` names are looked up in [default:
+    /// $AIRLOCK_IMAGE_DIR, /var/lib/airlock/images as root, else ~/.local/share/airlock/images].
+    #[arg(long, value_name = "DIR")]
+    pub image_dir: Option<PathBuf>,
     /// Append one JSON line per run to this file.
     #[arg(long, value_name = "PATH")]
     pub audit: Option<PathBuf>,
@@ -244,6 +248,7 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         &epoch,
         max_sandboxes,
         &opts.allow_private,
+        opts.image_dir.clone(),
     )?);
     Ok(config)
 }

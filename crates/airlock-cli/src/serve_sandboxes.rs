@@ -20,9 +20,13 @@ pub fn build(
     epoch: &str,
     max_live: usize,
     allow_private: &[String],
+    image_dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<Arc<Sandboxes>> {
     let mut local = LocalConfig::new(config.executor.clone());
     local.egress_allow_private = allow_private.to_vec();
+    if let Some(dir) = image_dir {
+        local.images = Some(airlock_image::Store::open(dir));
+    }
     local.limits = config.defaults.clone();
     local.python = config.interpreter.clone();
     if let Some(p) = policy {

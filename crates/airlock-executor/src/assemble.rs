@@ -46,10 +46,10 @@ const GROUP: &str = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
 const HOSTS: &str = "127.0.0.1 localhost airlock\n::1 localhost ip6-localhost\n";
 
 /// A bind source: a detached copy of its mount tree with the system attributes in force.
-struct Source {
-    guest: PathBuf,
-    tree: OwnedFd,
-    dir: bool,
+pub(crate) struct Source {
+    pub(crate) guest: PathBuf,
+    pub(crate) tree: OwnedFd,
+    pub(crate) dir: bool,
 }
 
 /// A failed step, named by what it was doing.
@@ -61,7 +61,7 @@ pub struct AssembleError {
     pub message: String,
 }
 
-fn at<E: std::fmt::Display>(step: &'static str) -> impl FnOnce(E) -> AssembleError {
+pub(crate) fn at<E: std::fmt::Display>(step: &'static str) -> impl FnOnce(E) -> AssembleError {
     move |e| AssembleError {
         step,
         message: e.to_string(),
@@ -77,11 +77,7 @@ pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     // identity; any other stage in its own new mount namespace. Either way before anything is
     // mounted over the host tree.
     let early = cfg.identity.is_some();
-    let mut cloned = if early {
-        Some(open_sources(&cfg.binds)?)
-    } else {
-        None
-    };
+    let mut cloned = if early { Some(sources(cfg)?) } else { None };
     if let Some(id) = cfg.identity {
         identity::become_id(id).map_err(at("identity"))?;
     }
@@ -98,7 +94,7 @@ pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     ns::make_mounts_private().map_err(at("mount namespace"))?;
     let (sources, links) = match cloned.take() {
         Some(c) => c,
-        None => open_sources(&cfg.binds)?,
+        None => sources(cfg)?,
     };
     let root = Path::new(ROOT_STAGING);
     mounts::mount_tmpfs(root, SKELETON).map_err(at("root tmpfs"))?;
@@ -108,7 +104,10 @@ pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     for (link, target) in &links {
         reproduce_link(root, link, target)?;
     }
-    write_etc(root)?;
+    if cfg.image.is_none() {
+        // An image brings its own /etc (the store added the sandbox's account and hosts).
+        write_etc(root)?;
+    }
     mkdirs(&root.join("proc"))?;
     make_dev(root)?;
     let work = make_data(root, cfg.data)?;
@@ -147,6 +146,19 @@ fn inside(root: &Path, host: &Path) -> Result<PathBuf, AssembleError> {
         }
     }
     Ok(p)
+}
+
+/// The binds and links of the root: an image's top-level entries, or the host paths asked for.
+#[allow(clippy::type_complexity, reason = "a private pair of lists")]
+fn sources(cfg: &AssembleConfig) -> Result<(Vec<Source>, Vec<(PathBuf, PathBuf)>), AssembleError> {
+    match &cfg.image {
+        Some(image) if cfg.binds.is_empty() => crate::assemble_image::open_image(image),
+        Some(_) => Err(AssembleError {
+            step: "binds",
+            message: "a root from an image binds nothing of the host".into(),
+        }),
+        None => open_sources(&cfg.binds),
+    }
 }
 
 /// Canonical, existing, de-duplicated sources (a path under another bound one is covered by

@@ -37,6 +37,10 @@ pub struct AssembleConfig {
     pub binds: Vec<PathBuf>,
     /// The bound on everything the sandbox can write (/work, /tmp, /dev/shm together).
     pub data: DataBounds,
+    /// An image's unpacked root (a host directory of the image store): its top-level entries
+    /// are bound instead of any host path (`binds` must then be empty).
+    #[serde(default)]
+    pub image: Option<PathBuf>,
 }
 
 /// Kernel bounds on a sandbox's writable filesystem.
@@ -75,6 +79,11 @@ pub struct ExecutorConfig {
     /// may open TCP client sockets and connect to that port only. `None`: no network at all.
     #[serde(default)]
     pub egress_proxy_port: Option<u16>,
+    /// The interpreter is not the host's (it comes from an image): the stage installs the exec
+    /// seccomp filter before it starts, so the run filter its bootstrap adds is never the only
+    /// one a hostile interpreter could have skipped.
+    #[serde(default)]
+    pub untrusted_interpreter: bool,
 }
 
 /// The two workloads a stage can start.

@@ -12,6 +12,7 @@
 //! missing.
 
 pub mod assemble;
+mod assemble_image;
 pub mod attest;
 pub mod channel;
 pub mod config;

@@ -329,6 +329,11 @@ fn start(
     let env = cstrings(cfg.env.iter().map(|(k, v)| format!("{k}={v}")))?;
     match &cfg.mode {
         Mode::Python { interpreter, .. } => {
+            if cfg.untrusted_interpreter {
+                // An image's interpreter runs before its bootstrap could install anything: the
+                // exec filter (what a command in this sandbox gets) is in force first.
+                seccomp::install_for(seccomp::Profile::Exec, network(cfg)).layer("seccomp")?;
+            }
             let interp = path_str(interpreter)?;
             let program = if placed.code.is_some() {
                 LOADER

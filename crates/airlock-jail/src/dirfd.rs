@@ -19,6 +19,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
+mod tree;
+
 /// What kind of file an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
@@ -53,6 +55,12 @@ pub struct Meta {
     pub dev: u64,
     /// Inode number.
     pub ino: u64,
+    /// Permission bits, set-id and sticky bits (`st_mode & 07777`).
+    pub mode: u32,
+    /// Owner (`st_uid`).
+    pub uid: u32,
+    /// Modification time, seconds since the epoch (`st_mtime`).
+    pub mtime: i64,
 }
 
 fn meta_of(st: &libc::stat) -> Meta {
@@ -72,6 +80,9 @@ fn meta_of(st: &libc::stat) -> Meta {
         nlink: st.st_nlink,
         dev: st.st_dev,
         ino: st.st_ino,
+        mode: st.st_mode & 0o7777,
+        uid: st.st_uid,
+        mtime: st.st_mtime,
     }
 }
 
@@ -88,8 +99,8 @@ fn invalid(what: &str) -> io::Error {
 }
 
 /// A relative path for `openat2`: non-empty, not absolute, no NUL.
-fn rel_cstring(rel: &str) -> io::Result<CString> {
-    if rel.is_empty() || rel.starts_with('/') {
+fn rel_cstring(rel: &[u8]) -> io::Result<CString> {
+    if rel.is_empty() || rel.starts_with(b"/") {
         return Err(invalid("path must be relative and non-empty"));
     }
     CString::new(rel).map_err(|_| invalid("path contains a NUL byte"))
@@ -111,11 +122,20 @@ const RESOLVE: u64 = libc::RESOLVE_BENEATH
     | libc::RESOLVE_NO_XDEV;
 
 fn openat2(dir: BorrowedFd<'_>, rel: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
+    openat2_with(dir, rel.as_bytes(), flags, RESOLVE)
+}
+
+fn openat2_with(
+    dir: BorrowedFd<'_>,
+    rel: &[u8],
+    flags: libc::c_int,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
     let path = rel_cstring(rel)?;
     // SAFETY: open_how is a plain C struct of integers; all-zero is its documented default.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = u64::try_from(flags | libc::O_CLOEXEC).map_err(|_| invalid("negative flags"))?;
-    how.resolve = RESOLVE;
+    how.resolve = resolve;
     // SAFETY: `path` is a valid NUL-terminated string and `how` a valid open_how that both
     // outlive the call; the size passed is exactly the struct's size; `dir` is an open fd.
     let ret = unsafe {

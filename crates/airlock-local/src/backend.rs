@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use airlock_broker::{RootSpec, SandboxFs};
+use airlock_broker::{Image, RootSpec, SandboxFs};
 use airlock_policy::{
     BackendDeclarations, Capability, DisposalFailure, Isolation, IsolationScope, OsFamily,
     SandboxKey, SandboxLimits, SandboxSpec,
@@ -132,18 +132,43 @@ impl LocalBackend {
     }
 }
 
-/// A fresh sandbox filesystem for `config`: the system root, the interpreter's tree (when one
-/// is found), and the disk bound of its limits.
-pub(crate) async fn new_fs(config: &LocalConfig) -> Result<SandboxFs, String> {
-    let interp = airlock_broker::interpreter::discover(config.python.as_deref())
-        .await
-        .ok();
-    let root = RootSpec {
-        binds: airlock_broker::fs_policy::root_binds(interp.as_ref(), &[]),
-        data: airlock_broker::DataBounds {
-            bytes: config.limits.max_disk_bytes,
-            inodes: config.limits.max_disk_entries,
-        },
+/// The image a spec names, from the backend's store.
+fn image_for(config: &LocalConfig, spec: &SandboxSpec) -> Result<Option<Arc<Image>>, String> {
+    let Some(name) = spec.image() else {
+        return Ok(None);
+    };
+    let store = config
+        .images
+        .as_ref()
+        .ok_or_else(|| format!("image {name:?}: this backend has no image store"))?;
+    store
+        .get(name)
+        .map(|i| Some(Arc::new(i)))
+        .map_err(|e| e.to_string())
+}
+
+/// A fresh sandbox filesystem for `config`: the image's root, or the system root with the
+/// interpreter's tree (when one is found); and the disk bound of its limits.
+pub(crate) async fn new_fs(
+    config: &LocalConfig,
+    image: Option<Arc<Image>>,
+) -> Result<SandboxFs, String> {
+    let data = airlock_broker::DataBounds {
+        bytes: config.limits.max_disk_bytes,
+        inodes: config.limits.max_disk_entries,
+    };
+    let root = match image {
+        Some(image) => RootSpec::of_image(image, data),
+        None => {
+            let interp = airlock_broker::interpreter::discover(config.python.as_deref())
+                .await
+                .ok();
+            RootSpec {
+                binds: airlock_broker::fs_policy::root_binds(interp.as_ref(), &[]),
+                data,
+                image: None,
+            }
+        }
     };
     SandboxFs::create(&config.executor, root)
         .await
@@ -173,7 +198,10 @@ impl Backend for LocalBackend {
             return Ok(Arc::clone(&e.sandbox) as Arc<dyn Sandbox>);
         }
         let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
-        let fs = new_fs(&self.config).await.map_err(BackendError::Other)?;
+        let image = image_for(&self.config, spec).map_err(BackendError::Refused)?;
+        let fs = new_fs(&self.config, image)
+            .await
+            .map_err(BackendError::Other)?;
         let mut map = lock(&self.sandboxes);
         if let Some(e) = map.get(key) {
             // Another acquire of this key won the race; ours is dropped (and freed).

@@ -14,6 +14,12 @@ pub struct LocalConfig {
     pub limits: Limits,
     /// The Python interpreter for `run_code` (`python3` on PATH when `None`).
     pub python: Option<PathBuf>,
+    /// The interpreter for `run_code` in a sandbox on an image: a name on the image's `PATH`
+    /// or a guest path (`python3` when `None`).
+    pub image_python: Option<PathBuf>,
+    /// Where the images a spec names (`SandboxSpec::image`) are looked up; a spec naming one
+    /// is refused without a store.
+    pub images: Option<airlock_image::Store>,
     /// Private/loopback ranges (CIDR) an allowlisted host may resolve into; refused otherwise.
     pub egress_allow_private: Vec<String>,
     /// Where egress decisions are reported (each as an [`EgressDecided`] event).
@@ -32,6 +38,8 @@ impl LocalConfig {
             executor: executor.into(),
             limits: Limits::default(),
             python: None,
+            image_python: None,
+            images: airlock_image::Store::default_dir().map(airlock_image::Store::open),
             egress_allow_private: Vec::new(),
             observer: airlock_router::Observers::default(),
             restricted: airlock_policy::RestrictedProfile::default(),

@@ -89,6 +89,7 @@ impl LocalSandbox {
             workload: req.workload,
             limits,
             sandbox: Some(self.fs()?),
+            image: None,
             cwd,
             env: req.env,
             executor: self.config.executor.clone(),

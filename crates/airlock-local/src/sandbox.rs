@@ -118,6 +118,18 @@ impl LocalSandbox {
         }))
     }
 
+    /// The interpreter `run_code` asks for: the backend's, or its image interpreter when the
+    /// sandbox's root is an image.
+    #[must_use]
+    pub fn python(&self) -> Option<std::path::PathBuf> {
+        let on_image = self.fs().ok().is_some_and(|fs| fs.image().is_some());
+        if on_image {
+            self.config.image_python.clone()
+        } else {
+            self.config.python.clone()
+        }
+    }
+
     /// The work dir as the guest sees it (`/work`).
     #[must_use]
     pub fn work_dir(&self) -> &str {
@@ -215,6 +227,8 @@ impl Sandbox for LocalSandbox {
             truncated: r.stdout_truncated || r.stderr_truncated,
             stdout: r.stdout,
             stderr: r.stderr,
+            stdout_raw: r.stdout_raw,
+            stderr_raw: r.stderr_raw,
             timed_out,
         })
     }
@@ -224,7 +238,7 @@ impl Sandbox for LocalSandbox {
             .run_plain(
                 Workload::Python {
                     code: code.to_owned(),
-                    interpreter: self.config.python.clone(),
+                    interpreter: self.python(),
                 },
                 opts.timeout,
                 env_vec(&opts.env),

@@ -75,8 +75,13 @@ pub struct McpConfig {
     pub scope: IsolationScope,
     /// The `airlock` binary (its `__executor` subcommand is the stage).
     pub executor: PathBuf,
-    /// The interpreter; `python3` on PATH when None.
+    /// The interpreter; `python3` on PATH when None (with an image: on the image's PATH, or a
+    /// path inside it).
     pub python: Option<PathBuf>,
+    /// The image every sandbox runs on (the host's system directories when None).
+    pub image: Option<String>,
+    /// The image store (`airlock image`'s default when None).
+    pub image_dir: Option<PathBuf>,
     /// Upstream MCP servers.
     pub upstreams: Vec<UpstreamSpec>,
     /// Budget of one upstream tool call.
@@ -102,6 +107,8 @@ impl McpConfig {
             scope: IsolationScope::Conversation,
             executor,
             python: None,
+            image: None,
+            image_dir: None,
             upstreams: Vec::new(),
             upstream_call_timeout: Duration::from_secs(30),
             upstream_start_timeout: Duration::from_secs(20),

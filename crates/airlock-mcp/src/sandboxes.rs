@@ -85,7 +85,14 @@ impl Sandboxes {
     pub fn new(config: &McpConfig) -> Result<Sandboxes, McpError> {
         let mut local = LocalConfig::new(config.executor.clone());
         local.limits = config.limits.clone();
-        local.python = config.python.clone();
+        if config.image.is_some() {
+            local.image_python = config.python.clone();
+        } else {
+            local.python = config.python.clone();
+        }
+        if let Some(dir) = &config.image_dir {
+            local.images = Some(airlock_image::Store::open(dir));
+        }
         if let Some(p) = &config.policy {
             local.restricted = p.restricted.clone();
         }
@@ -152,8 +159,11 @@ impl Sandboxes {
         } else {
             Vec::new()
         };
-        SandboxSpec::builder(KIND)
-            .requires(needs.iter().copied())
+        let mut b = SandboxSpec::builder(KIND);
+        if let Some(image) = &self.config.image {
+            b = b.image(image);
+        }
+        b.requires(needs.iter().copied())
             .identities(identities)
             .isolation_scope(self.scope)
             // A conversation keeps one interpreter: variables persist across tool calls.

@@ -45,6 +45,11 @@ pub struct ExecResult {
     pub stdout: String,
     /// Captured standard error (lossy UTF-8), capped.
     pub stderr: String,
+    /// The exact bytes kept of standard output (`stdout` is them as text, invalid UTF-8
+    /// replaced): a command's binary output survives byte for byte here.
+    pub stdout_raw: Vec<u8>,
+    /// The exact bytes kept of standard error.
+    pub stderr_raw: Vec<u8>,
     /// Whether the bound expired.
     pub timed_out: bool,
     /// Whether either stream was truncated at its cap.

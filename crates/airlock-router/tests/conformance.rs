@@ -108,6 +108,10 @@ async fn each_fault_fails_its_probe() {
             ],
         ),
         (
+            Fault::LossyOutput,
+            &[("files_in", "every_byte_value_exact")],
+        ),
+        (
             Fault::TruncateReads,
             &[("files_out", "read_over_bound_refused")],
         ),

@@ -32,6 +32,7 @@ pub mod session;
 pub mod transfer_budget;
 pub mod transport;
 pub mod wire_spec;
+pub mod wire_spec_image;
 pub mod wire_tools;
 pub mod ws;
 

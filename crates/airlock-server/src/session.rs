@@ -307,6 +307,7 @@ impl Session {
             workload,
             limits,
             sandbox: None,
+            image: None,
             cwd: None,
             env: p.env,
             executor: config.executor.clone(),

@@ -68,6 +68,9 @@ struct RawSpec {
     stateful: bool,
     #[serde(default)]
     restricted: bool,
+    /// An image of the server's store to run on (`airlock image ls`).
+    #[serde(default)]
+    image: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,6 +156,9 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         .restricted(s.restricted);
     if let Some(floor) = s.min_isolation {
         b = b.min_isolation(floor);
+    }
+    if let Some(image) = s.image {
+        b = b.image(crate::wire_spec_image::checked(image)?);
     }
     let lowered = |c: Option<&TransferLimits>| TransferLimits::DEFAULT.within(c);
     b = b.files_in(

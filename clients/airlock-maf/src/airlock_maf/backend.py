@@ -156,9 +156,9 @@ class AirlockSandboxBackend:
 
     async def acquire(self, key: SandboxKey, spec: SandboxSpec) -> AirlockSandbox:
         base = _guest.storage_base(spec.work_dir)
-        if spec.image is not None or spec.image_id is not None:
-            raise ValueError("airlock has one guest image (the host's system directories, read-only); "
-                             f"it cannot resolve image {spec.image or spec.image_id!r}")
+        if spec.image_id is not None:
+            raise ValueError("airlock names images by the name they were imported under "
+                             f"(`airlock image ls`), not by id: use image=, not image_id={spec.image_id!r}")
         return await self._loop.run(self._acquire(key, spec, base))
 
     async def _acquire(self, key: SandboxKey, spec: SandboxSpec, base: str) -> AirlockSandbox:
@@ -189,7 +189,7 @@ class AirlockSandboxBackend:
                 requires=sorted(requires), egress=str(spec.egress), egress_allow=hosts,
                 isolation_scope="call", key=_keys.wire_key(key, spec.kind), idle_timeout=self._idle,
                 files_in=_wire_limits(limits.files_in), files_out=_wire_limits(limits.files_out),
-                tools=[transport_tool(slot)] if host_tools else [])
+                tools=[transport_tool(slot)] if host_tools else [], image=spec.image)
         except (ConnectionError, OverCapacityError) as e:
             raise SandboxBackendUnavailable(f"airlock could not make a sandbox: {e}") from e
         instance = Instance(wire=wire, loop=self._loop, base=base, slot=slot)

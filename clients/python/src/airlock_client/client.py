@@ -47,7 +47,7 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
                   files_in: Optional[TransferLimits], files_out: Optional[TransferLimits],
                   idle_timeout: Optional[float], tools: Sequence[Tool], declared_outputs: Sequence[DeclaredOutput],
                   outputs_named_at_call_time: bool, key: Optional[SandboxKey], stateful: bool = False,
-                  restricted: bool = False) -> Dict[str, Any]:
+                  restricted: bool = False, image: Optional[str] = None) -> Dict[str, Any]:
     """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire."""
     if isinstance(egress_allow, str):
         raise TypeError("egress_allow is a list of 'host[:port]' strings")
@@ -83,6 +83,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
         spec["stateful"] = True
     if restricted:
         spec["restricted"] = True
+    if image is not None:
+        spec["image"] = str(image)
     params: Dict[str, Any] = {"spec": spec}
     if key is not None:
         params["key"] = key.to_wire()
@@ -117,7 +119,7 @@ class BaseClient:
                       idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
                       declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
                       key: Optional[SandboxKey] = None, stateful: bool = False,
-                      restricted: bool = False) -> Sandbox:
+                      restricted: bool = False, image: Optional[str] = None) -> Sandbox:
         """Create a sandbox that persists across runs (`sandbox.create`).
 
         `requires`: the capabilities it may use (default: all but host tools; `host_tools` is
@@ -128,7 +130,9 @@ class BaseClient:
         `collect_outputs()` returns. `key`: the same key with an equal spec returns the same
         sandbox. `stateful`: one interpreter serves every `run_code` (variables, imports and
         objects persist; results carry `value` and `display`; see docs/server.md).
-        `restricted`: programs run under the host's restricted language profile. Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
+        `restricted`: programs run under the host's restricted language profile. `image`: the
+        name of an image in the server's store (`airlock image ls`) to run on instead of the
+        host's system directories; its interpreter runs `run_code`. Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
         OverCapacityError.
         """
         tools = list(tools)
@@ -137,7 +141,7 @@ class BaseClient:
                                files_in=files_in, files_out=files_out, idle_timeout=idle_timeout, tools=tools,
                                declared_outputs=declared_outputs,
                                outputs_named_at_call_time=outputs_named_at_call_time, key=key,
-                               stateful=stateful, restricted=restricted)
+                               stateful=stateful, restricted=restricted, image=image)
         info = SandboxInfo.from_wire(await self._session.request("sandbox.create", params))
         return Sandbox(self._session, info, {t.declaration.name: t.handler for t in tools})
 

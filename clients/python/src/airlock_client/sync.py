@@ -182,14 +182,14 @@ class SyncClient:
                 idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
                 declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
                 key: Optional[SandboxKey] = None, stateful: bool = False,
-                restricted: bool = False) -> SyncSandbox:
+                restricted: bool = False, image: Optional[str] = None) -> SyncSandbox:
         """See `AsyncClient.sandbox`."""
         sb = self._loop.call(self._a.sandbox(
             requires=requires, egress=egress, egress_allow=egress_allow, isolation_scope=isolation_scope,
             min_isolation=min_isolation, limits=limits, files_in=files_in, files_out=files_out,
             idle_timeout=idle_timeout, tools=tools, declared_outputs=declared_outputs,
             outputs_named_at_call_time=outputs_named_at_call_time, key=key, stateful=stateful,
-            restricted=restricted))
+            restricted=restricted, image=image))
         return SyncSandbox(self._loop, sb)
 
     def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:

@@ -17,6 +17,10 @@ fn main() -> ExitCode {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => opts.json = true,
+            "--image" => match args.next() {
+                Some(p) => opts.image = Some(p.into()),
+                None => return usage(),
+            },
             "--runs" => match args.next().and_then(|n| n.parse().ok()) {
                 Some(n) => opts.runs = n,
                 None => return usage(),
@@ -41,6 +45,6 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: airlock-bench [--runs N] [--json]");
+    eprintln!("usage: airlock-bench [--runs N] [--json] [--image PATH]");
     ExitCode::from(2)
 }

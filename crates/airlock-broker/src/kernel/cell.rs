@@ -27,6 +27,8 @@ const SIGCONT: i32 = 18;
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Longest `repr` kept from a cell's value.
 const MAX_REPR: usize = 64 * 1024;
+/// Largest JSON copy of a cell's value kept (encoded).
+const MAX_JSON: usize = 256 * 1024;
 
 /// How a cell's supervision stopped.
 enum Stop {
@@ -34,6 +36,20 @@ enum Stop {
     Answered(Option<Hint>, Option<CellValue>),
     /// The kernel must end (or has ended) for this reason.
     Fatal(End),
+}
+
+/// After an answer: stop the kernel and check it holds no more than its ceiling (a system call
+/// that populates memory can finish after the answer was sent and before the stop takes).
+/// `Some` is why the kernel must end instead.
+async fn settle(stage_pid: i32, memory: u64, peak_rss: &mut u64) -> Option<End> {
+    if !stop_kernel(stage_pid).await {
+        return Some(End::Internal(
+            "the kernel could not be stopped between cells".into(),
+        ));
+    }
+    let rss = procfs::tree_rss_bytes(stage_pid);
+    *peak_rss = (*peak_rss).max(rss);
+    (rss > memory).then_some(End::Memory)
 }
 
 /// How long a kernel gets to come to a stop after its answer.
@@ -65,7 +81,17 @@ fn signal_kernel(stage_pid: i32, sig: i32) {
     }
 }
 
-fn execute(n: i64, cell: &Cell<'_>, live: &Live) -> Message {
+/// A cell's request id: its number and 64 random bits, so no earlier cell can forge the answer
+/// to a later one (the program cannot know the id before the request arrives).
+fn cell_id(n: i64) -> Id {
+    let mut b = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .map_or(0, |()| u64::from_ne_bytes(b));
+    Id::String(format!("cell-{n}-{random:016x}"))
+}
+
+fn execute(id: Id, n: i64, cell: &Cell<'_>, live: &Live) -> Message {
     let env: serde_json::Map<String, Value> = cell
         .spec
         .env
@@ -80,7 +106,7 @@ fn execute(n: i64, cell: &Cell<'_>, live: &Live) -> Message {
         "code": cell.code, "cell": n, "sys_path": live.sys_path, "env": env, "cwd": cwd,
         "restricted": cell.spec.restricted,
     });
-    Message::request(Id::Number(n), "execute", Some(params))
+    Message::request(id, "execute", Some(params))
 }
 
 /// Run cell `n` on `live`. The result's `kernel_restarted` says the kernel must be ended.
@@ -103,10 +129,11 @@ pub(super) async fn run(
     let mut peak_rss = 0;
     let mut exit = None;
     let mut interrupted: Option<(End, tokio::time::Instant)> = None;
-    let stop = if live.launched.send(execute(n, cell, live)) {
+    let id = cell_id(n);
+    let stop = if live.launched.send(execute(id.clone(), n, cell, live)) {
         supervise(
             live,
-            n,
+            &id,
             cell,
             &mut relay,
             &mut displays,
@@ -121,18 +148,19 @@ pub(super) async fn run(
         Stop::Fatal(End::Internal("the kernel's socket is closed".into()))
     };
     let l = &mut live.launched;
+    let stop = match stop {
+        Stop::Answered(hint, value) => settle(stage_pid, live.limits.memory_bytes, &mut peak_rss)
+            .await
+            .map_or(Stop::Answered(hint, value), Stop::Fatal),
+        fatal @ Stop::Fatal(_) => fatal,
+    };
     let (end, hint, value, restarted) = match stop {
-        Stop::Answered(hint, value) if stop_kernel(stage_pid).await => {
+        Stop::Answered(hint, value) => {
             let end = interrupted.map_or(End::Exited, |(why, _)| why);
             let code = hint.as_ref().and_then(|h| h.exit_code).unwrap_or(1);
             let code = i32::try_from(code & 0xff).unwrap_or(1);
             exit = Some(ExitStatus::from_raw(code << 8));
             (end, hint, value, false)
-        }
-        Stop::Answered(..) => {
-            let why = "the kernel could not be stopped between cells";
-            exit = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
-            (End::Internal(why.into()), None, None, true)
         }
         Stop::Fatal(end) => {
             if exit.is_none() {
@@ -163,6 +191,10 @@ pub(super) async fn run(
     });
     result.value = value.map(|mut v| {
         truncate(&mut v.repr, MAX_REPR);
+        let json_len = v.json.as_ref().map_or(0, |j| j.to_string().len());
+        if json_len > MAX_JSON {
+            v.json = None;
+        }
         v
     });
     result.display = displays.items;
@@ -179,7 +211,7 @@ pub(super) async fn run(
 )]
 async fn supervise(
     live: &mut Live,
-    n: i64,
+    id: &Id,
     cell: &Cell<'_>,
     relay: &mut ToolRelay<'_>,
     displays: &mut Displays,
@@ -244,7 +276,7 @@ async fn supervise(
                     }
                 };
                 match msg {
-                    Message::Response(r) if r.id == Some(Id::Number(n)) => {
+                    Message::Response(r) if r.id.as_ref() == Some(id) => {
                         *peak_rss = (*peak_rss).max(procfs::tree_rss_bytes(stage_pid));
                         let v = r.outcome.ok().unwrap_or(Value::Null);
                         let value = serde_json::from_value(v["value"].clone()).ok();

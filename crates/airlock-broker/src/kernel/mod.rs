@@ -9,6 +9,7 @@
 //! A memory or disk overrun, a crash or a protocol violation ends it the same way.
 mod cell;
 mod display;
+mod guard;
 mod start;
 
 use std::path::PathBuf;
@@ -37,6 +38,8 @@ struct Live {
     sys_path: Vec<PathBuf>,
     /// Its memory ceiling (fixed at start).
     limits: Limits,
+    /// Watches it while it is stopped between cells.
+    guard: Option<guard::Guard>,
 }
 
 /// The kernel of one stateful sandbox; it starts on the first cell.
@@ -95,6 +98,15 @@ impl Kernel {
         {
             self.shut_down().await;
         }
+        // A kernel the guard ended between cells: this cell starts a fresh one, and says so.
+        let mut lost = None;
+        if let Some(g) = self.live.as_mut().and_then(|l| l.guard.take()) {
+            lost = g.stop().await;
+        }
+        if let Some(why) = &lost {
+            tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
+            self.shut_down().await;
+        }
         if self.live.is_none() {
             match start::start(&spec, &mut cancel, started).await {
                 Ok(live) => self.live = Some(live),
@@ -105,12 +117,19 @@ impl Kernel {
             return RunResult::not_started(ErrorCode::InternalError, "the kernel did not start");
         };
         self.cells += 1;
-        let outcome = cell::run(live, self.cells, &cell, tools, &mut cancel, started).await;
+        let mut outcome = cell::run(live, self.cells, &cell, tools, &mut cancel, started).await;
         if outcome.kernel_restarted {
             if let Some(live) = self.live.take() {
                 end(live).await;
             }
+        } else {
+            live.guard = Some(guard::Guard::start(
+                live.launched.stage_pid,
+                live.limits.memory_bytes,
+            ));
         }
+        // The state this cell may have counted on was gone before it ran.
+        outcome.kernel_restarted |= lost.is_some();
         outcome
     }
 
@@ -124,7 +143,12 @@ impl Kernel {
 
 /// Kill a kernel's tree and reap it.
 async fn end(live: Live) {
-    let Live { launched, .. } = live;
+    let Live {
+        launched, guard, ..
+    } = live;
+    if let Some(g) = guard {
+        g.stop().await;
+    }
     let mut l = launched;
     let _ = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
     l.discard().await;

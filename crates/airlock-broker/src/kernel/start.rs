@@ -46,6 +46,7 @@ pub(super) async fn start(
             launched,
             sys_path: prepared.sys_path,
             limits: cell.limits.clone(),
+            guard: None,
         }),
         Err(end) => Err(failed(launched, end, cell, started).await),
     }

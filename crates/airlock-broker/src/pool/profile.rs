@@ -17,6 +17,7 @@ pub(super) fn fits(config: &PoolConfig, spec: &RunSpec) -> bool {
     };
     *interpreter == config.interpreter
         && spec.sandbox.is_none()
+        && spec.image.is_none()
         && spec.cwd.is_none()
         && spec.output.is_none()
         && spec.executor == config.executor
@@ -55,6 +56,7 @@ mod tests {
             },
             limits: Limits::default(),
             sandbox: None,
+            image: None,
             cwd: None,
             env: vec![("K".into(), "V".into())],
             executor: PathBuf::from("/bin/airlock"),

@@ -30,6 +30,7 @@ impl Warm {
             },
             limits: config.limits.clone(),
             sandbox: None,
+            image: None,
             cwd: None,
             env: Vec::new(),
             executor: config.executor.clone(),

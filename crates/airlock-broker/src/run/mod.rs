@@ -4,6 +4,7 @@ pub(crate) mod disk_watch;
 
 mod egress;
 pub(crate) mod prepare;
+pub(crate) mod prepare_image;
 pub(crate) mod relay;
 pub(crate) mod teardown;
 pub(crate) mod tool_relay;
@@ -29,7 +30,8 @@ pub enum Workload {
     Python {
         /// The program text.
         code: String,
-        /// The interpreter; `python3` on PATH when None.
+        /// The interpreter; `python3` on PATH when None. With an image, a name on the image's
+        /// PATH or a guest path.
         interpreter: Option<PathBuf>,
     },
     /// A command (argv[0] resolved on the broker's PATH).
@@ -49,6 +51,9 @@ pub struct RunSpec {
     /// The sandbox to run in (its filesystem persists across runs); a fresh one, dropped
     /// after the run, when None.
     pub sandbox: Option<Arc<SandboxFs>>,
+    /// The image a fresh sandbox's root comes from (the host's system directories when None);
+    /// a given `sandbox` brings its own.
+    pub image: Option<Arc<airlock_image::Image>>,
     /// The guest working directory, relative to /work (None: /work itself).
     pub cwd: Option<String>,
     /// The guest's entire environment.

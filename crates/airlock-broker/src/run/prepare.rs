@@ -4,10 +4,11 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use airlock_executor::config::GUEST_WORK_DIR;
-use airlock_executor::{DataBounds, ExecutorConfig, Mode, RlimitSpec};
+use airlock_executor::{DataBounds, ExecutorConfig, FsSpec, Mode, RlimitSpec};
 use airlock_protocol::{ErrorCode, DEFAULT_MAX_MESSAGE_BYTES};
 
 use super::{RunSpec, Workload};
+use crate::interpreter::Interpreter;
 use crate::sandbox_fs::{RootSpec, SandboxFs};
 use crate::{fs_policy, interpreter};
 
@@ -43,7 +44,7 @@ pub struct NotStarted {
     pub message: String,
 }
 
-fn not_started(code: ErrorCode, message: impl Into<String>) -> NotStarted {
+pub(super) fn not_started(code: ErrorCode, message: impl Into<String>) -> NotStarted {
     NotStarted {
         code,
         message: message.into(),
@@ -58,21 +59,113 @@ pub fn program_fits(code: &str) -> bool {
     escaped.saturating_add(EXECUTE_ENVELOPE_BYTES) <= DEFAULT_MAX_MESSAGE_BYTES
 }
 
+/// What a run needs, decided before its stage exists.
+pub(super) struct Plan {
+    pub(super) mode: Mode,
+    pub(super) fs: FsSpec,
+    pub(super) code: Option<String>,
+    pub(super) sys_path: Vec<PathBuf>,
+    pub(super) cwd: PathBuf,
+    pub(super) env: Vec<(String, String)>,
+    /// The interpreter comes from an image (see [`ExecutorConfig::untrusted_interpreter`]).
+    pub(super) untrusted_interpreter: bool,
+}
+
 pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
-    let cwd = guest_cwd(spec.cwd.as_deref())?;
     cwd_exists(spec).await?;
-    let mut sys_path = Vec::new();
+    let image = match &spec.sandbox {
+        Some(sb) => sb.image().cloned(),
+        None => spec.image.clone(),
+    };
+    let (plan, sandbox) = match image {
+        None => {
+            let (plan, interp, extra_binds) = plan_on_host(spec).await?;
+            let root = RootSpec {
+                binds: fs_policy::root_binds(interp.as_ref(), &extra_binds),
+                data: data_bounds(spec),
+                image: None,
+            };
+            (plan, sandbox_or_new(spec, root).await?)
+        }
+        Some(image) => {
+            let root = RootSpec::of_image(Arc::clone(&image), data_bounds(spec));
+            let sandbox = sandbox_or_new(spec, root).await?;
+            (
+                super::prepare_image::plan(spec, &image, &sandbox).await?,
+                sandbox,
+            )
+        }
+    };
+    let limits = &spec.limits;
+    let config = ExecutorConfig {
+        mode: plan.mode,
+        cwd: plan.cwd,
+        identity: sandbox.owner(),
+        env: super::egress::guest_env(&plan.env, &limits.egress),
+        rlimits: RlimitSpec {
+            address_space: Some(limits.address_space_backstop()),
+            file_size: Some(limits.max_file_bytes),
+            open_files: Some(limits.max_open_files),
+            processes: Some(limits.max_processes),
+        },
+        fs: plan.fs,
+        hostname: "airlock".into(),
+        egress_proxy_port: super::egress::proxy_port(&limits.egress)?,
+        untrusted_interpreter: plan.untrusted_interpreter,
+    };
+    Ok(Prepared {
+        config,
+        code: plan.code,
+        sys_path: plan.sys_path,
+        executor: spec.executor.clone(),
+        sandbox,
+        output: spec.output.clone(),
+        restricted: spec.restricted.clone(),
+    })
+}
+
+fn data_bounds(spec: &RunSpec) -> DataBounds {
+    DataBounds {
+        bytes: spec.limits.max_disk_bytes,
+        inodes: spec.limits.max_disk_entries,
+    }
+}
+
+/// The spec's sandbox, or a fresh one with `root`.
+async fn sandbox_or_new(spec: &RunSpec, root: RootSpec) -> Result<Arc<SandboxFs>, NotStarted> {
+    if let Some(sb) = &spec.sandbox {
+        return Ok(Arc::clone(sb));
+    }
+    SandboxFs::create(&spec.executor, root)
+        .await
+        .map(Arc::new)
+        .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))
+}
+
+/// A refusal unless `code` fits one `execute` frame.
+pub(super) fn check_size(code: &str) -> Result<(), NotStarted> {
+    if program_fits(code) {
+        return Ok(());
+    }
+    let msg = format!(
+        "program too large: {} bytes does not fit the {} byte message cap",
+        code.len(),
+        DEFAULT_MAX_MESSAGE_BYTES
+    );
+    Err(not_started(ErrorCode::ProgramTooLarge, msg))
+}
+
+/// The plan of a run on the host's system directories, the interpreter it found, and the
+/// extra host paths a fresh sandbox must bind.
+#[allow(clippy::type_complexity, reason = "a private triple")]
+async fn plan_on_host(
+    spec: &RunSpec,
+) -> Result<(Plan, Option<Interpreter>, Vec<PathBuf>), NotStarted> {
+    let cwd = guest_cwd(spec.cwd.as_deref())?;
     let mut extra_binds = Vec::new();
-    let (mode, fs, code, interp) = match &spec.workload {
+    let (mode, fs, code, sys_path, interp) = match &spec.workload {
         Workload::Python { code, interpreter } => {
-            if !program_fits(code) {
-                let msg = format!(
-                    "program too large: {} bytes does not fit the {} byte message cap",
-                    code.len(),
-                    DEFAULT_MAX_MESSAGE_BYTES
-                );
-                return Err(not_started(ErrorCode::ProgramTooLarge, msg));
-            }
+            check_size(code)?;
             let interp = interpreter::discover(interpreter.as_deref())
                 .await
                 .map_err(interpreter_missing)?;
@@ -86,77 +179,53 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
                 }
             }
             let fs = fs_policy::for_python(&interp);
-            sys_path = interp
-                .path
-                .iter()
-                .filter(|p| p.is_absolute())
-                .cloned()
-                .collect();
             let mode = Mode::Python {
                 interpreter: interp.executable.clone(),
                 bootstrap: Some(interp.bootstrap.clone()),
             };
-            (mode, fs, Some(code.clone()), Some(interp))
+            let sys_path = absolute(&interp.path);
+            (mode, fs, Some(code.clone()), sys_path, Some(interp))
         }
         Workload::Command { argv } => {
             let first = argv
                 .first()
                 .ok_or_else(|| not_started(ErrorCode::InvalidParams, "empty command"))?;
-            let program = command_path(first, &cwd, spec.sandbox.as_deref(), &mut extra_binds)?;
+            let program = command_path(first, &cwd, spec.sandbox.as_deref(), &GUEST_SEARCH)?;
+            if spec.sandbox.is_none() {
+                extra_binds.push(program.clone());
+            }
             let fs = fs_policy::for_command(&program);
             let mode = Mode::Command {
                 program,
                 argv: argv.clone(),
             };
-            (mode, fs, None, None)
+            (mode, fs, None, Vec::new(), None)
         }
     };
-    let sandbox = match &spec.sandbox {
-        Some(sb) => Arc::clone(sb),
-        None => {
-            let root = RootSpec {
-                binds: fs_policy::root_binds(interp.as_ref(), &extra_binds),
-                data: DataBounds {
-                    bytes: spec.limits.max_disk_bytes,
-                    inodes: spec.limits.max_disk_entries,
-                },
-            };
-            let sb = SandboxFs::create(&spec.executor, root)
-                .await
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
-            Arc::new(sb)
-        }
-    };
-    let limits = &spec.limits;
-    let config = ExecutorConfig {
+    let plan = Plan {
         mode,
-        cwd,
-        identity: sandbox.owner(),
-        env: super::egress::guest_env(&spec.env, &limits.egress),
-        rlimits: RlimitSpec {
-            address_space: Some(limits.address_space_backstop()),
-            file_size: Some(limits.max_file_bytes),
-            open_files: Some(limits.max_open_files),
-            processes: Some(limits.max_processes),
-        },
         fs,
-        hostname: "airlock".into(),
-        egress_proxy_port: super::egress::proxy_port(&limits.egress)?,
-    };
-    Ok(Prepared {
-        config,
         code,
         sys_path,
-        executor: spec.executor.clone(),
-        sandbox,
-        output: spec.output.clone(),
-        restricted: spec.restricted.clone(),
-    })
+        cwd,
+        env: spec.env.clone(),
+        untrusted_interpreter: false,
+    };
+    Ok((plan, interp, extra_binds))
 }
 
-/// The root a fresh sandbox for `spec` needs (the interpreter's tree, or the command), for a
-/// caller that creates the sandbox itself to move files in before the run.
+/// The absolute entries of a `sys.path`.
+pub(super) fn absolute(path: &[PathBuf]) -> Vec<PathBuf> {
+    path.iter().filter(|p| p.is_absolute()).cloned().collect()
+}
+
+/// The root a fresh sandbox for `spec` needs (the image's, or the host's system directories
+/// with the interpreter's tree or the command), for a caller that creates the sandbox itself
+/// to move files in before the run.
 pub async fn root_for(spec: &RunSpec) -> Result<RootSpec, NotStarted> {
+    if let Some(image) = &spec.image {
+        return Ok(RootSpec::of_image(Arc::clone(image), data_bounds(spec)));
+    }
     let mut extra = Vec::new();
     let interp = match &spec.workload {
         Workload::Python { interpreter, .. } => Some(
@@ -167,22 +236,20 @@ pub async fn root_for(spec: &RunSpec) -> Result<RootSpec, NotStarted> {
         Workload::Command { argv } => {
             if let Some(first) = argv.first() {
                 let cwd = guest_cwd(spec.cwd.as_deref())?;
-                command_path(first, &cwd, None, &mut extra)?;
+                extra.push(command_path(first, &cwd, None, &GUEST_SEARCH)?);
             }
             None
         }
     };
     Ok(RootSpec {
         binds: fs_policy::root_binds(interp.as_ref(), &extra),
-        data: DataBounds {
-            bytes: spec.limits.max_disk_bytes,
-            inodes: spec.limits.max_disk_entries,
-        },
+        data: data_bounds(spec),
+        image: None,
     })
 }
 
 /// The guest working directory: /work, or a relative directory beneath it.
-fn guest_cwd(rel: Option<&str>) -> Result<PathBuf, NotStarted> {
+pub(super) fn guest_cwd(rel: Option<&str>) -> Result<PathBuf, NotStarted> {
     let base = PathBuf::from(GUEST_WORK_DIR);
     let Some(rel) = rel.filter(|r| !r.is_empty() && *r != ".") else {
         return Ok(base);
@@ -239,14 +306,19 @@ async fn cwd_exists(spec: &RunSpec) -> Result<(), NotStarted> {
     }
 }
 
-/// The guest path of a command. A bare name is searched on the guest's PATH, in the sandbox's
-/// root (a one-shot sandbox, not yet built, binds what the broker's PATH finds); a name with a
-/// `/` is a guest path, relative ones to the guest's cwd, never resolved on the host.
-fn command_path(
+/// The guest's default `PATH` directories.
+static GUEST_SEARCH: std::sync::LazyLock<Vec<PathBuf>> =
+    std::sync::LazyLock::new(|| fs_policy::GUEST_PATH.iter().map(PathBuf::from).collect());
+
+/// The guest path of a command. A bare name is searched in `search` (guest directories) in
+/// the sandbox's root (a one-shot sandbox on the host's directories, not yet built, binds what
+/// the broker's PATH finds); a name with a `/` is a guest path, relative ones to the guest's
+/// cwd, never resolved on the host.
+pub(super) fn command_path(
     first: &str,
     cwd: &Path,
     sandbox: Option<&SandboxFs>,
-    extra_binds: &mut Vec<PathBuf>,
+    search: &[PathBuf],
 ) -> Result<PathBuf, NotStarted> {
     if first.contains('/') {
         let p = Path::new(first);
@@ -257,17 +329,12 @@ fn command_path(
         });
     }
     let found = match sandbox {
-        Some(sb) => fs_policy::GUEST_PATH
+        Some(sb) => search
             .iter()
-            .map(|d| Path::new(d).join(first))
-            .find(|p| sb.holds(p) && interpreter::which(&p.to_string_lossy()).is_some()),
+            .map(|d| d.join(first))
+            .find(|p| sb.has_executable(p)),
         None => interpreter::which(first).and_then(|p| std::fs::canonicalize(p).ok()),
     };
     // Not a missing layer: the request names something that is not there (the CLI exits 127).
-    let program = found
-        .ok_or_else(|| not_started(ErrorCode::NotFound, format!("command not found: {first}")))?;
-    if sandbox.is_none() {
-        extra_binds.push(program.clone());
-    }
-    Ok(program)
+    found.ok_or_else(|| not_started(ErrorCode::NotFound, format!("command not found: {first}")))
 }

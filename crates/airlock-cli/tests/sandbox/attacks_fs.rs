@@ -11,13 +11,14 @@ fn try_read(path: &str) -> String {
 }
 
 /// What the sandbox's root may show under /etc: its own passwd/group/hosts and the public
-/// files libc reads (bound read-only).
-const GUEST_ETC: [&str; 8] = [
+/// files libc and matplotlib read (bound read-only).
+const GUEST_ETC: [&str; 9] = [
     "alternatives",
     "group",
     "hosts",
     "ld.so.cache",
     "localtime",
+    "matplotlibrc",
     "nsswitch.conf",
     "passwd",
     "ssl",

@@ -133,3 +133,48 @@ print('sock file', os.path.exists('/tmp/s'))
         assert_no_connection(&l);
     }
 }
+
+#[test]
+fn socket_buffers_cannot_be_enlarged_to_hold_memory_outside_the_limits() {
+    // Bytes queued in socket buffers are kernel memory in no RSS (and, for a non-root broker,
+    // in no cgroup). Enlarging the buffers is refused, so what every pair the fd limit allows
+    // can hold stays near the kernel's default buffer size per socket (the red team queued
+    // 2 GB under --memory 64 with 8 MiB buffers).
+    let code = r#"
+import socket, errno
+a, b = socket.socketpair()
+for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33):
+    try:
+        a.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+        print('ENLARGED', opt)
+    except OSError as e:
+        print('refused', e.errno)
+pairs, queued = [(a, b)], 0
+while True:
+    try:
+        pairs.append(socket.socketpair())
+    except OSError:
+        break
+chunk = b'x' * 65536
+for x, y in pairs:
+    for s in (x, y):
+        s.setblocking(False)
+        while True:
+            try:
+                queued += s.send(chunk)
+            except BlockingIOError:
+                break
+print('pairs', len(pairs) > 50, 'queued MiB', queued >> 20)
+"#;
+    for who in identities() {
+        let v = run_py(who, code, &["--memory", "64"]);
+        assert_completed(&v);
+        let out = v["stdout"].as_str().unwrap();
+        assert!(
+            out.starts_with("refused 1\nrefused 1\nrefused 1\nrefused 1\npairs True queued MiB "),
+            "{out}"
+        );
+        let mib: u64 = out.trim().rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(mib <= 128, "{who:?}: {mib} MiB queued in socket buffers");
+    }
+}

@@ -240,6 +240,143 @@ async fn between_cells_the_kernel_is_stopped_and_uses_no_cpu() {
     }
 }
 
+/// A cell that arranges for its own kernel to be resumed while it is stopped: a POSIX timer
+/// whose signal is `SIGCONT` (handled, so the timer keeps firing), and a spinning thread.
+const SELF_RESUME: &str = r#"
+import ctypes, threading, signal
+signal.signal(signal.SIGCONT, lambda *a: None)
+libc = ctypes.CDLL(None, use_errno=True)
+class sigevent(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int), ("pad", ctypes.c_byte * 48)]
+class timespec(ctypes.Structure):
+    _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+class itimerspec(ctypes.Structure):
+    _fields_ = [("interval", timespec), ("value", timespec)]
+tid = ctypes.c_void_p()
+assert libc.timer_create(1, ctypes.byref(sigevent(None, 18, 0)), ctypes.byref(tid)) == 0
+its = itimerspec(timespec(0, 20_000_000), timespec(0, 20_000_000))
+assert libc.timer_settime(tid, 0, ctypes.byref(its), None) == 0
+ticks = [0]
+def spin():
+    while True:
+        ticks[0] += 1
+threading.Thread(target=spin, daemon=True).start()
+'armed'
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kernel_that_resumes_itself_between_cells_is_ended_and_the_next_cell_says_so() {
+    for who in IDENTITIES {
+        let (server, mut c, sid) = open(who, json!({})).await;
+        let r = cell(&mut c, &sid, SELF_RESUME).await;
+        assert_eq!(r["value"]["json"], "armed", "{r}");
+        let old = kernel_states(server.pid());
+        // The guard looks every 20 ms: within a moment the resumed kernel is gone.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            old.iter().all(|(pid, _)| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                matches!(
+                    stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()),
+                    None | Some('Z')
+                )
+            })
+        });
+        assert!(
+            gone,
+            "{who:?}: the self-resuming kernel kept running: {:?}",
+            kernel_states(server.pid())
+        );
+        let r = cell(&mut c, &sid, "'ticks' in globals()").await;
+        assert_eq!(r["value"]["json"], false, "{r}");
+        assert_eq!(r["kernel_restarted"], true, "{r}");
+        // The fresh kernel serves on.
+        let r = cell(&mut c, &sid, "6 * 7").await;
+        assert_eq!(r["value"]["json"], 42, "{r}");
+        assert!(r.get("kernel_restarted").is_none(), "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_populated_as_the_answer_leaves_ends_the_kernel() {
+    // A helper thread sends the cell's answer while the main thread is still inside a system
+    // call that populates 400 MiB: the stop waits for the call, then the memory is checked.
+    let code = r#"
+import ctypes, sys, threading, time
+f = sys._getframe()
+while 'rid' not in f.f_locals:   # the kernel loop's frame holds this cell's request id
+    f = f.f_back
+RID = f.f_locals['rid']
+send = call_tool.__globals__['_send']
+def answer_early():
+    time.sleep(0.05)
+    send({'jsonrpc': '2.0', 'id': RID, 'result': {'status': 'completed', 'exit_code': 0}})
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+threading.Thread(target=answer_early, daemon=True).start()
+p = libc.mmap(None, 400 << 20, 3, 0x22 | 0x8000, -1, 0)   # PROT_RW, PRIVATE|ANON|POPULATE
+time.sleep(5)
+"#;
+    for who in IDENTITIES {
+        let (server, mut c, sid) =
+            open(who, json!({"limits": {"timeout_s": 20, "memory_mb": 128}})).await;
+        // The cell's own request id, read from the frame the bootstrap is handling.
+        let find_id = "import sys
+f = sys._getframe()
+while f and 'rid' not in f.f_locals:
+    f = f.f_back
+RID = f.f_locals['rid'] if f else None
+RID is not None";
+        let r = cell(&mut c, &sid, find_id).await;
+        assert_eq!(r["value"]["json"], true, "{r}");
+        let r = cell(
+            &mut c,
+            &sid,
+            &format!(
+                "RID = sys._getframe().f_back.f_locals.get('rid', RID)
+{code}"
+            ),
+        )
+        .await;
+        assert_eq!(r["status"], "memory_limit", "{who:?} {r}");
+        assert_eq!(r["kernel_restarted"], true, "{r}");
+        assert!(settle(server.pid(), Duration::from_secs(5)).is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cell_cannot_forge_the_answer_of_the_next() {
+    // After its own answer, a cell's thread writes answers for the ids the next cell might
+    // have; cell ids carry 64 random bits, so none matches and the forged frame is a protocol
+    // violation of the next cell, never its result.
+    let forge = r#"
+import threading, time
+send = call_tool.__globals__['_send']
+def later():
+    time.sleep(0.2)
+    for rid in (2, '2', 'cell-2', 'cell-2-0000000000000000'):
+        send({'jsonrpc': '2.0', 'id': rid, 'result': {'status': 'completed', 'exit_code': 0, 'value': {'repr': 'FORGED', 'json': 'FORGED'}}})
+threading.Thread(target=later, daemon=True).start()
+"#;
+    for who in IDENTITIES {
+        let (_server, mut c, sid) = open(who, json!({})).await;
+        cell(&mut c, &sid, forge).await;
+        // The thread runs only while a cell does (the kernel is stopped between cells).
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let r = cell(&mut c, &sid, "import time\ntime.sleep(0.3)\n'real'").await;
+            assert_ne!(r["value"]["json"], "FORGED", "{who:?} {r}");
+            statuses.push(r["status"].as_str().unwrap().to_owned());
+        }
+        // The forged frames landed in one of those cells and ended its kernel.
+        assert!(
+            statuses.iter().any(|s| s == "protocol_error"),
+            "{statuses:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn exec_and_files_share_the_kernels_filesystem_not_its_interpreter() {
     for who in IDENTITIES {
@@ -357,15 +494,22 @@ async fn a_matplotlib_figure_comes_back_as_a_png() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_program_cannot_pass_off_html_or_a_fake_png_as_rich_output() {
-    let server = WsServer::start(&[]);
-    let mut c = server.connect().await;
-    let sid = stateful(&mut c, json!({})).await;
-    cell(&mut c, &sid, "x = 5").await;
-    let forge = "import binascii\nsend = call_tool.__globals__['_send']\nsend({'jsonrpc': '2.0', 'method': 'display', 'params': {'mime': 'text/html', 'data': binascii.b2a_base64(b'<script>', newline=False).decode()}})";
-    let r = cell(&mut c, &sid, forge).await;
-    assert_eq!(r["status"], "protocol_error", "{r}");
-    assert_eq!(r["kernel_restarted"], true, "{r}");
-    assert!(r.get("display").is_none(), "{r}");
+    let forge = |mime: &str, data: &str| {
+        format!("import binascii\nsend = call_tool.__globals__['_send']\nsend({{'jsonrpc': '2.0', 'method': 'display', 'params': {{'mime': '{mime}', 'data': binascii.b2a_base64({data}, newline=False).decode()}}}})")
+    };
+    for who in IDENTITIES {
+        let (_server, mut c, sid) = open(who, json!({})).await;
+        for code in [
+            forge("text/html", "b'<script>'"),
+            forge("image/png", "b'GIF89a not a png'"),
+        ] {
+            cell(&mut c, &sid, "x = 5").await;
+            let r = cell(&mut c, &sid, &code).await;
+            assert_eq!(r["status"], "protocol_error", "{who:?} {r}");
+            assert_eq!(r["kernel_restarted"], true, "{r}");
+            assert!(r.get("display").is_none(), "{r}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

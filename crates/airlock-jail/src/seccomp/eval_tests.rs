@@ -196,6 +196,18 @@ fn setsockopt(prog: &[Insn], level: i32, opt: i32) -> u32 {
 fn fast_open_socket_options_are_eperm_and_others_pass() {
     for (name, prog) in all_programs() {
         for opt in [
+            libc::SO_SNDBUF,
+            libc::SO_RCVBUF,
+            libc::SO_SNDBUFFORCE,
+            libc::SO_RCVBUFFORCE,
+        ] {
+            assert_eq!(
+                setsockopt(&prog, libc::SOL_SOCKET, opt),
+                EPERM,
+                "{name} {opt}"
+            );
+        }
+        for opt in [
             libc::TCP_FASTOPEN,
             libc::TCP_FASTOPEN_CONNECT,
             libc::TCP_FASTOPEN_KEY,
@@ -214,6 +226,8 @@ fn fast_open_socket_options_are_eperm_and_others_pass() {
             (libc::SOL_SOCKET, libc::SO_KEEPALIVE),
             (libc::IPPROTO_IP, libc::TCP_FASTOPEN_CONNECT),
             (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY),
+            (libc::SOL_SOCKET, libc::SO_REUSEADDR),
+            (libc::IPPROTO_TCP, libc::SO_SNDBUF),
         ] {
             assert_eq!(
                 setsockopt(&prog, level, opt),

@@ -59,6 +59,15 @@ const TCP_FASTOPEN_OPTS: [u32; 4] = [
     libc::TCP_FASTOPEN_NO_COOKIE as u32,
 ];
 
+/// The `SOL_SOCKET` options that size a socket's buffers (socket(7)): queued bytes are kernel
+/// memory in no RSS and, without a memory cgroup, in no per-run bound.
+const SOCKET_BUFFER_OPTS: [u32; 4] = [
+    libc::SO_SNDBUF as u32,
+    libc::SO_RCVBUF as u32,
+    libc::SO_SNDBUFFORCE as u32,
+    libc::SO_RCVBUFFORCE as u32,
+];
+
 /// `socket(2)` type bits other than the base type that a TCP client may pass.
 const SOCK_TYPE_FLAGS: u32 = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32;
 
@@ -130,16 +139,23 @@ fn action_block(action: Action) -> Vec<Insn> {
             ret(eperm),
             ret(RET_ALLOW),
         ],
-        // setsockopt(fd, level, optname, ..): level and optname are `int`. A level other than
-        // IPPROTO_TCP jumps to ALLOW (index 8); a Fast Open optname to EPERM (index 7).
+        // setsockopt(fd, level, optname, ..): level and optname are `int`. IPPROTO_TCP: the
+        // Fast Open options are EPERM (index 13); SOL_SOCKET: the buffer sizes are EPERM; every
+        // other level and option is allowed (index 14).
         Action::NoFastOpenSockopt => vec![
             load(off_arg_lo(1)),
-            jeq(libc::IPPROTO_TCP as u32, 0, 6),
+            jeq(libc::IPPROTO_TCP as u32, 0, 5),
             load(off_arg_lo(2)),
-            jeq(TCP_FASTOPEN_OPTS[0], 3, 0),
-            jeq(TCP_FASTOPEN_OPTS[1], 2, 0),
-            jeq(TCP_FASTOPEN_OPTS[2], 1, 0),
-            jeq(TCP_FASTOPEN_OPTS[3], 0, 1),
+            jeq(TCP_FASTOPEN_OPTS[0], 9, 0),
+            jeq(TCP_FASTOPEN_OPTS[1], 8, 0),
+            jeq(TCP_FASTOPEN_OPTS[2], 7, 0),
+            jeq(TCP_FASTOPEN_OPTS[3], 6, 7),
+            jeq(libc::SOL_SOCKET as u32, 0, 6),
+            load(off_arg_lo(2)),
+            jeq(SOCKET_BUFFER_OPTS[0], 3, 0),
+            jeq(SOCKET_BUFFER_OPTS[1], 2, 0),
+            jeq(SOCKET_BUFFER_OPTS[2], 1, 0),
+            jeq(SOCKET_BUFFER_OPTS[3], 0, 1),
             ret(eperm),
             ret(RET_ALLOW),
         ],

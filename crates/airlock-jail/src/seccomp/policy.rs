@@ -56,7 +56,8 @@ pub enum Action {
         /// The index of the flags argument (0-based).
         flags_arg: u32,
     },
-    /// `setsockopt`: `EPERM` for the `IPPROTO_TCP` Fast Open options, every other is allowed.
+    /// `setsockopt`: `EPERM` for the `IPPROTO_TCP` Fast Open options and the `SOL_SOCKET`
+    /// buffer sizes (`SO_SNDBUF`, `SO_RCVBUF` and their `FORCE` twins), every other is allowed.
     NoFastOpenSockopt,
     /// `socketpair`: only a connected `AF_UNIX` `SOCK_STREAM` pair (protocol 0), else `EPERM`.
     /// It reaches nothing outside the process that made it: asyncio's self-pipe.
@@ -399,7 +400,7 @@ const NO_FAST_OPEN: &[Rule] = &[
     rule!(
         SYS_setsockopt,
         Action::NoFastOpenSockopt,
-        "Fast Open options defer the connection to a send"
+        "Fast Open options defer the connection to a send; larger socket buffers hold memory in no bound"
     ),
 ];
 

@@ -51,6 +51,34 @@ pub async fn files_in_suite(sandbox: &dyn Sandbox, work_dir: &str) -> Conformanc
     );
 
     let res = async {
+        let p = s.path("bytes.bin")?;
+        let data: Vec<u8> = (0..=255u8).cycle().take(1024).collect();
+        sandbox
+            .write_file(work_dir, &p, &data)
+            .await
+            .map_err(|e| e.to_string())?;
+        let argv = vec!["cat".to_owned(), p.under(work_dir)];
+        let o = sandbox
+            .exec(&argv, &ExecOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        check(o.exit_code == Some(0) && o.stdout_raw == data, || {
+            format!(
+                "exit {:?}, {} bytes back, first difference at {:?}",
+                o.exit_code,
+                o.stdout_raw.len(),
+                o.stdout_raw.iter().zip(&data).position(|(a, b)| a != b)
+            )
+        })
+    }
+    .await;
+    r.record(
+        "every_byte_value_exact",
+        "all 256 byte values land and come back through a command's output exactly, never as replacement text",
+        res,
+    );
+
+    let res = async {
         let p = s.path("a/b/c.txt")?;
         sandbox
             .write_file(work_dir, &p, b"deep")

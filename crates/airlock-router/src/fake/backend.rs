@@ -31,6 +31,8 @@ pub enum Fault {
     StrictRemove,
     /// Standard error is written into standard output.
     MergeStderr,
+    /// Output comes back as lossy text: bytes that are not UTF-8 are replaced.
+    LossyOutput,
     /// Every command and program reports exit code 0.
     DropExitCode,
     /// Over-bound reads are silently truncated instead of refused.

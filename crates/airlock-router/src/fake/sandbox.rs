@@ -100,9 +100,22 @@ impl FakeSandbox {
     }
 
     fn finish(&self, mut out: ExecResult) -> ExecResult {
+        // Text-only results (scripted, built in) carry their bytes too.
+        if out.stdout_raw.is_empty() {
+            out.stdout_raw = out.stdout.clone().into_bytes();
+        }
+        if out.stderr_raw.is_empty() {
+            out.stderr_raw = out.stderr.clone().into_bytes();
+        }
         if self.has(Fault::MergeStderr) {
             let err = std::mem::take(&mut out.stderr);
             out.stdout.push_str(&err);
+            let err = std::mem::take(&mut out.stderr_raw);
+            out.stdout_raw.extend(err);
+        }
+        if self.has(Fault::LossyOutput) {
+            out.stdout_raw = out.stdout.clone().into_bytes();
+            out.stderr_raw = out.stderr.clone().into_bytes();
         }
         if self.has(Fault::DropExitCode) && out.exit_code.is_some() {
             out.exit_code = Some(0);
@@ -149,14 +162,17 @@ impl FakeSandbox {
             "echo" => ok(format!("{}\n", args.join(" "))),
             "cat" => {
                 let rec = lock(&self.rec);
-                let mut out = String::new();
+                let mut out = Vec::new();
                 for a in args {
                     match rec.files.get(&self.resolve(cwd, a)) {
-                        Some(data) => out.push_str(&String::from_utf8_lossy(data)),
+                        Some(data) => out.extend_from_slice(data),
                         None => return fail(1, format!("cat: {a}: No such file or directory\n")),
                     }
                 }
-                ok(out)
+                ExecResult {
+                    stdout_raw: out.clone(),
+                    ..ok(String::from_utf8_lossy(&out).into_owned())
+                }
             }
             "sleep" => {
                 let secs: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(0.0);

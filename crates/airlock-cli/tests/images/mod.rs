@@ -1,0 +1,4 @@
+mod fixture;
+mod hostile;
+mod run;
+mod wire;
