@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The release binary that ships (in the wheel and the container image): built with the `dist`
 # profile (the release profile plus DWARF), then split with objcopy into
-#   OUT/airlock        stripped of debug info (symbol names kept), at most 20 MB (checked)
+#   OUT/airlock        stripped (no DWARF, no symbol table), at most 20 MB (checked)
 #   OUT/airlock.debug  the DWARF, found by gdb through the binary's build id and debuglink
 # Cached by a hash of the sources that build it (AIRLOCK_RELEASE_CACHE, default
 # /var/cache/airlock-test/release when writable), so an unchanged tree is not rebuilt.
@@ -16,8 +16,10 @@ max_bytes=$((20 * 1024 * 1024))
 
 say() { printf '==> %s\n' "$*" >&2; }
 
-# Everything the binary is built from (file contents, tracked or not, minus ignored files).
-key="$({ git ls-files -co --exclude-standard -z -- Cargo.toml Cargo.lock rust-toolchain.toml crates \
+# Everything the binary is built from (file contents, tracked or not, minus ignored files; the
+# crates' tests and benches are not).
+key="$({ git ls-files -co --exclude-standard -z -- Cargo.toml Cargo.lock rust-toolchain.toml \
+        ':(glob)crates/*/Cargo.toml' ':(glob)crates/*/build.rs' ':(glob)crates/*/src/**' \
         | sort -z | xargs -0 sha256sum; rustc --version; } | sha256sum | cut -c1-16)"
 cache_root="${AIRLOCK_RELEASE_CACHE:-/var/cache/airlock-test/release}"
 mkdir -p "$cache_root" 2>/dev/null || cache_root=""
@@ -38,7 +40,7 @@ else
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
     objcopy --only-keep-debug --compress-debug-sections=zlib "$built" "$work/airlock.debug"
-    objcopy --strip-debug --remove-section=.gnu_debuglink \
+    objcopy --strip-all --remove-section=.gnu_debuglink \
         --add-gnu-debuglink="$work/airlock.debug" "$built" "$work/airlock"
     chmod 0755 "$work/airlock"
     chmod 0644 "$work/airlock.debug"

@@ -6,5 +6,6 @@ mod attacks_process;
 mod attacks_protocol;
 mod attacks_resources;
 mod exec_mode;
+mod newcomer;
 mod sanity;
 pub mod support;
