@@ -199,8 +199,14 @@ fn report(r: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
                 r.stdout_bytes, r.stderr_bytes
             );
         }
-        if let Some(e) = r.error.as_ref().filter(|_| r.status != RunStatus::Error) {
-            eprintln!("airlock: {}: {}", r.status.as_str(), e.message);
+        let not_started = r.exit_code.is_none() && r.signal.is_none();
+        if let Some(e) = r.error.as_ref() {
+            if r.status != RunStatus::Error {
+                eprintln!("airlock: {}: {}", r.status.as_str(), e.message);
+            } else if not_started {
+                // The request named something that is not there: nothing ran to say so.
+                eprintln!("airlock: {}", e.message);
+            }
         }
     }
     Ok(ExitCode::from(exit_code(r)))

@@ -1,7 +1,7 @@
 //! What `run` and `exec` say when the request itself is wrong (a usage error), and about
 //! input they do not pass on. With `--json` a usage error is one JSON object on stdout too:
 //! a run result with `status: "error"` and an `invalid_params` error, exit code 2.
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Read};
 use std::os::unix::fs::FileTypeExt;
 use std::process::ExitCode;
 
@@ -40,7 +40,9 @@ pub fn or_usage_error(json: bool, outcome: anyhow::Result<ExitCode>) -> anyhow::
 }
 
 /// The sandbox's stdin is /dev/null. Says so on stderr when something is piped into airlock
-/// (a pipe, or a non-empty file), which would otherwise vanish without a word.
+/// (data in a pipe or socket, or a non-empty file), which would otherwise vanish without a word.
+/// A pipe is watched from a thread (its first byte, whenever it comes), so an open pipe that
+/// never carries anything neither delays the run nor draws the note.
 pub fn note_dropped_stdin() {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
@@ -49,14 +51,26 @@ pub fn note_dropped_stdin() {
     let Ok(fd) = std::os::fd::AsFd::as_fd(&stdin).try_clone_to_owned() else {
         return;
     };
-    let Ok(meta) = std::fs::File::from(fd).metadata() else {
+    let file = std::fs::File::from(fd);
+    let Ok(meta) = file.metadata() else {
         return;
     };
-    let piped = meta.file_type().is_fifo() || (meta.is_file() && meta.len() > 0);
-    if piped {
-        eprintln!(
-            "airlock: note: stdin is not passed to the sandbox (the program's stdin is \
-             /dev/null); pass data as a file with --put LOCAL=NAME, or the program itself as -"
-        );
+    let kind = meta.file_type();
+    if meta.is_file() && meta.len() > 0 {
+        say_dropped();
+    } else if kind.is_fifo() || kind.is_socket() {
+        std::thread::spawn(move || {
+            let mut byte = [0u8; 1];
+            if matches!((&file).read(&mut byte), Ok(1)) {
+                say_dropped();
+            }
+        });
     }
+}
+
+fn say_dropped() {
+    eprintln!(
+        "airlock: note: stdin is not passed to the sandbox (the program's stdin is /dev/null); \
+         pass data as a file with --put LOCAL=NAME, or the program itself as -"
+    );
 }

@@ -56,9 +56,11 @@ pub(crate) async fn settle(
         // One sentence: why the cgroups are unusable is doctor's to explain, not the run's.
         Err(why) if cpu_requested => {
             tracing::debug!(%why, "no usable cgroup for a cpu quota");
-            Err("--cpus needs a cpu cgroup this broker can write, and it has none: run it as \
-                 root or delegate a cgroup subtree to its user (`airlock doctor` says how)"
-                .to_string())
+            Err(
+                "--cpus needs a cpu cgroup this broker can write, and it has none: run it as \
+                 root or delegate a cgroup subtree to its user, as `airlock doctor` explains"
+                    .to_string(),
+            )
         }
         Err(_) => Ok(()),
     }

@@ -320,13 +320,23 @@ pub(super) fn command_path(
     sandbox: Option<&SandboxFs>,
     search: &[PathBuf],
 ) -> Result<PathBuf, NotStarted> {
+    let missing = || not_started(ErrorCode::NotFound, format!("command not found: {first}"));
     if first.contains('/') {
         let p = Path::new(first);
-        return Ok(if p.is_absolute() {
+        let p = if p.is_absolute() {
             p.to_path_buf()
         } else {
             cwd.join(p)
-        });
+        };
+        // What can be known before the sandbox runs: a fresh sandbox's /work is empty, and a
+        // system path is there or not (a sandbox's own /work the stage's execve decides).
+        let in_work = p.starts_with(GUEST_WORK_DIR);
+        let there = match sandbox {
+            _ if in_work => sandbox.is_some(),
+            Some(sb) => sb.has_executable(&p),
+            None => interpreter::which(&p.to_string_lossy()).is_some(),
+        };
+        return if there { Ok(p) } else { Err(missing()) };
     }
     let found = match sandbox {
         Some(sb) => search
@@ -336,5 +346,5 @@ pub(super) fn command_path(
         None => interpreter::which(first).and_then(|p| std::fs::canonicalize(p).ok()),
     };
     // Not a missing layer: the request names something that is not there (the CLI exits 127).
-    found.ok_or_else(|| not_started(ErrorCode::NotFound, format!("command not found: {first}")))
+    found.ok_or_else(missing)
 }
