@@ -388,9 +388,10 @@ async def test_a_missing_command_or_work_dir_is_not_found_not_refused(client):
         r = await sb.exec(["no-such-command-xyz"])
         assert r.status == RunStatus.ERROR and r.exit_code is None, r
         assert r.error is not None and r.error.code == -32016 and "command not found" in r.error.message
-        r = await sb.exec(["/bin/pwd"], cwd="/work/missing")
+        with pytest.raises(NotFoundError):  # the server checks the directory before the run
+            await sb.exec(["/bin/pwd"], cwd="/work/missing")
+        r = await sb.exec(["./missing.sh"])
         assert r.status == RunStatus.ERROR and r.error is not None and r.error.code == -32016, r
-        assert "does not exist" in r.error.message
         await sb.files.write("there/x.txt", b"x")
         r = await sb.exec(["/bin/pwd"], cwd="/work/there")
         assert r.status == RunStatus.COMPLETED and r.stdout == "/work/there\n", r

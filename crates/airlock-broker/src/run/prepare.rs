@@ -328,13 +328,19 @@ pub(super) fn command_path(
         } else {
             cwd.join(p)
         };
-        // What can be known before the sandbox runs: a fresh sandbox's /work is empty, and a
-        // system path is there or not (a sandbox's own /work the stage's execve decides).
-        let in_work = p.starts_with(GUEST_WORK_DIR);
-        let there = match sandbox {
-            _ if in_work => sandbox.is_some(),
-            Some(sb) => sb.has_executable(&p),
-            None => interpreter::which(&p.to_string_lossy()).is_some(),
+        // Known before the sandbox runs: a fresh sandbox's /work is empty; a path in a kept
+        // sandbox's /work is looked up there without following a link (the stage's execve
+        // decides the rest); a system path is there or not.
+        let there = match (p.strip_prefix(GUEST_WORK_DIR), sandbox) {
+            (Ok(_), None) => false,
+            (Ok(rel), Some(sb)) => !matches!(
+                sb.work()
+                    .open_path(&rel.to_string_lossy())
+                    .map_err(|e| e.kind()),
+                Err(std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
+            ),
+            (Err(_), Some(sb)) => sb.has_executable(&p),
+            (Err(_), None) => interpreter::which(&p.to_string_lossy()).is_some(),
         };
         return if there { Ok(p) } else { Err(missing()) };
     }
