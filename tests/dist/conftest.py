@@ -26,7 +26,7 @@ def identities() -> List[str]:
 def as_user(who: str, argv: List[str]) -> List[str]:
     if who == "me":
         return argv
-    return ["runuser", "-u", who, "--", "env", "-i", "PATH=/usr/bin:/bin",
+    return [shutil.which("runuser") or "/usr/sbin/runuser", "-u", who, "--", "env", "-i", "PATH=/usr/bin:/bin",
             f"HOME=/home/{who}", *argv]
 
 
