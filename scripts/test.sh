@@ -14,7 +14,8 @@ say() { printf '\n==> %s\n' "$*"; }
 if [ "$(id -u)" = 0 ]; then
     say "system packages"
     missing=()
-    for pkg in python3 python3-numpy python3-matplotlib python3-venv bubblewrap util-linux passwd podman runc mmdebstrap; do
+    for pkg in python3 python3-numpy python3-matplotlib python3-venv python3-yaml bubblewrap util-linux passwd \
+        podman runc mmdebstrap golang-github-containers-common binutils; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
@@ -30,9 +31,28 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-python3 -m pip install --quiet --disable-pip-version-check numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26' \
-    || python3 -m pip install --quiet --break-system-packages numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0' 'smolagents~=1.26'
+py_packages=(numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
+    'smolagents~=1.26' 'kubernetes-validate==1.37.0')
+python3 -m pip install --quiet --disable-pip-version-check "${py_packages[@]}" \
+    || python3 -m pip install --quiet --break-system-packages "${py_packages[@]}"
 export AIRLOCK_REQUIRE_NUMPY=1
+# The client is never installed: its tests import it from clients/python/src. An editable
+# install an older suite left in the system Python goes.
+editable_client() {
+    python3 -m pip show airlock-client 2>/dev/null \
+        | grep -qx "Editable project location: $root/clients/python"
+}
+if editable_client; then
+    python3 -m pip uninstall --quiet --yes airlock-client 2>/dev/null \
+        || python3 -m pip uninstall --quiet --yes --break-system-packages airlock-client
+fi
+
+# Everything the suite leaves in the temporary directory (the test binaries' copies of the
+# debug binary are 200+ MB each) goes when it ends, however it ends.
+suite_tmp="$(mktemp -d /tmp/airlock-suite.XXXXXX)"
+chmod 1777 "$suite_tmp"
+export TMPDIR="$suite_tmp"
+trap 'rm -rf "$suite_tmp"' EXIT
 
 say "format and lints"
 cargo fmt --all --check
@@ -56,14 +76,14 @@ for line in sys.stdin:
         print(m["executable"])' \
         | while read -r bin; do
             (cd /tmp && runuser -u airlock-test -- env PATH=/usr/local/bin:/usr/bin:/bin \
-                HOME=/home/airlock-test "$bin") 2>&1 | tee -a "$logs/as-user.log"
+                HOME=/home/airlock-test TMPDIR="$suite_tmp" "$bin") 2>&1 | tee -a "$logs/as-user.log"
         done
     grep -q "test result: FAILED" "$logs/as-user.log" && { echo "failed as airlock-test"; exit 1; }
 fi
 
 if [ -d clients/python/tests ]; then
     say "python client tests"
-    python3 -m pip install --quiet --disable-pip-version-check -e clients/python
+    # The tests import the package from clients/python/src; nothing is installed.
     AIRLOCK_BIN="$root/target/debug/airlock" python3 -m pytest -q clients/python/tests \
         2>&1 | tee "$logs/pytest.log"
 fi
@@ -104,8 +124,20 @@ fi
 rm -rf "$maf_src"
 [ "$maf_status" = 0 ] || { echo "the maf-sandbox suites failed"; exit 1; }
 
+say "distribution: the wheel, the server image, the Kubernetes manifests"
+# The release build and the image are cached between runs (/var/cache/airlock-test, podman's
+# store): scripts/build-release.sh, scripts/build-image.sh.
+python3 -m pytest -q tests/dist 2>&1 | tee "$logs/dist.log"
+
 say "fuzz smoke (${FUZZ_SECONDS}s)"
 bash scripts/fuzz-smoke.sh "$FUZZ_SECONDS"
+
+say "the suite's own leftovers"
+# The test binaries' copies of the debug binary went into the suite's directory (the trap
+# removes it), and nothing of the repository is installed into the system Python.
+ls -d "$suite_tmp"/airlock-test-bin-* >/dev/null 2>&1 \
+    || { echo "no copy of the test binary in $suite_tmp: the copies went elsewhere"; exit 1; }
+! editable_client || { echo "the client is installed editable into the system Python"; exit 1; }
 
 # One closing line for the whole suite (cargo's last line is a doc-test binary's "0 passed").
 passed=$(cat "$logs"/*.log | sed -nE 's/.*test result: ok\. ([0-9]+) passed.*/\1/p; s/^([0-9]+) passed.*/\1/p' \

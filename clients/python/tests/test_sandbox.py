@@ -379,3 +379,19 @@ async def test_exact_output_and_file_kinds(client):
         assert [(e.name, e.kind) for e in await sb.files.list()] == [("d", "dir"), ("f", "file"), ("link", "symlink")]
         assert (await sb.files.stat("link")).kind == "symlink"
         assert (await sb.files.stat("missing")).kind is None
+
+
+async def test_a_missing_command_or_work_dir_is_not_found_not_refused(client):
+    """Something the run names that is not there is the request's error (`not_found`), not a
+    missing isolation layer (`refused`); nothing runs, and the sandbox stays usable."""
+    async with await client.sandbox() as sb:
+        r = await sb.exec(["no-such-command-xyz"])
+        assert r.status == RunStatus.ERROR and r.exit_code is None, r
+        assert r.error is not None and r.error.code == -32016 and "command not found" in r.error.message
+        with pytest.raises(NotFoundError):  # the server checks the directory before the run
+            await sb.exec(["/bin/pwd"], cwd="/work/missing")
+        r = await sb.exec(["./missing.sh"])
+        assert r.status == RunStatus.ERROR and r.error is not None and r.error.code == -32016, r
+        await sb.files.write("there/x.txt", b"x")
+        r = await sb.exec(["/bin/pwd"], cwd="/work/there")
+        assert r.status == RunStatus.COMPLETED and r.stdout == "/work/there\n", r

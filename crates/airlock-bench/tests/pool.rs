@@ -177,8 +177,10 @@ async fn a_spec_that_does_not_fit_runs_cold() {
     s.cwd = Some("sub".into());
     assert!(!pool.fits(&s));
     let r = pool.run(s, &NoTools).await;
-    // The directory does not exist when the run starts: the stage refuses to enter it.
-    assert_eq!(r.status, RunStatus::Refused, "{r:#?}");
+    // The directory does not exist when the run starts: `not_found`, before anything spawns.
+    assert_eq!(r.status, RunStatus::Error, "{r:#?}");
+    let error = r.error.as_ref().expect("an error");
+    assert_eq!(error.code, -32016, "not_found: {r:#?}");
     let mut s = spec("print(1)");
     s.limits.memory_bytes /= 2;
     assert_eq!(completed(&pool.run(s, &NoTools).await), "1\n");

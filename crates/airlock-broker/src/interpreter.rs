@@ -45,6 +45,16 @@ pub fn use_disk_cache(dir: PathBuf) {
     let _ = DISK_CACHE.set(DiskCache::new(dir, PROBE, airlock_executor::BOOTSTRAP_PY));
 }
 
+/// What the probe's stderr may say that is kept (its last line is reported).
+const PROBE_STDERR_CAP: u64 = 64 * 1024;
+
+/// The last non-empty line of `bytes`, bounded, if any.
+fn last_line(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    Some(line.chars().take(300).collect())
+}
+
 /// What a run needs to know about an interpreter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interpreter {
@@ -162,7 +172,7 @@ async fn probe(path: &Path, name: &str) -> Result<Answer, InterpreterError> {
         .args(["-I", "-c", PROBE])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| not_cpython(e.to_string()))?;
@@ -172,20 +182,29 @@ async fn probe(path: &Path, name: &str) -> Result<Answer, InterpreterError> {
             .write_all(airlock_executor::BOOTSTRAP_PY.as_bytes())
             .await;
     }
-    let mut out = Vec::new();
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| not_cpython("no stdout".into()))?;
-    let mut bounded = stdout.take(PROBE_OUTPUT_CAP);
-    let read = bounded.read_to_end(&mut out);
+    let (stdout, stderr) = match (child.stdout.take(), child.stderr.take()) {
+        (Some(o), Some(e)) => (o, e),
+        _ => return Err(not_cpython("no stdout".into())),
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let read = async {
+        let mut o = stdout.take(PROBE_OUTPUT_CAP);
+        let mut e = stderr.take(PROBE_STDERR_CAP);
+        tokio::try_join!(o.read_to_end(&mut out), e.read_to_end(&mut err))
+    };
     tokio::time::timeout(Duration::from_secs(20), read)
         .await
         .map_err(|_| not_cpython("probe timed out".into()))?
         .map_err(|e| not_cpython(e.to_string()))?;
     let _ = child.wait().await;
-    let mut answer: Answer =
-        serde_json::from_slice(&out).map_err(|e| not_cpython(e.to_string()))?;
+    let mut answer: Answer = serde_json::from_slice(&out).map_err(|e| {
+        not_cpython(match last_line(&err) {
+            // A Python missing part of its standard library (Debian's python3-minimal alone
+            // has no json) fails the probe before it prints: say what it said.
+            Some(why) => format!("its probe failed: {why} (a minimal Python? install python3)"),
+            None => e.to_string(),
+        })
+    })?;
     let found = &mut answer.found;
     if found.version.first() != Some(&3) {
         return Err(not_cpython(format!("version {:?}", found.version)));
@@ -193,4 +212,28 @@ async fn probe(path: &Path, name: &str) -> Result<Answer, InterpreterError> {
     found.executable = std::fs::canonicalize(&found.executable)
         .map_err(|e| not_cpython(format!("{}: {e}", found.executable.display())))?;
     Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, reason = "tests")]
+    use super::*;
+
+    /// An "interpreter" that fails its probe the way Debian's python3-minimal does.
+    #[tokio::test]
+    async fn a_failing_probe_reports_what_the_interpreter_said() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = dir.path().join("python3");
+        let script = "#!/bin/sh\ncat >/dev/null\necho 'Traceback (most recent call last):' >&2\n\
+                      echo \"ModuleNotFoundError: No module named 'json'\" >&2\nexit 1\n";
+        std::fs::write(&fake, script).expect("write");
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let err = discover(Some(&fake)).await.expect_err("not a CPython");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("No module named 'json'") && !msg.contains("EOF"),
+            "{msg}"
+        );
+    }
 }

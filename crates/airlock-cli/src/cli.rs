@@ -65,14 +65,14 @@ enum Command {
 #[derive(Debug, Args)]
 pub struct RunOpts {
     /// Wall-clock limit in seconds [default: 30, or the policy's limits.timeout_seconds].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
     /// Memory limit in MiB [default: 512, or the policy's limits.memory_mb].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub memory: Option<u64>,
     /// The sandbox's disk in MiB: /work, /tmp and /dev/shm together, a kernel bound
     /// [default: 1024, or the policy's limits.disk_mb].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub disk: Option<u64>,
     /// Set an environment variable in the sandbox (repeatable); nothing else is inherited.
     #[arg(long = "env", value_name = "K=V")]
@@ -88,18 +88,18 @@ pub struct RunOpts {
     #[arg(long = "get", value_name = "GUEST=LOCAL")]
     pub get: Vec<String>,
     /// Maximum tool calls per run [default: 128, or the policy's limits.max_tool_calls].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_tool_calls: Option<u32>,
     /// Captured bytes kept per output stream [default: 65536, or the policy's
     /// limits.max_output_bytes].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_output: Option<usize>,
     /// A policy.toml (floor, denied capabilities, limits) to hold this run to; also read from
     /// $AIRLOCK_POLICY. Its limits are defaults and ceilings; a run it does not admit is refused.
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// CPU quota in cores (e.g. 0.5); needs a usable cpu cgroup, else the run is refused.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub cpus: Option<f64>,
     /// Allowlist egress: let the program reach HOST[:PORT] through the broker's proxy
     /// (repeatable). `*.example.org` matches names below it, not the apex; no port means 80
@@ -127,14 +127,39 @@ pub struct RunOpts {
 }
 
 pub fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `run --json` and `exec --json` answer a usage error with one JSON object too.
+        Err(e) if e.use_stderr() && crate::usage::json_requested() => {
+            return Ok(crate::usage::usage_error(&clap_message(&e)));
+        }
+        Err(e) => e.exit(),
+    };
     match cli.command {
-        Command::Run { opts, python, file } => crate::run_cmd::run_python(opts, python, &file),
-        Command::Exec { opts, argv } => crate::run_cmd::run_command(opts, argv),
+        Command::Run { opts, python, file } => {
+            let json = opts.json;
+            crate::usage::or_usage_error(json, crate::run_cmd::run_python(opts, python, &file))
+        }
+        Command::Exec { opts, argv } => {
+            let json = opts.json;
+            crate::usage::or_usage_error(json, crate::run_cmd::run_command(opts, argv))
+        }
         Command::Doctor { json } => Ok(crate::doctor::doctor(json)),
         Command::Serve(opts) => crate::serve_cmd::serve(opts),
         Command::Mcp(opts) => mcp_cmd::mcp(opts),
         Command::Bench(opts) => bench_cmd::bench(opts),
         Command::Image(opts) => image_cmd::image(opts),
+    }
+}
+
+/// clap's error as one line: its first line without the `error: ` prefix, and its tip.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    match lines.find(|l| l.starts_with("tip:")) {
+        Some(tip) => format!("{first} ({tip})"),
+        None => first.to_string(),
     }
 }

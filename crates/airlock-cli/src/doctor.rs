@@ -11,6 +11,20 @@ use airlock_jail::doctor::{check_all, LayerReport};
 const PROBE_BYTES: u64 = 8 << 20;
 const PROBE_INODES: u64 = 512;
 
+/// The layers every run needs: without one of them a run is `refused`. The others (cgroups,
+/// kvm) strengthen or speed up runs where present; `--cpus` alone needs the cpu cgroup.
+const REQUIRED: [&str; 8] = [
+    "userns",
+    "netns",
+    "pidns",
+    "utsns",
+    "mountns",
+    "seccomp",
+    "landlock",
+    "sandbox_root",
+];
+
+/// Exits 1 exactly when a run would be refused (a required layer is missing), else 0.
 pub fn doctor(json: bool) -> ExitCode {
     let mut layers: Vec<LayerReport> = check_all();
     let after_core = layers
@@ -18,21 +32,51 @@ pub fn doctor(json: bool) -> ExitCode {
         .position(|l| l.layer == "landlock")
         .map_or(layers.len(), |i| i + 1);
     layers.insert(after_core, sandbox_root());
+    let required = |l: &LayerReport| REQUIRED.contains(&l.layer.as_str());
+    let refused = layers.iter().any(|l| required(l) && !l.available);
     if json {
-        match serde_json::to_string_pretty(&layers) {
+        let with_required: Vec<serde_json::Value> = layers
+            .iter()
+            .map(|l| {
+                let mut v = serde_json::to_value(l).unwrap_or_default();
+                v["required"] = required(l).into();
+                v
+            })
+            .collect();
+        match serde_json::to_string_pretty(&with_required) {
             Ok(s) => println!("{s}"),
             Err(e) => eprintln!("airlock: {e}"),
         }
     } else {
-        for l in &layers {
-            let mark = if l.available { "ok     " } else { "MISSING" };
-            println!("{mark} {:<12} {}", l.layer, l.detail);
-            if let Some(fix) = l.fix.as_deref().filter(|_| !l.available) {
-                println!("        {:<12} fix: {fix}", "");
-            }
+        print_table(&layers, required);
+        if refused {
+            println!("\na required layer is MISSING: every run would be refused (fixes above)");
+        } else {
+            println!("\nevery required layer is available: runs have full isolation");
         }
     }
-    ExitCode::SUCCESS
+    if refused {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One aligned row per layer (status, required or optional, name, detail), then its fix.
+fn print_table(layers: &[LayerReport], required: impl Fn(&LayerReport) -> bool) {
+    let width = layers.iter().map(|l| l.layer.len()).max().unwrap_or(0);
+    println!(
+        "{:<7}  {:<8}  {:<width$}  detail",
+        "status", "needed", "layer"
+    );
+    for l in layers {
+        let mark = if l.available { "ok" } else { "MISSING" };
+        let need = if required(l) { "required" } else { "optional" };
+        println!("{mark:<7}  {need:<8}  {:<width$}  {}", l.layer, l.detail);
+        if let Some(fix) = l.fix.as_deref().filter(|_| !l.available) {
+            println!("{:<7}  {:<8}  {:<width$}  fix: {fix}", "", "", "");
+        }
+    }
 }
 
 /// Assemble a sandbox root (read-only nosuid nodev system binds, own /proc and /dev, one

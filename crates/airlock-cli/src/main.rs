@@ -9,6 +9,7 @@ mod policy_gate;
 mod run_cmd;
 mod serve_cmd;
 mod serve_sandboxes;
+mod usage;
 
 fn main() -> std::process::ExitCode {
     if std::env::args_os()

@@ -19,6 +19,9 @@ const MAX_PROGRAM_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 pub fn run_python(opts: RunOpts, python: Option<PathBuf>, file: &str) -> anyhow::Result<ExitCode> {
     let mut code = String::new();
+    if file != "-" {
+        crate::usage::note_dropped_stdin();
+    }
     if file == "-" {
         std::io::stdin()
             .take(MAX_PROGRAM_FILE_BYTES)
@@ -41,6 +44,7 @@ pub fn run_python(opts: RunOpts, python: Option<PathBuf>, file: &str) -> anyhow:
 }
 
 pub fn run_command(opts: RunOpts, argv: Vec<String>) -> anyhow::Result<ExitCode> {
+    crate::usage::note_dropped_stdin();
     execute(opts, Workload::Command { argv })
 }
 
@@ -200,15 +204,30 @@ fn report(r: &RunResult, json: bool) -> anyhow::Result<ExitCode> {
                 r.stdout_bytes, r.stderr_bytes
             );
         }
-        if let Some(e) = r.error.as_ref().filter(|_| r.status != RunStatus::Error) {
-            eprintln!("airlock: {}: {}", r.status.as_str(), e.message);
+        let not_started = r.exit_code.is_none() && r.signal.is_none();
+        if let Some(e) = r.error.as_ref() {
+            if r.status != RunStatus::Error {
+                eprintln!("airlock: {}: {}", r.status.as_str(), e.message);
+            } else if not_started {
+                // The request named something that is not there: nothing ran to say so.
+                eprintln!("airlock: {}", e.message);
+            }
         }
     }
     Ok(ExitCode::from(exit_code(r)))
 }
 
-/// Completed/error runs exit with the program's code; others with timeout(1)-style codes.
+/// Completed/error runs exit with the program's code; others with timeout(1)-style codes; a
+/// command that is not there with 127 (the shell's), another request error with 2.
 fn exit_code(r: &RunResult) -> u8 {
+    let not_started = r.exit_code.is_none() && r.signal.is_none();
+    match r.error.as_ref().map(|e| e.code) {
+        Some(c) if not_started && c == ErrorCode::NotFound.code() => return 127,
+        Some(c) if not_started && c == ErrorCode::InvalidParams.code() => {
+            return crate::usage::USAGE_EXIT
+        }
+        _ => {}
+    }
     match r.status {
         RunStatus::Completed | RunStatus::Error => r
             .exit_code

@@ -114,6 +114,11 @@ pub struct ServeOpts {
     /// whose limits or interpreter differ from the defaults run cold. 0 = always cold.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub warm: usize,
+    /// This server's stable name, a DNS label (in Kubernetes its StatefulSet pod name): every
+    /// sandbox id starts `sb-NAME.`, so a client reaches the pod that holds a sandbox at
+    /// NAME.<headless service> (docs/deploy.md).
+    #[arg(long, env = "AIRLOCK_NODE_NAME", value_name = "NAME")]
+    pub node_name: Option<String>,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -230,7 +235,10 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
             config.max_concurrent_runs = config.max_concurrent_runs.min(n);
         }
     }
-    let epoch = format!("{:x}", std::process::id());
+    let epoch = match &opts.node_name {
+        Some(name) => format!("{}.{:x}", dns_label(name)?, std::process::id()),
+        None => format!("{:x}", std::process::id()),
+    };
     // Checked here, so a bad range stops the server rather than every allowlist sandbox.
     airlock_egress::Rules::parse(&["localhost"], &[] as &[&str], &opts.allow_private)
         .context("--allow-private")?;
@@ -243,6 +251,21 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         opts.image_dir.clone(),
     )?);
     Ok(config)
+}
+
+/// `name` if it is a DNS label (RFC 1123: 1 to 63 of a-z, 0-9 and `-`, alphanumeric at both
+/// ends), which a pod name under a headless Service is.
+fn dns_label(name: &str) -> anyhow::Result<&str> {
+    let ok = (1..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !ok {
+        bail!("--node-name must be a DNS label (a-z, 0-9, '-'; at most 63), got {name:?}");
+    }
+    Ok(name)
 }
 
 async fn on_signal(server: Server) {

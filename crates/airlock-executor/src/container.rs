@@ -24,9 +24,9 @@ pub(crate) const CLONE_TREE: &str = "a root broker clones the sandbox's system d
 
 /// Mounting the run's own procfs (masked /proc paths forbid it in a user namespace).
 pub(crate) const PROC_MOUNT: &str = "a user namespace may mount procfs only where no /proc path \
-     is masked or over-mounted; in a container, start it with --security-opt \
-     systempaths=unconfined (podman, docker; Kubernetes: procMount: Unmasked), see \
-     docs/deploy.md";
+     is masked or over-mounted; in a container, start it with --security-opt unmask=/proc/* \
+     (podman), --security-opt systempaths=unconfined (docker) or procMount: Unmasked \
+     (Kubernetes), see docs/deploy.md";
 
 /// `pivot_root` into the sandbox root (docker's default seccomp profile denies it).
 pub(crate) const PIVOT_ROOT: &str = "the container's seccomp profile denies pivot_root (docker's \
@@ -34,8 +34,8 @@ pub(crate) const PIVOT_ROOT: &str = "the container's seccomp profile denies pivo
 
 /// Naming the run's own uts namespace (the default profiles deny it without CAP_SYS_ADMIN).
 pub(crate) const SETHOSTNAME: &str = "the container's seccomp profile denies sethostname \
-     (podman's and docker's defaults do, unless the container has CAP_SYS_ADMIN); use a profile \
-     that allows it (see docs/deploy.md)";
+     (podman's and docker's defaults do, unless the container has CAP_SYS_ADMIN); use one \
+     that allows it, e.g. deploy/seccomp/airlock.json (see docs/deploy.md)";
 
 /// `err`, with `fix` appended when it is `EPERM` (the errno a container's settings produce).
 pub(crate) fn explain(fix: &'static str) -> impl FnOnce(JailError) -> String {

@@ -172,7 +172,27 @@ impl LocalSandbox {
                 result.error.as_ref().map_or("", |e| e.message.as_str())
             ))),
             airlock_broker::RunStatus::Cancelled => Err(backend("the run was cancelled")),
+            // A command that is not there is the shell's exit 127 (the exec caller sees it);
+            // anything else the run names that is not there (a working directory) an error.
+            _ if not_found(&result) && !command_not_found(&result) => Err(backend(
+                result.error.as_ref().map_or("", |e| e.message.as_str()),
+            )),
             _ => Ok(result),
         }
     }
+}
+
+/// Whether the run did not start because something it names is not there (`not_found`).
+pub(crate) fn not_found(r: &airlock_broker::RunResult) -> bool {
+    r.exit_code.is_none()
+        && r.signal.is_none()
+        && r.error.as_ref().map(|e| e.code) == Some(airlock_protocol::ErrorCode::NotFound.code())
+}
+
+/// Whether the run did not start because its command is not there.
+pub(crate) fn command_not_found(r: &airlock_broker::RunResult) -> bool {
+    not_found(r)
+        && r.error
+            .as_ref()
+            .is_some_and(|e| e.message.starts_with("command not found"))
 }

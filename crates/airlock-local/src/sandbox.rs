@@ -211,7 +211,7 @@ impl Sandbox for LocalSandbox {
     }
 
     async fn exec(&self, argv: &[String], opts: &ExecOptions) -> Result<ExecResult, SandboxError> {
-        let r = self
+        let mut r = self
             .run_plain(
                 Workload::Command {
                     argv: argv.to_vec(),
@@ -222,6 +222,12 @@ impl Sandbox for LocalSandbox {
             )
             .await?;
         let timed_out = r.status == airlock_broker::RunStatus::Timeout;
+        if crate::run::command_not_found(&r) {
+            // What a shell answers: exit 127 and the reason on stderr.
+            r.exit_code = Some(127);
+            r.stderr = format!("{}\n", r.error.as_ref().map_or("", |e| e.message.as_str()));
+            r.stderr_raw = r.stderr.clone().into_bytes();
+        }
         Ok(ExecResult {
             exit_code: if timed_out { None } else { r.exit_code },
             truncated: r.stdout_truncated || r.stderr_truncated,

@@ -6,7 +6,9 @@ answer the program's `call_tool` requests with Python functions. Async (`AsyncCl
 `StdioClient`, `Sandbox`) and blocking twins (`SyncClient`, `SyncSandbox`). Every refusal is a
 typed `AirlockError` subclass, one per wire error code. Reference: docs/sdk.md.
 """
+from ._binary import find_airlock_bin
 from ._files import CHUNK_BYTES, Files
+from ._route import sandbox_node, sandbox_url
 from ._runs import OutputCallback, ToolFn
 from ._session import MAX_MESSAGE_BYTES
 from .client import AsyncClient, BaseClient, StdioClient
@@ -35,5 +37,6 @@ __all__ = [
     "RunStatus", "RunTimeoutError", "Sandbox", "SandboxInfo", "SandboxKey", "SandboxRefusedError",
     "ShutdownError", "StdioClient", "SyncClient", "SyncFiles", "SyncSandbox", "Tool", "ToolCallLimitError",
     "ToolDeclaration", "ToolDenied", "ToolDeniedError", "ToolError", "ToolFn", "TransferLimits",
-    "UnauthorizedError", "UnknownToolError", "error_class",
+    "UnauthorizedError", "UnknownToolError", "error_class", "find_airlock_bin",
+    "sandbox_node", "sandbox_url",
 ]

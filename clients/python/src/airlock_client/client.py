@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from types import TracebackType
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Type, TypeVar, Union
 
@@ -11,6 +10,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
+from ._binary import find_airlock_bin
 from ._runs import RunCtx, ToolFn
 from ._session import MAX_MESSAGE_BYTES, Session
 from .errors import AirlockError, ConnectionError, ProtocolError, UnauthorizedError
@@ -219,8 +219,9 @@ class StdioClient(BaseClient):
     @classmethod
     async def start(cls, binary: Optional[str] = None, args: Sequence[str] = (),
                     env: Optional[Mapping[str, str]] = None) -> "StdioClient":
-        """Spawn the broker (`binary`, default $AIRLOCK_BIN or `airlock` on PATH)."""
-        binary = binary or os.environ.get("AIRLOCK_BIN", "airlock")
+        """Spawn the broker (`binary`, default `find_airlock_bin()`: $AIRLOCK_BIN, the binary
+        the `airlock` wheel installed beside this interpreter, or `airlock` on PATH)."""
+        binary = binary or find_airlock_bin()
         try:
             proc = await asyncio.create_subprocess_exec(
                 binary, "serve", "--stdio", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -187,6 +187,7 @@ pub(super) async fn run(
         tool_calls: relay.calls,
         memory_limit: live.limits.memory_bytes,
         enforcement: l.enforcement.clone(),
+        before_program: false,
     });
     result.value = value.map(|mut v| {
         truncate(&mut v.repr, MAX_REPR);

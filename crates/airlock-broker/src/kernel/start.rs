@@ -94,5 +94,6 @@ async fn failed(mut l: Launched, end: End, cell: &RunSpec, started: Instant) -> 
         tool_calls: 0,
         memory_limit: cell.limits.memory_bytes,
         enforcement,
+        before_program: true,
     })
 }

@@ -53,10 +53,15 @@ pub(crate) async fn settle(
             enforcement.push("cgroup");
             Ok(())
         }
-        Err(why) if cpu_requested => Err(format!(
-            "a cpu quota was requested but no cpu cgroup is usable here ({why}); run the broker \
-             as root or delegate a cgroup subtree to its user (see airlock doctor)"
-        )),
+        // One sentence: why the cgroups are unusable is doctor's to explain, not the run's.
+        Err(why) if cpu_requested => {
+            tracing::debug!(%why, "no usable cgroup for a cpu quota");
+            Err(
+                "--cpus needs a cpu cgroup this broker can write, and it has none: run it as \
+                 root or delegate a cgroup subtree to its user, as `airlock doctor` explains"
+                    .to_string(),
+            )
+        }
         Err(_) => Ok(()),
     }
 }

@@ -99,6 +99,7 @@ pub(super) struct Plan {
 }
 
 pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
+    cwd_exists(spec).await?;
     let image = match &spec.sandbox {
         Some(sb) => sb.image().cloned(),
         None => spec.image.clone(),
@@ -212,7 +213,7 @@ async fn plan_on_host(
             check_size(code)?;
             let interp = interpreter::discover(interpreter.as_deref())
                 .await
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
+                .map_err(interpreter_missing)?;
             if let Some(sb) = &spec.sandbox {
                 if !sb.holds(&interp.executable) {
                     let msg = format!(
@@ -275,7 +276,7 @@ pub async fn root_for(spec: &RunSpec) -> Result<RootSpec, NotStarted> {
         Workload::Python { interpreter, .. } => Some(
             interpreter::discover(interpreter.as_deref())
                 .await
-                .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?,
+                .map_err(interpreter_missing)?,
         ),
         Workload::Command { argv } => {
             if let Some(first) = argv.first() {
@@ -308,6 +309,48 @@ pub(super) fn guest_cwd(rel: Option<&str>) -> Result<PathBuf, NotStarted> {
     Ok(base.join(rel))
 }
 
+/// A missing interpreter is the request's problem (`not_found`); one that is there but is not
+/// a usable CPython cannot start a sandbox (`refused`).
+fn interpreter_missing(e: interpreter::InterpreterError) -> NotStarted {
+    let code = match e {
+        interpreter::InterpreterError::NotFound(_) => ErrorCode::NotFound,
+        _ => ErrorCode::SandboxRefused,
+    };
+    not_started(code, e.to_string())
+}
+
+/// A working directory the run names must be a directory in the sandbox's /work already (a
+/// fresh sandbox's /work is empty): otherwise `not_found`, before anything spawns.
+async fn cwd_exists(spec: &RunSpec) -> Result<(), NotStarted> {
+    let Some(rel) = spec.cwd.as_deref().filter(|r| !r.is_empty() && *r != ".") else {
+        return Ok(());
+    };
+    let missing = || {
+        let msg = format!("working directory {rel:?} does not exist in the sandbox's /work");
+        not_started(ErrorCode::NotFound, msg)
+    };
+    let Some(sb) = spec.sandbox.clone() else {
+        return Err(missing());
+    };
+    let rel_owned = rel.to_owned();
+    let opened = tokio::task::spawn_blocking(move || {
+        sb.as_owner(|work| work.open_dir(&rel_owned).map(drop))
+    })
+    .await;
+    match opened {
+        Ok(Err(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Err(missing())
+        }
+        // Anything else (a link on the way, ...) the stage's chdir decides, in the sandbox.
+        _ => Ok(()),
+    }
+}
+
 /// The guest's default `PATH` directories.
 static GUEST_SEARCH: std::sync::LazyLock<Vec<PathBuf>> =
     std::sync::LazyLock::new(|| fs_policy::GUEST_PATH.iter().map(PathBuf::from).collect());
@@ -322,13 +365,29 @@ pub(super) fn command_path(
     sandbox: Option<&SandboxFs>,
     search: &[PathBuf],
 ) -> Result<PathBuf, NotStarted> {
+    let missing = || not_started(ErrorCode::NotFound, format!("command not found: {first}"));
     if first.contains('/') {
         let p = Path::new(first);
-        return Ok(if p.is_absolute() {
+        let p = if p.is_absolute() {
             p.to_path_buf()
         } else {
             cwd.join(p)
-        });
+        };
+        // Known before the sandbox runs: a fresh sandbox's /work is empty; a path in a kept
+        // sandbox's /work is looked up there without following a link (the stage's execve
+        // decides the rest); a system path is there or not.
+        let there = match (p.strip_prefix(GUEST_WORK_DIR), sandbox) {
+            (Ok(_), None) => false,
+            (Ok(rel), Some(sb)) => !matches!(
+                sb.work()
+                    .open_path(&rel.to_string_lossy())
+                    .map_err(|e| e.kind()),
+                Err(std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
+            ),
+            (Err(_), Some(sb)) => sb.has_executable(&p),
+            (Err(_), None) => interpreter::which(&p.to_string_lossy()).is_some(),
+        };
+        return if there { Ok(p) } else { Err(missing()) };
     }
     let found = match sandbox {
         Some(sb) => search
@@ -337,10 +396,6 @@ pub(super) fn command_path(
             .find(|p| sb.has_executable(p)),
         None => interpreter::which(first).and_then(|p| std::fs::canonicalize(p).ok()),
     };
-    found.ok_or_else(|| {
-        not_started(
-            ErrorCode::SandboxRefused,
-            format!("command not found: {first}"),
-        )
-    })
+    // Not a missing layer: the request names something that is not there (the CLI exits 127).
+    found.ok_or_else(missing)
 }

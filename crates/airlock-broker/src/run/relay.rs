@@ -620,6 +620,7 @@ pub(crate) async fn drive(
         tool_calls,
         memory_limit: limits.memory_bytes,
         enforcement,
+        before_program: matches!(phase, Phase::AwaitReady),
     });
     result.egress = egress.unwrap_or_default();
     result

@@ -79,6 +79,8 @@ pub struct Observed {
     pub tool_calls: u32,
     pub memory_limit: u64,
     pub enforcement: Vec<&'static str>,
+    /// Whether it ended before the program was sent (the interpreter was still starting).
+    pub before_program: bool,
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> Option<RunError> {
@@ -105,13 +107,16 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
     let code = o.exit.and_then(|s| s.code());
     let mb = o.memory_limit / (1024 * 1024);
     let memory = || {
-        (
-            RunStatus::MemoryLimit,
-            err(
-                ErrorCode::MemoryLimit,
-                format!("the program exceeded its {mb} MiB memory limit"),
-            ),
-        )
+        let why = if o.before_program {
+            format!(
+                "the interpreter cannot start in {mb} MiB: it was still starting, before the \
+                 program was sent, when it passed the memory limit (raise it; CPython needs \
+                 about 16 MiB, more with numpy or pandas imported)"
+            )
+        } else {
+            format!("the program exceeded its {mb} MiB memory limit")
+        };
+        (RunStatus::MemoryLimit, err(ErrorCode::MemoryLimit, why))
     };
     match &o.end {
         End::Timeout => {

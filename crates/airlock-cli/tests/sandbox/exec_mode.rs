@@ -43,9 +43,10 @@ fn exec_mode_still_forbids_namespace_and_ptrace_syscalls() {
 }
 
 #[test]
-fn an_unknown_command_is_refused_before_anything_starts() {
+fn an_unknown_command_is_not_found_before_anything_starts() {
     let v = exec(As::Me, &["definitely-not-a-command-xyz"], &[]);
-    assert_eq!(status(&v), "refused", "{v}");
+    assert_eq!(status(&v), "error", "{v}");
+    assert_eq!(v["error"]["code"], -32016, "not_found: {v}");
     assert!(
         v["error"]["message"]
             .as_str()

@@ -7,5 +7,6 @@ mod attacks_protocol;
 mod attacks_resources;
 mod discovery_cache;
 mod exec_mode;
+mod newcomer;
 mod sanity;
 pub mod support;

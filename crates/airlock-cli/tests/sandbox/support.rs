@@ -54,18 +54,27 @@ pub fn identities() -> Vec<As> {
     vec![As::Me, As::User]
 }
 
-/// A copy of the binary every user can execute (the build dir may sit under /root).
+/// A copy of the binary every user can execute (the build dir may sit under /root). One copy
+/// per build, shared by every test process (named by the build's size and time), so test runs
+/// do not pile up copies; scripts/test.sh removes its temporary directory at the end.
 pub fn binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let src = PathBuf::from(env!("CARGO_BIN_EXE_airlock"));
-        let dir = std::env::temp_dir().join(format!("airlock-test-bin-{}", std::process::id()));
+        let meta = std::fs::metadata(&src).unwrap();
+        let build = format!("{}-{}-{}", meta.len(), meta.mtime(), meta.mtime_nsec());
+        let dir = std::env::temp_dir().join(format!("airlock-test-bin-{build}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let dst = dir.join("airlock");
-        std::fs::copy(&src, &dst).unwrap();
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dst = dir.join("airlock");
+        if std::fs::metadata(&dst).ok().map(|m| m.len()) != Some(meta.len()) {
+            // Copied aside, then renamed: a concurrent test process sees all of it or none.
+            let part = dir.join(format!("airlock.{}", std::process::id()));
+            std::fs::copy(&src, &part).unwrap();
+            std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&part, &dst).unwrap();
+        }
         dst
     })
 }

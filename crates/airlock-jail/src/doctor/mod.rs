@@ -245,7 +245,7 @@ pub fn check_all() -> Vec<LayerReport> {
             || {
                 "naming the run's own uts namespace needs sethostname(2): in a container, a \
                  seccomp profile that allows it without CAP_SYS_ADMIN (podman's and docker's \
-                 defaults do not; docs/deploy.md has one); also see the userns fix"
+                 defaults do not; deploy/seccomp/airlock.json does); also see the userns fix"
                     .into()
             },
         ),
@@ -256,8 +256,9 @@ pub fn check_all() -> Vec<LayerReport> {
             || {
                 "mounting procfs in a user namespace needs a fully visible /proc in the mount \
              namespace (no masked or over-mounted /proc paths, as container runtimes add): run \
-             on the host, or in a container started with e.g. --security-opt \
-             systempaths=unconfined (docs/deploy.md); also see the userns fix"
+             on the host, or in a container started with --security-opt unmask=/proc/* \
+             (podman), systempaths=unconfined (docker) or procMount: Unmasked (Kubernetes) \
+             (docs/deploy.md); also see the userns fix"
                     .into()
             },
         ),

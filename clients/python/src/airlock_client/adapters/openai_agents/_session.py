@@ -18,7 +18,7 @@ from agents.sandbox.errors import (ExecTimeoutError, ExecTransportError, Workspa
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.sandbox.types import ExecResult, User
 
-from ...errors import AirlockError, NotFoundError
+from ...errors import AirlockError, ErrorCode, NotFoundError
 from ...result import RunResult, RunStatus
 from ...sandbox import Sandbox
 from ._options import AirlockSandboxSessionState
@@ -52,7 +52,7 @@ def exec_result(argv: List[str], timeout: Optional[float], r: RunResult) -> Exec
     if code is None:
         why = r.error.message if r.error is not None else r.status.value
         stderr += f"\n[airlock: the run ended {r.status.value}: {why}]" if stderr else f"[airlock: {why}]"
-        not_found = r.status == RunStatus.REFUSED and why.startswith("command not found")
+        not_found = r.error is not None and r.error.code == ErrorCode.NOT_FOUND and why.startswith("command not found")
         code = COMMAND_NOT_FOUND if not_found else 128 + r.signal if r.signal else 1
     return ExecResult(stdout=r.stdout.encode("utf-8"), stderr=stderr.encode("utf-8"), exit_code=code)
 

@@ -1,0 +1,118 @@
+"""Builds the `airlock` wheel: the release binary (installed as the `airlock` command) and the
+Python SDK (`airlock_client`, with the framework adapters as extras), the way ruff and uv ship.
+
+Standard library only (Python >= 3.11 for tomllib), so it needs no build backend and no network.
+The platform tag is the manylinux one the binary's glibc symbol versions allow.
+
+Usage: python3 scripts/wheel.py BINARY OUT_DIR      (scripts/build-wheel.sh calls it)
+Prints the wheel's path.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import platform
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SDK = ROOT / "clients" / "python"
+NAME = "airlock"
+SUMMARY = ("Run untrusted, model-generated code in a rootless Linux sandbox: the airlock "
+           "binary and its Python SDK (airlock_client)")
+# Every file gets this time, so the same inputs give the same wheel (SOURCE_DATE_EPOCH wins).
+EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def workspace_version() -> str:
+    cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
+    return str(cargo["workspace"]["package"]["version"])
+
+
+def glibc_tag(binary: Path) -> str:
+    """`manylinux_2_N_ARCH` for the newest GLIBC_2.N symbol version the binary needs."""
+    dyn = subprocess.run(["objdump", "-T", str(binary)], check=True, capture_output=True, text=True)
+    minors = [int(m) for m in re.findall(r"GLIBC_2\.(\d+)", dyn.stdout)]
+    if not minors:
+        raise SystemExit(f"{binary}: no GLIBC symbol versions (is it a glibc Linux binary?)")
+    return f"manylinux_2_{max(minors)}_{platform.machine()}"
+
+
+def metadata(version: str) -> str:
+    project = tomllib.loads((SDK / "pyproject.toml").read_text())["project"]
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {NAME}",
+        f"Version: {version}",
+        f"Summary: {SUMMARY}",
+        "License: Apache-2.0",
+        f"Requires-Python: {project['requires-python']}",
+    ]
+    lines += [f"Requires-Dist: {dep}" for dep in project["dependencies"]]
+    for extra, deps in project["optional-dependencies"].items():
+        if extra == "test":
+            continue
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {dep}; extra == "{extra}"' for dep in deps]
+    lines += ["Description-Content-Type: text/markdown", ""]
+    return "\n".join(lines) + (SDK / "README.md").read_text()
+
+
+def sdk_files() -> list[tuple[str, bytes]]:
+    src = SDK / "src"
+    files = []
+    for path in sorted((src / "airlock_client").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            files.append((path.relative_to(src).as_posix(), path.read_bytes()))
+    return files
+
+
+def record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def build(binary: Path, out_dir: Path) -> Path:
+    version = workspace_version()
+    tag = f"py3-none-{glibc_tag(binary)}"
+    dist_info = f"{NAME}-{version}.dist-info"
+    wheel_meta = f"Wheel-Version: 1.0\nGenerator: airlock scripts/wheel.py\nRoot-Is-Purelib: false\nTag: {tag}\n"
+    # (name, data, mode)
+    entries = [(n, d, 0o644) for n, d in sdk_files()]
+    entries.append((f"{NAME}-{version}.data/scripts/airlock", binary.read_bytes(), 0o755))
+    entries.append((f"{dist_info}/METADATA", metadata(version).encode(), 0o644))
+    entries.append((f"{dist_info}/WHEEL", wheel_meta.encode(), 0o644))
+    record = "".join(record_line(n, d) + "\n" for n, d, _ in entries) + f"{dist_info}/RECORD,,\n"
+    entries.append((f"{dist_info}/RECORD", record.encode(), 0o644))
+
+    date = EPOCH
+    if "SOURCE_DATE_EPOCH" in os.environ:
+        import time
+        date = time.gmtime(max(int(os.environ["SOURCE_DATE_EPOCH"]), 315532800))[:6]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{NAME}-{version}-{tag}.whl"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data, mode in entries:
+            info = zipfile.ZipInfo(name, date_time=date)
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def main() -> None:
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    print(build(Path(sys.argv[1]), Path(sys.argv[2])))
+
+
+if __name__ == "__main__":
+    main()
