@@ -22,12 +22,25 @@ fn egress_flags_without_an_allowlist_are_refused() {
         "print(1)",
     );
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("only apply with --allow-host"));
+    // With --json a usage error is one JSON object on stdout, an invalid_params error.
+    let refusal = |out: &std::process::Output| -> serde_json::Value {
+        serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
+    };
+    let v = refusal(&out);
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("only apply with --allow-host"));
     let out = airlock(
         As::Me,
         &["run", "--json", "--allow-host", "*", "-"],
         "print(1)",
     );
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bad host rule"));
+    let v = refusal(&out);
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("bad host rule"));
 }
