@@ -1,6 +1,7 @@
 //! Resource attacks: memory, time, output, processes. Each ends in the right status, promptly,
 //! with nothing left behind.
 use super::support::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[test]
 fn a_gradual_memory_bomb_is_a_memory_limit() {
@@ -184,27 +185,55 @@ fn a_cpu_quota_is_enforced_or_the_run_is_refused() {
     }
 }
 
+/// The memory-cgroup line of the live guest interpreter as the host sees it, sampled until the
+/// run is over (the last sample is taken while the program sleeps after its first line).
+fn host_view_of_the_guests_memory_cgroup(done: &AtomicBool) -> Option<String> {
+    let mut last = None;
+    while !done.load(Ordering::Relaxed) {
+        for found in survivors(GUEST_MARK) {
+            let pid = found.split(':').next().unwrap_or_default();
+            if let Ok(cg) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+                if let Some(l) = cg.lines().find(|l| l.contains(":memory:")) {
+                    last = Some(l.to_owned());
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    last
+}
+
 #[test]
 fn the_program_runs_inside_its_cgroup_from_its_first_line() {
     // The move into the run's cgroup overlaps interpreter start-up; code is sent only after it.
-    let code = "print(open('/proc/self/cgroup').read())";
+    // The program's first line records its cgroup; it is the same one later, when the host sees
+    // the process in the run's cgroup. (Inside, the path is relative to the run's cgroup
+    // namespace, so it reads "/" when the move came before the namespace was made.)
+    let code = "import time\nfirst = open('/proc/self/cgroup').read()\ntime.sleep(1.5)\nprint(first == open('/proc/self/cgroup').read())";
+    let _only = exclusive();
     for who in identities() {
-        let v = run_py(who, code, &[]);
+        let done = AtomicBool::new(false);
+        let (v, host) = std::thread::scope(|s| {
+            let watcher = s.spawn(|| host_view_of_the_guests_memory_cgroup(&done));
+            let v = run_py(who, code, &[]);
+            done.store(true, Ordering::Relaxed);
+            (v, watcher.join().unwrap())
+        });
         assert_completed(&v);
-        let cgroups = v["stdout"].as_str().unwrap();
-        let memory = cgroups
-            .lines()
-            .find(|l| l.contains(":memory:"))
-            .unwrap_or("");
+        assert_eq!(
+            v["stdout"], "True\n",
+            "{who:?}: the cgroup changed after the first line: {v}"
+        );
+        let host = host.unwrap_or_default();
         if v["enforcement"]
             .as_array()
             .unwrap()
             .iter()
             .any(|e| e == "cgroup")
         {
-            assert!(memory.contains("/airlock-"), "{who:?}: {cgroups}");
+            assert!(host.contains("/airlock-"), "{who:?}: host sees {host:?}");
         } else {
-            assert!(!memory.contains("/airlock-"), "{who:?}: {cgroups}");
+            assert!(!host.contains("/airlock-"), "{who:?}: host sees {host:?}");
         }
     }
 }

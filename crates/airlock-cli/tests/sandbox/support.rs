@@ -211,6 +211,10 @@ pub fn marker(tag: &str) -> String {
     )
 }
 
+/// What a Python guest's command line holds: the loader that reads the bootstrap's code object
+/// (`airlock-executor`'s interpreter argv).
+pub const GUEST_MARK: &str = "_airlock_load()";
+
 /// Pids of live (non-zombie) processes whose command line contains `marker`.
 pub fn survivors(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -239,7 +243,7 @@ pub fn survivors(marker: &str) -> Vec<String> {
 /// `airlock` on the same machine is not ours), a guest interpreter, or something tagged
 /// `marker`.
 pub fn run_survivors(marker: &str) -> Vec<String> {
-    let mut all = survivors("airlock guest bootstrap");
+    let mut all = survivors(GUEST_MARK);
     all.extend(survivors(&format!("{}\0__executor", binary().display())));
     all.extend(survivors(marker));
     all
