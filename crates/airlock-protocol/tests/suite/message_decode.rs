@@ -253,7 +253,10 @@ fn bytes_serde_json_refuses_are_parse_errors_wherever_they_sit() {
         r#"[1e400]"#,
         r#"1e400"#,
     ] {
-        assert!(serde_json::from_str::<serde_json::Value>(body).is_err(), "{body}");
+        assert!(
+            serde_json::from_str::<serde_json::Value>(body).is_err(),
+            "{body}"
+        );
         let e = Message::from_slice(body.as_bytes()).unwrap_err();
         assert!(matches!(e, DecodeError::NotJson(_)), "{body}: {e:?}");
         assert_eq!(e.error_code(), ErrorCode::ParseError);
