@@ -7,6 +7,8 @@
 //! internal failures are statuses, not errors.
 
 pub mod fs_policy;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod interpreter;
 pub mod interpreter_cache;
 pub mod interpreter_image;

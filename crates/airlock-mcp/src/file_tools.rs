@@ -17,7 +17,10 @@ use crate::{args, result};
 /// Most entries `list_files` returns.
 pub const MAX_LISTED: usize = 1000;
 
-fn parse_write(a: &JsonObject, limits: &TransferLimits) -> Result<(GuestRelPath, Vec<u8>), String> {
+pub(crate) fn parse_write(
+    a: &JsonObject,
+    limits: &TransferLimits,
+) -> Result<(GuestRelPath, Vec<u8>), String> {
     args::only_keys(a, &["path", "content", "encoding"])?;
     let path = args::path(a, "path")?;
     let content = args::string(a, "content")?;
@@ -36,6 +39,32 @@ fn parse_write(a: &JsonObject, limits: &TransferLimits) -> Result<(GuestRelPath,
         ));
     }
     Ok((path, data))
+}
+
+/// `read_file` arguments: the path and the byte cap (at most the per-file cap).
+pub(crate) fn parse_read(
+    a: &JsonObject,
+    limits: &TransferLimits,
+) -> Result<(GuestRelPath, u64), String> {
+    args::only_keys(a, &["path", "max_bytes"])?;
+    let cap = match a.get("max_bytes") {
+        None | Some(Value::Null) => limits.max_bytes_per_file,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n > 0)
+            .ok_or("`max_bytes` must be a positive integer")?
+            .min(limits.max_bytes_per_file),
+    };
+    Ok((args::path(a, "path")?, cap))
+}
+
+/// `list_files` arguments: the directory (`None`: /work itself).
+pub(crate) fn parse_list(a: &JsonObject) -> Result<Option<GuestRelPath>, String> {
+    args::only_keys(a, &["path"])?;
+    match args::opt_string(a, "path")?.as_deref() {
+        None | Some("" | "." | "/work" | "/work/") => Ok(None),
+        Some(p) => args::parse_path(p).map(Some),
+    }
 }
 
 /// `write_file {path, content, encoding?}`: creates or replaces the file (parents made).
@@ -58,18 +87,7 @@ pub async fn write(sb: &LocalSandbox, a: &JsonObject, limits: &TransferLimits) -
 /// `read_file {path, max_bytes?}`: text comes back as text, a raster image as image content,
 /// anything else as a base64 blob resource with its media type.
 pub async fn read(sb: &LocalSandbox, a: &JsonObject, limits: &TransferLimits) -> CallToolResult {
-    let parsed = args::only_keys(a, &["path", "max_bytes"]).and_then(|()| {
-        let cap = match a.get("max_bytes") {
-            None | Some(Value::Null) => limits.max_bytes_per_file,
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n > 0)
-                .ok_or("`max_bytes` must be a positive integer")?
-                .min(limits.max_bytes_per_file),
-        };
-        Ok((args::path(a, "path")?, cap))
-    });
-    let (rel, cap) = match parsed {
+    let (rel, cap) = match parse_read(a, limits) {
         Ok(x) => x,
         Err(m) => return result::refusal(m),
     };
@@ -99,13 +117,7 @@ pub async fn read(sb: &LocalSandbox, a: &JsonObject, limits: &TransferLimits) ->
 
 /// `list_files {path?}`: the entries of a directory beneath /work (one level).
 pub async fn list(sb: &LocalSandbox, a: &JsonObject) -> CallToolResult {
-    let parsed = args::only_keys(a, &["path"]).and_then(|()| {
-        match args::opt_string(a, "path")?.as_deref() {
-            None | Some("" | "." | "/work" | "/work/") => Ok(None),
-            Some(p) => args::parse_path(p).map(Some),
-        }
-    });
-    let dir = match parsed {
+    let dir = match parse_list(a) {
         Ok(d) => d,
         Err(m) => return result::refusal(m),
     };

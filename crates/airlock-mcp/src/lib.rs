@@ -17,6 +17,8 @@ pub mod config;
 pub mod config_file;
 pub mod error;
 pub mod file_tools;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod media;
 pub mod outputs;
 pub mod progress;

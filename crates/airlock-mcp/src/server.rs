@@ -68,11 +68,11 @@ impl std::fmt::Debug for AirlockMcp {
 }
 
 /// One code-tool call, checked.
-struct CodeCall {
-    workload: Workload,
-    declared: Vec<GuestRelPath>,
-    timeout: Duration,
-    env: Vec<(String, String)>,
+pub(crate) struct CodeCall {
+    pub(crate) workload: Workload,
+    pub(crate) declared: Vec<GuestRelPath>,
+    pub(crate) timeout: Duration,
+    pub(crate) env: Vec<(String, String)>,
     upstream_tools: bool,
 }
 
@@ -106,26 +106,8 @@ impl AirlockMcp {
     }
 
     fn code_call(&self, name: &str, a: &JsonObject) -> Result<CodeCall, String> {
-        let max = self.inner.config.limits.timeout;
-        let (workload, env) = if name == "exec" {
-            args::only_keys(a, &["argv", "env", "outputs", "timeout_s"])?;
-            let argv = args::argv(a)?;
-            let env = args::env(a)?;
-            args::fits(&argv, &env)?;
-            (Workload::Command { argv }, env)
-        } else {
-            args::only_keys(a, &["code", "outputs", "timeout_s"])?;
-            let code = args::string(a, "code")?;
-            let interpreter = self.inner.config.python.clone();
-            (Workload::Python { code, interpreter }, Vec::new())
-        };
-        Ok(CodeCall {
-            workload,
-            declared: args::declared_outputs(a)?,
-            timeout: args::timeout(a, max)?,
-            env,
-            upstream_tools: name == "execute",
-        })
+        let c = &self.inner.config;
+        code_call(name, a, c.limits.timeout, c.python.clone())
     }
 
     async fn run(&self, call: CodeCall, ctx: RequestContext<RoleServer>) -> CallToolResult {
@@ -173,6 +155,33 @@ impl AirlockMcp {
         lease.release().await;
         out
     }
+}
+
+/// A code tool's arguments (`exec` or a Python tool), checked: `max` bounds `timeout_s`.
+pub(crate) fn code_call(
+    name: &str,
+    a: &JsonObject,
+    max: Duration,
+    interpreter: Option<std::path::PathBuf>,
+) -> Result<CodeCall, String> {
+    let (workload, env) = if name == "exec" {
+        args::only_keys(a, &["argv", "env", "outputs", "timeout_s"])?;
+        let argv = args::argv(a)?;
+        let env = args::env(a)?;
+        args::fits(&argv, &env)?;
+        (Workload::Command { argv }, env)
+    } else {
+        args::only_keys(a, &["code", "outputs", "timeout_s"])?;
+        let code = args::string(a, "code")?;
+        (Workload::Python { code, interpreter }, Vec::new())
+    };
+    Ok(CodeCall {
+        workload,
+        declared: args::declared_outputs(a)?,
+        timeout: args::timeout(a, max)?,
+        env,
+        upstream_tools: name == "execute",
+    })
 }
 
 /// One run in `sandbox`, then its declared outputs.

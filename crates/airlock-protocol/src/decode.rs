@@ -110,7 +110,9 @@ pub(crate) fn decode_message(body: &[u8]) -> Result<Message, DecodeError> {
         valid_up_to: e.valid_up_to(),
     })?;
     // Pass 1: syntax only, so malformed JSON is always a parse error, never a shape error.
-    serde_json::from_str::<IgnoredAny>(text).map_err(DecodeError::NotJson)?;
+    // Every value is read as `serde_json::Value` would read it (numbers in range, escapes
+    // paired), without being built: `IgnoredAny` skips numbers and strings unchecked.
+    serde_json::from_str::<Syntax>(text).map_err(DecodeError::NotJson)?;
     match text
         .trim_start_matches([' ', '\t', '\n', '\r'])
         .as_bytes()
@@ -124,6 +126,59 @@ pub(crate) fn decode_message(body: &[u8]) -> Result<Message, DecodeError> {
     // serde_json applies to values (e.g. number range), which are parse errors too.
     let envelope: Envelope = serde_json::from_str(text).map_err(DecodeError::NotJson)?;
     Ok(envelope.into_message()?)
+}
+
+/// A JSON value read exactly as `serde_json::Value` reads it, and dropped: the syntax pass.
+struct Syntax;
+
+impl<'de> Deserialize<'de> for Syntax {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SyntaxVisitor)
+    }
+}
+
+struct SyntaxVisitor;
+
+impl<'de> Visitor<'de> for SyntaxVisitor {
+    type Value = Syntax;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any json value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Syntax, E> {
+        Ok(Syntax)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Syntax, E> {
+        Ok(Syntax)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Syntax, E> {
+        Ok(Syntax)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Syntax, E> {
+        Ok(Syntax)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Syntax, E> {
+        Ok(Syntax)
+    }
+
+    fn visit_unit<E>(self) -> Result<Syntax, E> {
+        Ok(Syntax)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Syntax, A::Error> {
+        while seq.next_element::<Syntax>()?.is_some() {}
+        Ok(Syntax)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Syntax, A::Error> {
+        while map.next_entry::<Syntax, Syntax>()?.is_some() {}
+        Ok(Syntax)
+    }
 }
 
 /// The top-level members of a message, each absent, `null` or a value, plus the first

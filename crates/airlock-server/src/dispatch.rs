@@ -52,7 +52,7 @@ async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
 }
 
 /// The `sandbox_id` member every sandbox method carries.
-fn sandbox_id(params: &Value) -> Result<String, ErrorObject> {
+pub(crate) fn sandbox_id(params: &Value) -> Result<String, ErrorObject> {
     params
         .get("sandbox_id")
         .and_then(Value::as_str)
@@ -62,7 +62,7 @@ fn sandbox_id(params: &Value) -> Result<String, ErrorObject> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ScopeParams {
+pub(crate) struct ScopeParams {
     scope: String,
     thread_id: String,
 }
@@ -77,7 +77,7 @@ struct IdOnly {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CancelParams {
+pub(crate) struct CancelParams {
     run_id: Option<String>,
     sandbox_id: Option<String>,
 }
@@ -109,25 +109,37 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         }
         m::SCOPE_DISPOSE => {
             tasks.spawn(async move {
-                let r = match serde_json::from_value::<ScopeParams>(params) {
-                    Ok(p) if p.scope == wire_spec::KEYLESS_SCOPE => Err(invalid(format!(
-                        "scope {:?} is reserved (dispose a keyless sandbox by its id)",
-                        p.scope
-                    ))),
+                let r = match parse_scope(params) {
                     Ok(p) => Ok(sbs.dispose_scope(&p.scope, &p.thread_id).await),
-                    Err(e) => Err(invalid(format!("scope.dispose params: {e}"))),
+                    Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
             });
         }
         m::RUN_CANCEL => {
-            let r = serde_json::from_value::<CancelParams>(params)
-                .map_err(|e| invalid(format!("run.cancel params: {e}")))
-                .and_then(|p| cancel(&sbs, p));
+            let r = parse_cancel(params).and_then(|p| cancel(&sbs, p));
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         _ => on_sandbox(conn, &sbs, id, method, params, tasks),
     }
+}
+
+/// `scope.dispose` params; the keyless scope is reserved.
+pub(crate) fn parse_scope(params: Value) -> Result<ScopeParams, ErrorObject> {
+    match serde_json::from_value::<ScopeParams>(params) {
+        Ok(p) if p.scope == wire_spec::KEYLESS_SCOPE => Err(invalid(format!(
+            "scope {:?} is reserved (dispose a keyless sandbox by its id)",
+            p.scope
+        ))),
+        Ok(p) => Ok(p),
+        Err(e) => Err(invalid(format!("scope.dispose params: {e}"))),
+    }
+}
+
+/// `run.cancel` params.
+pub(crate) fn parse_cancel(params: Value) -> Result<CancelParams, ErrorObject> {
+    serde_json::from_value::<CancelParams>(params)
+        .map_err(|e| invalid(format!("run.cancel params: {e}")))
 }
 
 /// `run.cancel` by `run_id`, or by `sandbox_id` (its run in flight: one per sandbox, so a
@@ -214,7 +226,7 @@ fn on_sandbox(
 }
 
 /// Refuses members other than `sandbox_id` (unknown members are `invalid_params`).
-fn id_only(method: &str, params: Value) -> Result<(), ErrorObject> {
+pub(crate) fn id_only(method: &str, params: Value) -> Result<(), ErrorObject> {
     serde_json::from_value::<IdOnly>(params)
         .map(|_| ())
         .map_err(|e| invalid(format!("{method} params: {e}")))

@@ -78,8 +78,15 @@ struct PathParams {
     path: Option<String>,
 }
 
-/// `files.write`: replace the file (offset 0) or append a chunk at its end.
-pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+/// A checked `files.write`: the path, the decoded bytes (at most [`MAX_CHUNK`]), the offset.
+pub(crate) struct WriteCall {
+    pub(crate) rel: GuestRelPath,
+    pub(crate) data: Vec<u8>,
+    pub(crate) offset: u64,
+}
+
+/// Parse and bound `files.write` params, before any file is touched.
+pub(crate) fn parse_write(v: Value) -> Result<WriteCall, ErrorObject> {
     let p: WriteParams = params("files.write", v)?;
     let rel = path(&p.path)?;
     if p.data.len() as u64 > MAX_CHUNK.div_ceil(3) * 4 + 4 {
@@ -96,16 +103,24 @@ pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
             "one files.write carries at most {MAX_CHUNK} bytes; send larger files in chunks"
         )));
     }
+    Ok(WriteCall {
+        rel,
+        data,
+        offset: p.offset,
+    })
+}
+
+/// `files.write`: replace the file (offset 0) or append a chunk at its end.
+pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+    let WriteCall { rel, data, offset } = parse_write(v)?;
     let max = h.spec.files_in().max_bytes_per_file;
-    let (len, new_file) = (data.len() as u64, p.offset == 0);
+    let (len, new_file) = (data.len() as u64, offset == 0);
     h.transfers
         .charge(Direction::FilesIn, h.spec.files_in(), len, new_file)?;
     let written = if new_file {
         h.sandbox.write_file(WORK, &rel, &data).await.map(|()| len)
     } else {
-        h.sandbox
-            .append_chunk(WORK, &rel, p.offset, data, max)
-            .await
+        h.sandbox.append_chunk(WORK, &rel, offset, data, max).await
     };
     let size = written.map_err(|e| {
         h.transfers.refund(Direction::FilesIn, len, new_file);
@@ -114,8 +129,15 @@ pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     Ok(json!({ "path": rel.as_str(), "size": size }))
 }
 
-/// `files.read`: up to `length` bytes from `offset`.
-pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+/// A checked `files.read`: the path, the offset and a length of at most [`MAX_CHUNK`].
+pub(crate) struct ReadCall {
+    pub(crate) rel: GuestRelPath,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
+
+/// Parse and bound `files.read` params, before any file is touched.
+pub(crate) fn parse_read(v: Value) -> Result<ReadCall, ErrorObject> {
     let p: ReadParams = params("files.read", v)?;
     let rel = path(&p.path)?;
     let len = p.length.unwrap_or(MAX_CHUNK);
@@ -124,32 +146,56 @@ pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
             "length {len} is over the {MAX_CHUNK} byte chunk; read larger files in chunks"
         )));
     }
+    Ok(ReadCall {
+        rel,
+        offset: p.offset,
+        len,
+    })
+}
+
+/// `files.read`: up to `length` bytes from `offset`.
+pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+    let ReadCall { rel, offset, len } = parse_read(v)?;
     let max = h.spec.files_out().max_bytes_per_file;
     let c = h
         .sandbox
-        .read_chunk(WORK, &rel, p.offset, len, max)
+        .read_chunk(WORK, &rel, offset, len, max)
         .await
         .map_err(|e| file_error(&e))?;
     h.transfers.charge(
         Direction::FilesOut,
         h.spec.files_out(),
         c.data.len() as u64,
-        p.offset == 0,
+        offset == 0,
     )?;
-    let end = p.offset.saturating_add(c.data.len() as u64);
+    let end = offset.saturating_add(c.data.len() as u64);
     Ok(json!({
         "path": rel.as_str(),
-        "offset": p.offset,
+        "offset": offset,
         "data": B64.encode(&c.data),
         "size": c.size,
         "eof": end >= c.size,
     }))
 }
 
+/// The path of `files.stat`, `files.remove` (required) or `files.list` (the work dir when
+/// absent), checked.
+pub(crate) fn parse_path(method: &str, v: Value) -> Result<Option<GuestRelPath>, ErrorObject> {
+    let p: PathParams = params(method, v)?;
+    match p.path.as_deref() {
+        None if method == "files.list" => Ok(None),
+        raw => path(raw.unwrap_or_default()).map(Some),
+    }
+}
+
+/// The path `files.stat` and `files.remove` require.
+fn required_path(method: &str, v: Value) -> Result<GuestRelPath, ErrorObject> {
+    parse_path(method, v)?.ok_or_else(|| invalid(format!("{method} needs a `path`")))
+}
+
 /// `files.stat`: lstat-like; a size only for what `files.read` would serve.
 pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
-    let p: PathParams = params("files.stat", v)?;
-    let rel = path(p.path.as_deref().unwrap_or_default())?;
+    let rel = required_path("files.stat", v)?;
     let st = h
         .sandbox
         .stat(WORK, &rel)
@@ -169,8 +215,7 @@ pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
 
 /// `files.list`: the sorted entries of a directory (the work dir when `path` is absent).
 pub async fn list(h: &Held, v: Value) -> Result<Value, ErrorObject> {
-    let p: PathParams = params("files.list", v)?;
-    let dir = p.path.as_deref().map(path).transpose()?;
+    let dir = parse_path("files.list", v)?;
     let entries = h
         .sandbox
         .list(WORK, dir.as_ref())
@@ -189,8 +234,7 @@ pub async fn list(h: &Held, v: Value) -> Result<Value, ErrorObject> {
 /// `files.remove`: unlink a file or link (never followed) or an empty directory; missing is
 /// success.
 pub async fn remove(h: &Held, v: Value) -> Result<Value, ErrorObject> {
-    let p: PathParams = params("files.remove", v)?;
-    let rel = path(p.path.as_deref().unwrap_or_default())?;
+    let rel = required_path("files.remove", v)?;
     h.sandbox
         .remove(WORK, &rel)
         .await

@@ -22,6 +22,8 @@ pub mod ceilings;
 pub(crate) mod dispatch;
 pub(crate) mod files_api;
 pub mod framed;
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod outputs_api;
 pub mod params;
 pub mod remote_tools;

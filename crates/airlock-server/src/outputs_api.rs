@@ -66,19 +66,25 @@ struct CollectParams {
     outputs: Option<Vec<WireOutput>>,
 }
 
-/// `outputs.collect {sandbox_id, outputs?}`.
-pub async fn collect(
-    h: &Held,
-    v: Value,
-    observers: &airlock_router::Observers,
-) -> Result<Value, ErrorObject> {
+/// The outputs an `outputs.collect` names at call time (`None`: the declared ones), unchecked
+/// (they are checked by [`declared`] once the sandbox is known to accept them).
+pub(crate) fn parse_collect(v: Value) -> Result<Option<Vec<WireOutput>>, ErrorObject> {
     let p: CollectParams = serde_json::from_value(v).map_err(|e| {
         ErrorObject::new(
             ErrorCode::InvalidParams,
             format!("outputs.collect params: {e}"),
         )
     })?;
-    let outputs = match p.outputs {
+    Ok(p.outputs)
+}
+
+/// `outputs.collect {sandbox_id, outputs?}`.
+pub async fn collect(
+    h: &Held,
+    v: Value,
+    observers: &airlock_router::Observers,
+) -> Result<Value, ErrorObject> {
+    let outputs = match parse_collect(v)? {
         None => h.outputs.declared.clone(),
         Some(_) if !h.outputs.at_call_time => {
             return Err(ErrorObject::new(

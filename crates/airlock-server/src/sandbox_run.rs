@@ -88,6 +88,16 @@ pub(crate) struct RunCall {
     encoding: OutputEncoding,
 }
 
+impl RunCall {
+    /// The limits the call asks for (only its timeout), resolved against the ceilings later.
+    pub(crate) fn requested_limits(&self) -> crate::ceilings::RequestedLimits {
+        crate::ceilings::RequestedLimits {
+            timeout_s: self.timeout_s,
+            ..Default::default()
+        }
+    }
+}
+
 /// Parse `sandbox.run_code` / `sandbox.exec` params (the program and env by `execute`'s rules).
 pub fn parse(method: &str, v: Value) -> Result<RunCall, ErrorObject> {
     let raw: RawRun = serde_json::from_value(v)
@@ -211,10 +221,7 @@ async fn run_inner(
     token: CancelToken,
 ) -> Result<Message, ErrorObject> {
     let config = &conn.shared.config;
-    let requested = crate::ceilings::RequestedLimits {
-        timeout_s: call.timeout_s,
-        ..Default::default()
-    };
+    let requested = call.requested_limits();
     let limits = config
         .ceilings
         .resolve(&held.limits, &requested)

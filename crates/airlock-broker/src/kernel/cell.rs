@@ -26,9 +26,9 @@ const SIGCONT: i32 = 18;
 /// How long a kernel that closed its socket gets to exit.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Longest `repr` kept from a cell's value.
-const MAX_REPR: usize = 64 * 1024;
+pub(crate) const MAX_REPR: usize = 64 * 1024;
 /// Largest JSON copy of a cell's value kept (encoded).
-const MAX_JSON: usize = 256 * 1024;
+pub(crate) const MAX_JSON: usize = 256 * 1024;
 
 /// How a cell's supervision stopped.
 enum Stop {
@@ -189,14 +189,7 @@ pub(super) async fn run(
         enforcement: l.enforcement.clone(),
         before_program: false,
     });
-    result.value = value.map(|mut v| {
-        truncate(&mut v.repr, MAX_REPR);
-        let json_len = v.json.as_ref().map_or(0, |j| j.to_string().len());
-        if json_len > MAX_JSON {
-            v.json = None;
-        }
-        v
-    });
+    result.value = value.map(bounded);
     result.display = displays.items;
     result.display_dropped = displays.dropped;
     // A memory limit ends the kernel even when the program survived it (a `MemoryError` under
@@ -278,9 +271,8 @@ async fn supervise(
                 match msg {
                     Message::Response(r) if r.id.as_ref() == Some(id) => {
                         *peak_rss = (*peak_rss).max(procfs::tree_rss_bytes(stage_pid));
-                        let v = r.outcome.ok().unwrap_or(Value::Null);
-                        let value = serde_json::from_value(v["value"].clone()).ok();
-                        return Stop::Answered(serde_json::from_value(v).ok(), value);
+                        let (hint, value) = answer(r.outcome.ok());
+                        return Stop::Answered(hint, value);
                     }
                     Message::Notification(d) if d.method == "display" => {
                         if let Err(why) = displays.offer(d.params) {
@@ -307,6 +299,26 @@ async fn supervise(
             }
         }
     }
+}
+
+/// A cell's answer (the result of its `execute`) as the broker reads it: the guest's hint
+/// about how the program ended, and the value of its last expression. Anything malformed
+/// reads as absent.
+pub(crate) fn answer(result: Option<Value>) -> (Option<Hint>, Option<CellValue>) {
+    let v = result.unwrap_or(Value::Null);
+    let value = serde_json::from_value(v["value"].clone()).ok();
+    (serde_json::from_value(v).ok(), value)
+}
+
+/// A cell's value within its caps: the `repr` truncated at a character boundary, the JSON
+/// copy dropped when its encoding is too large.
+pub(crate) fn bounded(mut v: CellValue) -> CellValue {
+    truncate(&mut v.repr, MAX_REPR);
+    let json_len = v.json.as_ref().map_or(0, |j| j.to_string().len());
+    if json_len > MAX_JSON {
+        v.json = None;
+    }
+    v
 }
 
 /// Time ran out or the caller cancelled: interrupt the program (`KeyboardInterrupt`), answer

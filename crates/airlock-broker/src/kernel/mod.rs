@@ -7,8 +7,8 @@
 //! (`SIGINT`, a `KeyboardInterrupt` in the program; the state survives) and, past the grace
 //! period, kills it (the result says `kernel_restarted`; the next cell starts a fresh kernel).
 //! A memory or disk overrun, a crash or a protocol violation ends it the same way.
-mod cell;
-mod display;
+pub(crate) mod cell;
+pub(crate) mod display;
 mod guard;
 mod start;
 

@@ -239,6 +239,30 @@ fn serializes_the_wire_form() {
     }
 }
 
+/// Found by the `jsonrpc_decode` fuzz target (docs/fuzzing.md): bytes serde_json refuses as
+/// JSON (a number out of range, a lone surrogate) were read as JSON-RPC shape errors when they
+/// sat where the decoder only skipped values (an unknown or duplicate member, a batch, a
+/// non-object), so the peer heard `invalid_request` for what is a `parse_error`.
+#[test]
+fn bytes_serde_json_refuses_are_parse_errors_wherever_they_sit() {
+    for body in [
+        r#"{"jsonrpc":"3.0","`arams":[1e400,-0,0.1]}"#,
+        r#"{"jsonrpc":"2.0","x":1e400,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","method":"m","method":-1e400}"#,
+        r#"{"jsonrpc":"2.0","method":"m","x":{"k":"\ud800"}}"#,
+        r#"[1e400]"#,
+        r#"1e400"#,
+    ] {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(body).is_err(),
+            "{body}"
+        );
+        let e = Message::from_slice(body.as_bytes()).unwrap_err();
+        assert!(matches!(e, DecodeError::NotJson(_)), "{body}: {e:?}");
+        assert_eq!(e.error_code(), ErrorCode::ParseError);
+    }
+}
+
 #[test]
 fn serde_deserialize_applies_the_same_rules() {
     let m: Message = serde_json::from_value(json!({"jsonrpc": "2.0", "method": "ready"})).unwrap();

@@ -1,0 +1,87 @@
+//! Every session method's params through the functions a session runs on them, in the same
+//! order, up to the point where a sandbox or a run would be touched: the entry point of the
+//! `session_params` fuzz target (`fuzz/`). Hidden from the docs; not an API.
+use airlock_broker::Limits;
+use airlock_policy::{GuestRelPath, HostPolicy};
+use airlock_protocol::{method as m, ErrorObject};
+use serde_json::Value;
+
+use crate::ceilings::Ceilings;
+use crate::{dispatch, files_api, outputs_api, params, sandbox_run, wire_spec};
+
+/// What a method's params were accepted as: the facts the fuzz oracles check.
+#[derive(Debug, Default)]
+pub struct Accepted {
+    /// Every guest path the params name.
+    pub paths: Vec<GuestRelPath>,
+    /// The decoded bytes of a `files.write`.
+    pub write_bytes: Option<usize>,
+    /// The length of a `files.read`.
+    pub read_len: Option<u64>,
+    /// The resolved limits of a run or a sandbox.
+    pub limits: Option<Limits>,
+}
+
+fn msg(e: ErrorObject) -> String {
+    e.message
+}
+
+/// Parse `params` as the session does for `method` (with the default ceilings and limits).
+pub fn session_params(
+    method: &str,
+    params: Option<Value>,
+    host: &HostPolicy,
+) -> Result<Accepted, String> {
+    let ceilings = Ceilings::default();
+    let defaults = Limits::default();
+    let resolve = |req| ceilings.resolve(&defaults, req).map_err(|r| r.to_string());
+    let mut out = Accepted::default();
+    if method == m::EXECUTE {
+        let p = params::parse(params).map_err(|e| e.to_string())?;
+        out.limits = Some(resolve(&p.limits)?);
+        return Ok(out);
+    }
+    let params = params.unwrap_or(Value::Null);
+    match method {
+        m::SANDBOX_CREATE => {
+            let p = wire_spec::parse_create(Some(params), host)?;
+            out.paths = p.outputs.declared.iter().map(|d| d.path.clone()).collect();
+            out.limits = Some(resolve(&p.limits)?);
+            return Ok(out);
+        }
+        m::SCOPE_DISPOSE => return dispatch::parse_scope(params).map(|_| out).map_err(msg),
+        m::RUN_CANCEL => return dispatch::parse_cancel(params).map(|_| out).map_err(msg),
+        _ => {}
+    }
+    dispatch::sandbox_id(&params).map_err(msg)?;
+    match method {
+        m::SANDBOX_CONNECT | m::SANDBOX_DISPOSE => {
+            dispatch::id_only(method, params).map_err(msg)?
+        }
+        m::SANDBOX_RUN_CODE | m::SANDBOX_EXEC => {
+            let call = sandbox_run::parse(method, params).map_err(msg)?;
+            out.limits = Some(resolve(&call.requested_limits())?);
+        }
+        m::FILES_WRITE => {
+            let w = files_api::parse_write(params).map_err(msg)?;
+            out.paths.push(w.rel);
+            out.write_bytes = Some(w.data.len());
+        }
+        m::FILES_READ => {
+            let r = files_api::parse_read(params).map_err(msg)?;
+            out.paths.push(r.rel);
+            out.read_len = Some(r.len);
+        }
+        m::FILES_LIST | m::FILES_STAT | m::FILES_REMOVE => {
+            out.paths
+                .extend(files_api::parse_path(method, params).map_err(msg)?);
+        }
+        m::OUTPUTS_COLLECT => {
+            let named = outputs_api::parse_collect(params).map_err(msg)?;
+            let declared = outputs_api::declared(named.unwrap_or_default())?;
+            out.paths = declared.into_iter().map(|d| d.path).collect();
+        }
+        _ => return Err(format!("{method} is not a session method")),
+    }
+    Ok(out)
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Seed corpora for every fuzz target, written into fuzz/corpus/TARGET/ (gitignored; libFuzzer
+# adds what it finds there). Sourced by scripts/fuzz-smoke.sh and scripts/fuzz-soak.sh with the
+# current directory at fuzz/. Seeds come from the protocol docs (docs/server.md, protocol.md,
+# files.md, mcp.md, policy.md) and the attack tests (the egress head smuggling cases,
+# traversing paths, forged attestations). A seed's first byte is the target's selector where
+# it has one (given in octal).
+
+# seed TARGET NAME SELECTOR BODY: SELECTOR (octal, or "" for none) then BODY verbatim.
+seed() {
+    mkdir -p "corpus/$1"
+    { [ -n "$3" ] && printf "\\$3"; printf '%s' "$4"; } >"corpus/$1/$2"
+}
+# frame SELECTOR BODY: one Content-Length frame.
+frame() {
+    printf "\\$1"; printf 'Content-Length: %d\r\n\r\n' "${#2}"; printf '%s' "$2"
+}
+
+mkdir -p corpus/frame_reader
+frame 000 '{"jsonrpc":"2.0","method":"ready"}' >corpus/frame_reader/notification
+frame 001 '{"jsonrpc":"2.0","id":1,"method":"execute","params":{"code":""}}' \
+    >corpus/frame_reader/request-one-byte-reads
+frame 020 '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"m"}}' \
+    >corpus/frame_reader/error-small-caps
+
+# tar_reader: a one-file ustar archive (header, 512-byte body block, two zero blocks).
+mkdir -p corpus/tar_reader
+if command -v python3 >/dev/null; then
+    python3 - <<'PY'
+import io, tarfile
+for name, kind in [("file", tarfile.REGTYPE), ("link", tarfile.SYMTYPE), ("dir", tarfile.DIRTYPE)]:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        info = tarfile.TarInfo("usr/lib/x")
+        info.type = kind
+        data = b"hello" if kind == tarfile.REGTYPE else b""
+        info.size = len(data)
+        info.linkname = "../../etc/passwd" if kind == tarfile.SYMTYPE else ""
+        t.addfile(info, io.BytesIO(data))
+    open(f"corpus/tar_reader/{name}", "wb").write(buf.getvalue())
+PY
+fi
+
+J=jsonrpc_decode
+seed $J request '' '{"jsonrpc":"2.0","id":1,"method":"execute","params":{"code":"print(1)","limits":{"timeout_s":10},"env":{"K":"v"},"tools":["add"]}}'
+seed $J call-tool '' '{"jsonrpc":"2.0","id":"run-mx67l867-1.t1","method":"call_tool","params":{"tool":"add","args":{"a":2,"b":3},"run_id":"run-mx67l867-1"}}'
+seed $J result '' '{"jsonrpc":"2.0","id":"run-1.t1","result":5}'
+seed $J error '' '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error","data":{"kind":"x"}}}'
+seed $J notification '' '{"jsonrpc":"2.0","method":"output","params":{"run_id":"r","stream":"stdout","data":"aGk="}}'
+seed $J duplicate-id '' '{"jsonrpc":"2.0","id":1,"id":2,"method":"execute"}'
+seed $J batch '' '[{"jsonrpc":"2.0","method":"ready"}]'
+seed $J escapes '' '{"jsonrpc":"2.0","id":"\u0069\ud83d\ude00","method":"m\u0000","params":[1e400,-0,0.1]}'
+
+H=egress_head
+seed $H connect 000 $'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'
+seed $H get 001 $'GET http://example.com/a?b=c#f HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\n\r\n'
+seed $H post 003 $'POST http://[::1]:8080/p HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello'
+seed $H bare-lf-target 000 $'GET http://a.example/\nHost: evil\r\n\r\n'
+seed $H tab-target 000 $'GET http://a.example/\tHTTP/1.1\r\nHost: a.example\r\n\r\n'
+seed $H two-hosts 000 $'GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n'
+seed $H chunked 000 $'POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'
+seed $H obs-fold 000 $'GET http://a.example/ HTTP/1.1\r\nX: a\r\n b\r\n\r\n'
+seed $H credentials 020 $'GET http://u:p@a.example/ HTTP/1.1\r\n\r\n'
+
+S=session_params
+seed $S execute 000 '{"code":"print(1)","limits":{"timeout_s":10,"memory_mb":256,"max_tool_calls":16,"max_output_bytes":65536},"env":{"K":"v"},"tools":["add"]}'
+seed $S execute-argv 000 '{"argv":["/bin/echo","hi"]}'
+seed $S create 001 '{"spec":{"requires":["run_code","files_in","files_out","files_list"],"egress":"closed","isolation_scope":"conversation","limits":{"timeout_s":30,"memory_mb":512},"files_in":{"max_bytes_per_file":8388608,"max_total_bytes":33554432,"max_files":32},"idle_timeout_s":600,"declared_outputs":[{"path":"out/a.png","media_type":"image/png"}]},"key":{"scope":"tenant-a","thread_id":"conversation-7"}}'
+seed $S create-egress 001 '{"spec":{"egress":"allowlist","egress_allow":["pypi.org","*.example.com:443"],"image":"pandas:1","tools":[{"name":"add"}],"requires":["host_tools"]}}'
+seed $S connect 002 '{"sandbox_id":"sb-1"}'
+seed $S run-code 003 '{"sandbox_id":"sb-1","code":"x = 41\nx + 1","timeout_s":5,"stream":true,"output_encoding":"base64"}'
+seed $S exec 004 '{"sandbox_id":"sb-1","argv":["ls","-l"],"env":{"A":"b"},"cwd":"sub"}'
+seed $S scope-dispose 006 '{"scope":"tenant-a","thread_id":"conversation-7"}'
+seed $S cancel 007 '{"run_id":"run-1"}'
+seed $S write 010 '{"sandbox_id":"sb-1","path":"data/in.csv","data":"aGVsbG8=","offset":0}'
+seed $S write-traverse 010 '{"sandbox_id":"sb-1","path":"../etc/passwd","data":"eA=="}'
+seed $S read 011 '{"sandbox_id":"sb-1","path":"out.txt","offset":524288,"length":1024}'
+seed $S list 012 '{"sandbox_id":"sb-1"}'
+seed $S stat 013 '{"sandbox_id":"sb-1","path":"a/./b"}'
+seed $S remove 014 '{"sandbox_id":"sb-1","path":"/abs"}'
+seed $S collect 015 '{"sandbox_id":"sb-1","outputs":[{"path":"plot.png","name":"plot","media_type":"image/png","required":false}]}'
+
+M=mcp_stdio
+seed $M session 000 $'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}\n{"jsonrpc":"2.0","method":"notifications/initialized"}\n{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n'
+seed $M call 001 $'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec","arguments":{"argv":["ls"],"env":{"A":"b"},"outputs":["o.txt"],"timeout_s":3}}}\r\n'
+seed $M write 020 $'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt","content":"aGk=","encoding":"base64"}}}\n\n{"jsonrpc":"2.0","id":4,"method":"notifications/cancelled","params":{"requestId":2}}\n'
+
+A=mcp_tool_args
+seed $A execute 000 '{"code":"print(1)","outputs":["out/plot.png"],"timeout_s":10}'
+seed $A run-python 001 '{"code":"x=1"}'
+seed $A exec 002 '{"argv":["/bin/echo","hi"],"env":{"PATH":"/usr/bin"},"timeout_s":0.5}'
+seed $A write 003 '{"path":"data/a.bin","content":"AAEC","encoding":"base64"}'
+seed $A read 004 '{"path":"a.txt","max_bytes":100}'
+seed $A list 005 '{"path":"/work/"}'
+
+seed policy_toml full '' $'floor = "namespaces"\nmin_isolation_scope = "conversation"\ndenied_capabilities = ["exec"]\ndenied_identities = []\nfailed_reclaim = "quarantine"\n\n[limits]\ntimeout_seconds = 30\nmemory_mb = 512\nmax_tool_calls = 16\nmax_output_bytes = 65536\ndisk_mb = 64\n\n[limits.files_in]\nmax_bytes_per_file = 1048576\nmax_total_bytes = 8388608\nmax_files = 16\n\n[server]\nmax_sandboxes = 8\nmax_concurrent_runs = 2\n\n[restricted_profile]\nbuiltins = ["print"]\nblocked_imports = ["os"]\n'
+seed policy_toml bad-key '' $'[limits]\ntimeout_seconds = 1e9\nunknown = 1\n'
+
+seed mcp_toml upstreams '' $'[upstreams]\nweather = "python3 weather_server.py --units metric"\ngithub = ["npx", "-y", "@modelcontextprotocol/server-github"]\n'
+seed mcp_toml flag '' $'weather=python3 \'srv.py\' --city "New York" a\\ b'
+
+seed attestation good '' '{"no_new_privs":true,"seccomp_mode":2,"cap_eff":0,"cap_prm":0,"uid_map":"0 1000 1","interfaces":["lo"],"namespaces":{"user":"user:[1]","net":"net:[2]","ipc":"ipc:[3]","uts":"uts:[4]","mnt":"mnt:[5]","pid":"pid:[6]","cgroup":"cgroup:[7]"},"pid":1}'
+seed attestation shared-net '' '{"no_new_privs":true,"seccomp_mode":2,"cap_eff":0,"cap_prm":0,"uid_map":"0 1000 1\n1 1001 1","interfaces":["eth0","lo"],"namespaces":{"user":"user:[1]","net":"net:[4026531835]"},"pid":2}'
+seed attestation refused '' '{"layer":"landlock","message":"kernel too old"}'
+
+seed kernel_notify displays '' '[{"mime":"image/png","data":"iVBORw0KGgpyZXN0"},{"mime":"text/plain","data":"aGk="},{"mime":"image/jpeg","data":"/9j/"}]'
+seed kernel_notify answer '' '{"status":"completed","exit_code":0,"value":{"repr":"42","json":42}}'
+seed kernel_notify error '' '{"status":"error","exit_code":1,"error":{"type":"ValueError","message":"x"}}'
