@@ -10,34 +10,25 @@
 use airlock_policy::{GuestRelPath, HostPolicy};
 use airlock_protocol::method as m;
 use airlock_server::ceilings::Ceilings;
-use airlock_server::fuzzing::session_params;
+use airlock_server::fuzzing::{session_params, MAX_CHUNK, SESSION_METHODS};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-const METHODS: [&str; 14] = [
-    m::EXECUTE,
-    m::SANDBOX_CREATE,
-    m::SANDBOX_CONNECT,
-    m::SANDBOX_RUN_CODE,
-    m::SANDBOX_EXEC,
-    m::SANDBOX_DISPOSE,
-    m::SCOPE_DISPOSE,
-    m::RUN_CANCEL,
-    m::FILES_WRITE,
-    m::FILES_READ,
-    m::FILES_LIST,
-    m::FILES_STAT,
-    m::FILES_REMOVE,
-    m::OUTPUTS_COLLECT,
-];
-/// `files_api::MAX_CHUNK`.
-const MAX_CHUNK: u64 = 512 * 1024;
+/// `execute` and every session method.
+fn method(i: u8) -> &'static str {
+    let n = usize::from(i) % (SESSION_METHODS.len() + 1);
+    if n == 0 {
+        m::EXECUTE
+    } else {
+        SESSION_METHODS[n - 1]
+    }
+}
 
 fuzz_target!(|input: &[u8]| {
     let Some((&selector, json)) = input.split_first() else {
         return;
     };
-    let method = METHODS[usize::from(selector & 0x7f) % METHODS.len()];
+    let method = method(selector & 0x7f);
     let params = if selector & 0x80 != 0 {
         None
     } else {

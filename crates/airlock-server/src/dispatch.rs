@@ -18,25 +18,27 @@ use crate::sandboxes::{Held, Sandboxes};
 use crate::transport::Outbound;
 use crate::wire_spec;
 
+/// The session methods (everything but `execute`).
+pub const SESSION_METHODS: [&str; 13] = [
+    m::SANDBOX_CREATE,
+    m::SANDBOX_CONNECT,
+    m::SANDBOX_RUN_CODE,
+    m::SANDBOX_EXEC,
+    m::SANDBOX_DISPOSE,
+    m::SCOPE_DISPOSE,
+    m::RUN_CANCEL,
+    m::FILES_WRITE,
+    m::FILES_READ,
+    m::FILES_LIST,
+    m::FILES_STAT,
+    m::FILES_REMOVE,
+    m::OUTPUTS_COLLECT,
+];
+
 /// Whether `method` is one of the session methods.
 #[must_use]
 pub fn is_session_method(method: &str) -> bool {
-    [
-        m::SANDBOX_CREATE,
-        m::SANDBOX_CONNECT,
-        m::SANDBOX_RUN_CODE,
-        m::SANDBOX_EXEC,
-        m::SANDBOX_DISPOSE,
-        m::SCOPE_DISPOSE,
-        m::RUN_CANCEL,
-        m::FILES_WRITE,
-        m::FILES_READ,
-        m::FILES_LIST,
-        m::FILES_STAT,
-        m::FILES_REMOVE,
-        m::OUTPUTS_COLLECT,
-    ]
-    .contains(&method)
+    SESSION_METHODS.contains(&method)
 }
 
 fn invalid(msg: impl Into<String>) -> ErrorObject {

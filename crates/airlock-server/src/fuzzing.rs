@@ -9,6 +9,9 @@ use serde_json::Value;
 use crate::ceilings::Ceilings;
 use crate::{dispatch, files_api, outputs_api, params, sandbox_run, wire_spec};
 
+pub use crate::dispatch::SESSION_METHODS;
+pub use crate::files_api::MAX_CHUNK;
+
 /// What a method's params were accepted as: the facts the fuzz oracles check.
 #[derive(Debug, Default)]
 pub struct Accepted {
