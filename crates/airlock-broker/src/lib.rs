@@ -20,6 +20,7 @@ pub mod result;
 pub mod run;
 pub mod sandbox_fs;
 pub mod tools;
+pub mod zygote;
 
 pub use airlock_executor::config::GUEST_WORK_DIR;
 pub use airlock_executor::DataBounds;
@@ -31,3 +32,4 @@ pub use result::{RunResult, RunStatus};
 pub use run::{run, Restricted, RunSpec, Workload};
 pub use sandbox_fs::{RootSpec, SandboxFs, SandboxFsError};
 pub use tools::{CommandTools, NoTools, ToolFailure, ToolHandler};
+pub use zygote::{Zygote, ZygoteConfig, ZygoteError, ZygoteStats};

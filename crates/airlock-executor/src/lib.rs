@@ -18,6 +18,7 @@ pub mod channel;
 pub mod config;
 mod container;
 pub mod stage;
+pub mod zygote;
 
 pub use attest::Attestation;
 pub use config::{AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec};
@@ -30,6 +31,15 @@ pub const BOOTSTRAP_PY: &str = concat!(
     include_str!("guest/bootstrap.py"),
     include_str!("guest/kernel.py"),
     "\nmain()\n"
+);
+
+/// What a zygote's interpreter runs (`-c`, with the library's path and [`zygote::ABI`] as its
+/// arguments): the bootstrap and kernel, then `guest/zygote.py`, which forks a child per run
+/// and runs `main()` in each once it is isolated.
+pub const ZYGOTE_PY: &str = concat!(
+    include_str!("guest/bootstrap.py"),
+    include_str!("guest/kernel.py"),
+    include_str!("guest/zygote.py"),
 );
 
 /// Exit status of a stage that refused to run (a layer could not be applied).

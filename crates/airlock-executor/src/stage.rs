@@ -74,23 +74,28 @@ impl<T, E: std::fmt::Display> Layer<T> for Result<T, E> {
     }
 }
 
+/// Report the refusal and end: `_exit`, since a zygote's child shares a copy of the zygote's
+/// address space and must run none of its exit handlers.
 fn refuse(chan: &mut Channel, r: &Refusal) -> ! {
     chan.refuse(r.layer, &r.message);
-    std::process::exit(EXIT_REFUSED)
+    process::exit_now(EXIT_REFUSED)
+}
+
+/// How pid 1 hands over to the workload once every layer before seccomp is in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// `execve` the interpreter or the command (the stage of `airlock __executor`).
+    Exec,
+    /// Return to the caller: a zygote's child, whose interpreter is already running and whose
+    /// bootstrap installs seccomp and attests next (see [`crate::zygote`]).
+    Return,
 }
 
 /// Entry point of `airlock __executor`. Must run before any thread exists.
 pub fn stage_main() -> ! {
-    let mut chan = match Channel::from_stdin() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "airlock executor: {e}");
-            std::process::exit(EXIT_REFUSED);
-        }
-    };
-    let cfg = match chan.read_first().layer("setup") {
-        Ok(First::Setup(cfg)) => cfg,
-        Ok(First::Assemble(cfg)) => match assemble::assemble(&cfg) {
+    let (chan, cfg) = match first_frame() {
+        (chan, First::Setup(cfg)) => (chan, cfg),
+        (mut chan, First::Assemble(cfg)) => match assemble::assemble(&cfg) {
             Ok(()) => std::process::exit(0),
             Err(e) => refuse(
                 &mut chan,
@@ -100,8 +105,57 @@ pub fn stage_main() -> ! {
                 },
             ),
         },
-        Err(r) => refuse(&mut chan, &r),
     };
+    run_stage(chan, &cfg, Ending::Exec);
+    // Only `Ending::Return` comes back.
+    process::exit_now(EXIT_REFUSED)
+}
+
+/// The stage of a zygote's child (the socket to the broker on stdin, like a spawned stage's):
+/// returns only in pid 1, isolated up to seccomp, with the socket on fd 3 and the seccomp
+/// filter on fd 4 — the state in which a spawned stage would `execve` the interpreter.
+pub fn zygote_stage() {
+    let (mut chan, cfg) = match first_frame() {
+        (chan, First::Setup(cfg)) => (chan, cfg),
+        (mut chan, First::Assemble(_)) => refuse(
+            &mut chan,
+            &Refusal {
+                layer: "zygote",
+                message: "a zygote starts runs, it does not assemble sandboxes".into(),
+            },
+        ),
+    };
+    let trusted_python = matches!(cfg.mode, Mode::Python { .. }) && !cfg.untrusted_interpreter;
+    if !trusted_python {
+        refuse(
+            &mut chan,
+            &Refusal {
+                layer: "zygote",
+                message: "a zygote runs Python on the host's interpreter only".into(),
+            },
+        );
+    }
+    run_stage(chan, &cfg, Ending::Return);
+}
+
+/// The socket on stdin and the frame it opens with; refuses (and exits) on anything else.
+fn first_frame() -> (Channel, First) {
+    let mut chan = match Channel::from_stdin() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "airlock executor: {e}");
+            process::exit_now(EXIT_REFUSED);
+        }
+    };
+    match chan.read_first().layer("setup") {
+        Ok(first) => (chan, first),
+        Err(r) => refuse(&mut chan, &r),
+    }
+}
+
+/// Isolate and fork; the parent supervises pid 1 to its end and exits like it; pid 1 sets up
+/// and either execs ([`Ending::Exec`]) or returns ([`Ending::Return`]).
+fn run_stage(mut chan: Channel, cfg: &ExecutorConfig, ending: Ending) {
     let egress = match cfg.egress_proxy_port {
         Some(_) => match fdpass::take_inherited(EGRESS_CHANNEL_FD).layer("egress") {
             Ok(fd) => Some(fd),
@@ -109,12 +163,12 @@ pub fn stage_main() -> ! {
         },
         None => None,
     };
-    match isolate(&cfg) {
+    match isolate(cfg) {
         Ok(process::Fork::Parent { child }) => {
             drop(egress);
             supervise(chan, child)
         }
-        Ok(process::Fork::Child) => pid1(chan, &cfg, egress),
+        Ok(process::Fork::Child) => pid1(chan, cfg, egress, ending),
         Err(r) => refuse(&mut chan, &r),
     }
 }
@@ -190,13 +244,14 @@ fn supervise(chan: Channel, child: i32) -> ! {
         Ok(status) => process::exit_like(status),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "airlock executor: wait: {e}");
-            std::process::exit(EXIT_REFUSED)
+            process::exit_now(EXIT_REFUSED)
         }
     }
 }
 
-/// pid 1 of the run's pid namespace.
-fn pid1(mut chan: Channel, cfg: &ExecutorConfig, egress: Option<OwnedFd>) -> ! {
+/// pid 1 of the run's pid namespace. Returns only with [`Ending::Return`], every layer but
+/// seccomp in place and the guest's fds (socket, filter) open at their numbers.
+fn pid1(mut chan: Channel, cfg: &ExecutorConfig, egress: Option<OwnedFd>, ending: Ending) {
     let staged = match prepare(&chan, cfg, egress) {
         Ok(s) => s,
         Err(r) => refuse(&mut chan, &r),
@@ -207,9 +262,18 @@ fn pid1(mut chan: Channel, cfg: &ExecutorConfig, egress: Option<OwnedFd>) -> ! {
     let (mut guest, placed) = match place(staged) {
         Ok(placed) => placed,
         // No channel is left to report on; the broker sees EOF and this exit status.
-        Err(_) => std::process::exit(EXIT_REFUSED),
+        Err(_) => process::exit_now(EXIT_REFUSED),
     };
-    let r = match lock_down(cfg, &placed).and_then(|()| start(&mut guest, cfg, &placed)) {
+    if let Err(r) = lock_down(cfg, &placed) {
+        refuse(&mut guest, &r)
+    }
+    if ending == Ending::Return {
+        // The interpreter that continues here reads fds 3 and 4 by number: they stay open.
+        std::mem::forget(guest);
+        std::mem::forget(placed);
+        return;
+    }
+    let r = match start(&mut guest, cfg, &placed) {
         Ok(never) => match never {},
         Err(r) => r,
     };

@@ -32,31 +32,38 @@ fn cmsg_space_one_fd() -> usize {
 
 /// Send `fd` over the connected Unix socket `sock`, with one byte of payload.
 pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> Result<()> {
-    let mut byte = [b'F'];
+    send_tagged(sock, b'F', Some(fd))
+}
+
+/// Send one byte, `tag`, over the connected Unix socket `sock`, with `fd` attached if given.
+/// Each call is one message a [`recv_tagged`] reads whole.
+pub fn send_tagged(sock: BorrowedFd<'_>, tag: u8, fd: Option<BorrowedFd<'_>>) -> Result<()> {
+    let mut byte = [tag];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
     };
     let mut buf = CmsgBuf { bytes: [0; 64] };
-    let space = cmsg_space_one_fd();
     // SAFETY: an all-zero msghdr is a valid "no name, no iov, no control" header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    // SAFETY: taking the address of a union field is how the control buffer is lent out.
-    msg.msg_control = unsafe { buf.bytes.as_mut_ptr() }.cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: `msg` points at a control buffer of `space` bytes (<= 64), so CMSG_FIRSTHDR
-    // returns a pointer inside it; we write one header and one int, which CMSG_SPACE covers.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        if c.is_null() {
-            return Err(JailError::InvalidInput("control buffer too small".into()));
+    if let Some(fd) = fd {
+        // SAFETY: taking the address of a union field is how the control buffer is lent out.
+        msg.msg_control = unsafe { buf.bytes.as_mut_ptr() }.cast();
+        msg.msg_controllen = cmsg_space_one_fd() as _;
+        // SAFETY: `msg` points at a control buffer of CMSG_SPACE(int) bytes (<= 64), so
+        // CMSG_FIRSTHDR returns a pointer inside it; we write one header and one int.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            if c.is_null() {
+                return Err(JailError::InvalidInput("control buffer too small".into()));
+            }
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(fd_size()) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd.as_raw_fd());
         }
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(fd_size()) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd.as_raw_fd());
     }
     loop {
         // SAFETY: `msg` and everything it points at (iov, byte, control buffer) outlive the
@@ -76,6 +83,17 @@ pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> Result<()> {
 /// stream; `WouldBlock` on a non-blocking socket with nothing queued. A message carrying more
 /// than one descriptor, or a truncated one, is an error (the kernel closes what did not fit).
 pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    match recv_tagged(sock)? {
+        None => Ok(None),
+        Some((_, Some(fd))) => Ok(Some(fd)),
+        Some((_, None)) => Err(io::Error::other("message carried no descriptor")),
+    }
+}
+
+/// Receive one message of [`send_tagged`]: its byte and the descriptor it carried, if any
+/// (close-on-exec set). `Ok(None)` at end of stream. More than one descriptor, or a truncated
+/// control message, is an error (the kernel closes what did not fit; extras are closed here).
+pub fn recv_tagged(sock: BorrowedFd<'_>) -> io::Result<Option<(u8, Option<OwnedFd>)>> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
@@ -90,11 +108,17 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     // SAFETY: lending the union's byte view as the control buffer.
     msg.msg_control = unsafe { buf.bytes.as_mut_ptr() }.cast();
     msg.msg_controllen = space as _;
-    // SAFETY: `msg` points at buffers that live across the call and whose sizes it states.
-    let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let r = loop {
+        // SAFETY: `msg` points at buffers that live across the call and whose sizes it states.
+        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if r >= 0 {
+            break r;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
     let mut got: Option<OwnedFd> = None;
     let mut extra = false;
     // SAFETY: walking the control messages the kernel wrote into our buffer with the CMSG_*
@@ -121,13 +145,42 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
         }
     }
     if msg.msg_flags & libc::MSG_CTRUNC != 0 || extra {
-        return Err(io::Error::other("expected exactly one descriptor"));
+        return Err(io::Error::other("expected at most one descriptor"));
     }
-    match (r, got) {
-        (0, None) => Ok(None),
-        (_, Some(fd)) => Ok(Some(fd)),
-        (_, None) => Err(io::Error::other("message carried no descriptor")),
+    if r == 0 && got.is_none() {
+        return Ok(None);
     }
+    Ok(Some((byte[0], got)))
+}
+
+/// Place each descriptor at its target number in *this* process (without close-on-exec),
+/// safe against a source colliding with another's target: all are first duplicated above
+/// [`STAGING_FLOOR`]. Targets must be distinct and below the floor; the staged copies are
+/// closed again.
+pub fn place_fds(fds: Vec<(OwnedFd, RawFd)>) -> Result<()> {
+    let mut targets: Vec<RawFd> = fds.iter().map(|(_, t)| *t).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    if targets.len() != fds.len() || targets.iter().any(|t| *t < 0 || *t >= STAGING_FLOOR) {
+        return Err(JailError::InvalidInput(format!(
+            "bad fd targets {targets:?}"
+        )));
+    }
+    let mut staged = Vec::with_capacity(fds.len());
+    for (fd, target) in fds {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor we own returns a fresh one.
+        let s = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, STAGING_FLOOR) };
+        if s < 0 {
+            return Err(JailError::last_os("fcntl(F_DUPFD_CLOEXEC)"));
+        }
+        // SAFETY: `s` is the fresh descriptor fcntl just returned; nothing else owns it.
+        staged.push((unsafe { OwnedFd::from_raw_fd(s) }, target));
+        drop(fd);
+    }
+    for (fd, target) in &staged {
+        crate::process::dup2(fd.as_raw_fd(), *target)?;
+    }
+    Ok(())
 }
 
 /// Descriptors below 64 already claimed by [`take_inherited`] in this process.

@@ -22,6 +22,7 @@ pub mod landlock;
 pub mod mounts;
 pub mod net;
 pub mod ns;
+pub mod pidfd;
 pub mod process;
 pub mod procfs;
 pub mod rlimits;

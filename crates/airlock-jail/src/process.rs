@@ -61,6 +61,50 @@ pub fn fork() -> Result<Fork> {
     })
 }
 
+/// `clone(CLONE_PARENT | SIGCHLD)`: a fork whose child is a *sibling* of the caller — its
+/// parent (who waits for it, and whom its parent-death signal watches) is the caller's parent.
+/// A zygote uses it so that each run's stage is the broker's own child, exactly as a spawned
+/// one is. Refuses when this process visibly has more than one thread.
+///
+/// The child must not return into code that relies on the C library's per-thread state: the
+/// raw syscall bypasses glibc's `fork` wrapper, so the child's thread descriptor still names
+/// the caller's thread id (`raise`, `pthread_kill` and error-checking mutexes would act on the
+/// wrong thread). The stage code it runs uses none of them ([`exit_like`] signals by pid), and
+/// any further `fork` from it (glibc's) gives the grandchild correct state again.
+pub fn fork_as_sibling() -> Result<Fork> {
+    if let Some(n) = thread_count() {
+        if n > 1 {
+            return Err(JailError::InvalidInput(format!(
+                "fork from a process with {n} threads"
+            )));
+        }
+    }
+    let flags = libc::CLONE_PARENT as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
+    // SAFETY: with no stack and no CLONE_VM the child gets a copy-on-write copy of this
+    // single-threaded process (checked above), like fork(2); the pointer arguments are null
+    // because no CLONE_*TID / CLONE_SETTLS flag asks for them. The caveat about the child's
+    // C-library thread state is documented above and honoured by the callers.
+    let pid = check_long(
+        unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) },
+        "clone(CLONE_PARENT)",
+    )?;
+    Ok(if pid == 0 {
+        Fork::Child
+    } else {
+        Fork::Parent {
+            child: i32::try_from(pid)
+                .map_err(|_| JailError::InvalidInput(format!("pid {pid} out of range")))?,
+        }
+    })
+}
+
+/// Ends this process at once with `code`: `_exit(2)`, no atexit handlers, no stdio flush —
+/// for a process that shares a copy of someone else's address space (a zygote's child).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
 /// `PR_SET_PDEATHSIG(SIGKILL)`: die when the parent (thread) dies. The caller closes the race
 /// with a parent that died before the call (e.g. by checking [`parent_pid`] against the pid it
 /// expects, or by a pipe from the parent).
@@ -164,7 +208,10 @@ pub fn exit_like(status: WaitStatus) -> ! {
                 libc::sigemptyset(&mut set);
                 libc::sigaddset(&mut set, sig);
                 libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-                libc::raise(sig);
+                // kill(getpid()), not raise(): raise() addresses the thread by the C library's
+                // cached thread id, which is stale in a child of [`fork_as_sibling`]. This
+                // process is single-threaded, so the signal reaches this very thread.
+                libc::kill(libc::getpid(), sig);
                 libc::_exit(128 + (sig & 0x7f))
             }
         }

@@ -6,6 +6,7 @@ mod egress;
 pub(crate) mod prepare;
 pub(crate) mod prepare_image;
 pub(crate) mod relay;
+pub(crate) mod stage_proc;
 pub(crate) mod teardown;
 pub(crate) mod tool_relay;
 pub(crate) mod verdict;

@@ -71,7 +71,7 @@ pub struct NotStarted {
     pub message: String,
 }
 
-pub(super) fn not_started(code: ErrorCode, message: impl Into<String>) -> NotStarted {
+pub(crate) fn not_started(code: ErrorCode, message: impl Into<String>) -> NotStarted {
     NotStarted {
         code,
         message: message.into(),

@@ -16,7 +16,7 @@ use airlock_executor::config::{
 use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
 use airlock_jail::procfs;
 use airlock_protocol::{AsyncFrameReader, ErrorCode, FrameError, Id, Message};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use super::cgroup_attach::{self, Attach};
 use super::disk_watch;
 use super::prepare::{NotStarted, Prepared, RunRoot};
+use super::stage_proc::StageProcess;
 use super::teardown;
 use super::tool_relay::ToolRelay;
 use super::verdict::{self, End, Hint, Observed};
@@ -80,7 +81,7 @@ impl Readers {
 }
 
 pub(crate) struct Spawned {
-    pub(crate) child: tokio::process::Child,
+    pub(crate) child: StageProcess,
     pub(crate) inbox: mpsc::Receiver<Result<Option<Message>, FrameError>>,
     pub(crate) outbox: mpsc::Sender<Message>,
     pub(crate) readers: Readers,
@@ -92,22 +93,48 @@ pub(crate) struct Spawned {
 /// The stage's end of a one-shot run's hand-over socket ([`RunRoot::Own`]).
 type HandOver = std::os::unix::net::UnixStream;
 
-fn spawn(
+/// How a run's stage comes to exist.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Via<'a> {
+    /// The broker spawns `airlock __executor`, which execs the interpreter (exec per run).
+    Spawn,
+    /// The zygote forks it from its pre-initialised interpreter.
+    Zygote(&'a crate::zygote::Control),
+}
+
+/// Spawn `airlock __executor` with the run's socket on stdin and `maps` at their numbers;
+/// the stage and its stdout and stderr.
+fn spawn_stage(
     p: &Prepared,
-    limits: &Limits,
-    cells: bool,
-) -> std::io::Result<(Spawned, Option<HandOver>)> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    ours.set_nonblocking(true)?;
-    let theirs: OwnedFd = theirs.into();
+    socket: OwnedFd,
+    maps: Vec<(OwnedFd, i32)>,
+) -> std::io::Result<(StageProcess, OwnedFd, OwnedFd)> {
     let mut cmd = tokio::process::Command::new(&p.executor);
     cmd.arg("__executor")
         .env_clear()
-        .stdin(Stdio::from(theirs))
+        .stdin(Stdio::from(socket))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    airlock_jail::fdpass::map_fds_at_spawn(cmd.as_std_mut(), maps)
+        .map_err(std::io::Error::other)?;
+    let mut child = cmd.spawn()?;
+    let missing = || std::io::Error::other("child pipes missing");
+    let stdout = child.stdout.take().ok_or_else(missing)?.into_owned_fd()?;
+    let stderr = child.stderr.take().ok_or_else(missing)?.into_owned_fd()?;
+    Ok((StageProcess::Spawned(child), stdout, stderr))
+}
+
+fn spawn(
+    p: &Prepared,
+    limits: &Limits,
+    cells: bool,
+    via: Via<'_>,
+) -> std::io::Result<(Spawned, Option<HandOver>)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    ours.set_nonblocking(true)?;
+    let theirs: OwnedFd = theirs.into();
     let (mut maps, hand_over) = match &p.sandbox {
         RunRoot::Shared(sb) => {
             let (userns, mntns) = sb.namespaces()?;
@@ -125,18 +152,18 @@ fn spawn(
         }
     };
     let egress = super::egress::attach(&mut maps, p, limits)?;
-    airlock_jail::fdpass::map_fds_at_spawn(cmd.as_std_mut(), maps)
-        .map_err(std::io::Error::other)?;
-    let mut child = cmd.spawn()?;
-    let missing = || std::io::Error::other("child pipes missing");
-    let stdout = child.stdout.take().ok_or_else(missing)?;
-    let stderr = child.stderr.take().ok_or_else(missing)?;
+    let (child, stdout, stderr) = match via {
+        Via::Spawn => spawn_stage(p, theirs, maps)?,
+        Via::Zygote(zygote) => zygote.fork_stage(theirs, maps)?,
+    };
     let readers = if cells {
         Readers::Cells(
-            CellPipe::start(stdout.into_owned_fd()?, Stream::Stdout)?,
-            CellPipe::start(stderr.into_owned_fd()?, Stream::Stderr)?,
+            CellPipe::start(stdout, Stream::Stdout)?,
+            CellPipe::start(stderr, Stream::Stderr)?,
         )
     } else {
+        let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(stdout)?;
+        let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(stderr)?;
         let cap = limits.max_output_bytes;
         let out_tap = p.output.clone().map(|t| (t, Stream::Stdout));
         let err_tap = p.output.clone().map(|t| (t, Stream::Stderr));
@@ -167,8 +194,6 @@ fn spawn(
             }
         }
     });
-    // The child holds the other end of the hand-over now; ours must see EOF when it exits.
-    drop(cmd);
     let spawned = Spawned {
         child,
         inbox,
@@ -215,6 +240,9 @@ pub(crate) enum Start<'a> {
         sys_path: &'a [PathBuf],
         /// The restricted language profile, when the run has one.
         restricted: Option<&'a super::Restricted>,
+        /// The run's environment, when the interpreter did not get it at `execve` (a zygote's
+        /// child); the bootstrap applies it before the program.
+        env: Option<&'a Map<String, Value>>,
     },
     /// A stage whose attestation the broker already verified and whose `execute` it already
     /// sent (the warm pool, `crate::pool`).
@@ -225,10 +253,19 @@ pub(crate) enum Start<'a> {
 /// a one-shot run's stage builds its own root, which is waited for here (it comes before the
 /// stage's attestation in any case).
 pub(crate) async fn launch(p: &Prepared, limits: &Limits) -> Result<Launched, NotStarted> {
+    launch_via(p, limits, Via::Spawn).await
+}
+
+/// [`launch`], the stage started `via` the given way.
+pub(crate) async fn launch_via(
+    p: &Prepared,
+    limits: &Limits,
+    via: Via<'_>,
+) -> Result<Launched, NotStarted> {
     let RunRoot::Own { owner, binds } = &p.sandbox else {
-        return launch_with(p, limits, false);
+        return launch_shared(p, limits, false, via);
     };
-    let (mut s, stage_pid, attach, hand_over) = start_stage(p, limits, false)?;
+    let (mut s, stage_pid, attach, hand_over) = start_stage(p, limits, false, via)?;
     let received = match hand_over {
         Some(sock) => tokio::task::spawn_blocking(move || receive_root(&sock))
             .await
@@ -277,13 +314,22 @@ pub(crate) fn launch_with(
     limits: &Limits,
     cells: bool,
 ) -> Result<Launched, NotStarted> {
+    launch_shared(p, limits, cells, Via::Spawn)
+}
+
+fn launch_shared(
+    p: &Prepared,
+    limits: &Limits,
+    cells: bool,
+    via: Via<'_>,
+) -> Result<Launched, NotStarted> {
     let RunRoot::Shared(sandbox) = &p.sandbox else {
         return Err(NotStarted {
             code: ErrorCode::InternalError,
             message: "a one-shot run is launched with its own root".into(),
         });
     };
-    let (s, stage_pid, attach, _) = start_stage(p, limits, cells)?;
+    let (s, stage_pid, attach, _) = start_stage(p, limits, cells, via)?;
     Ok(launched(s, stage_pid, attach, p, Arc::clone(sandbox)))
 }
 
@@ -295,8 +341,9 @@ fn start_stage(
     p: &Prepared,
     limits: &Limits,
     cells: bool,
+    via: Via<'_>,
 ) -> Result<(Spawned, i32, Attach, Option<HandOver>), NotStarted> {
-    let (s, hand_over) = spawn(p, limits, cells).map_err(|e| NotStarted {
+    let (s, hand_over) = spawn(p, limits, cells, via).map_err(|e| NotStarted {
         code: ErrorCode::SandboxRefused,
         message: format!("cannot start the executor {}: {e}", p.executor.display()),
     })?;
@@ -411,14 +458,28 @@ pub(crate) fn check_ready(
     }
 }
 
-pub(super) async fn supervise(
+pub(crate) async fn supervise(
     p: Prepared,
     limits: &Limits,
     tools: &dyn ToolHandler,
     cancel: Cancel,
     started: Instant,
 ) -> RunResult {
-    let launched = match launch(&p, limits).await {
+    supervise_via(p, limits, tools, cancel, started, Via::Spawn, None).await
+}
+
+/// [`supervise`] with the stage started `via` the given way, and `env` sent with the program
+/// (see [`Start::Cold`]).
+pub(crate) async fn supervise_via(
+    p: Prepared,
+    limits: &Limits,
+    tools: &dyn ToolHandler,
+    cancel: Cancel,
+    started: Instant,
+    via: Via<'_>,
+    env: Option<&Map<String, Value>>,
+) -> RunResult {
+    let launched = match launch_via(&p, limits, via).await {
         Ok(l) => l,
         Err(refusal) => return verdict::before_spawn(refusal, started),
     };
@@ -426,6 +487,7 @@ pub(super) async fn supervise(
         code: p.code.as_deref(),
         sys_path: &p.sys_path,
         restricted: p.restricted.as_ref(),
+        env,
     };
     drive(launched, start, limits, tools, cancel, started).await
 }
@@ -451,13 +513,14 @@ pub(crate) async fn drive(
     let mut disk = disk_watch::watch(Arc::clone(&sandbox));
     let mut disk_watching = true;
     let broker_ns: BTreeMap<String, String> = own_namespaces();
-    let (code, sys_path, restricted, mut phase) = match start {
+    let (code, sys_path, restricted, env, mut phase) = match start {
         Start::Cold {
             code,
             sys_path,
             restricted,
-        } => (code, sys_path, restricted, Phase::AwaitReady),
-        Start::Attested => (None, &[][..], None, Phase::Running),
+            env,
+        } => (code, sys_path, restricted, env, Phase::AwaitReady),
+        Start::Attested => (None, &[][..], None, None, Phase::Running),
     };
 
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
@@ -522,8 +585,13 @@ pub(crate) async fn drive(
                             break End::Refused(why);
                         }
                         let go = match code {
-                            Some(code) => Message::request(
-                                Id::Number(EXECUTE_ID), "execute", Some(json!({ "code": code, "sys_path": sys_path, "restricted": restricted }))),
+                            Some(code) => {
+                                let mut params = json!({ "code": code, "sys_path": sys_path, "restricted": restricted });
+                                if let Some(env) = env {
+                                    params["env"] = Value::Object(env.clone());
+                                }
+                                Message::request(Id::Number(EXECUTE_ID), "execute", Some(params))
+                            }
                             None => Message::notification("start", None),
                         };
                         if s.outbox.try_send(go).is_err() {
@@ -667,7 +735,7 @@ async fn drain_hint(
 }
 
 async fn wait_exit(
-    child: &mut tokio::process::Child,
+    child: &mut StageProcess,
     deadline: tokio::time::Instant,
 ) -> Option<std::process::ExitStatus> {
     tokio::time::timeout_at(deadline, child.wait())

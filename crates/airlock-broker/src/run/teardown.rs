@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use airlock_jail::cgroup::RunCgroup;
 use airlock_jail::{process, procfs};
-use tokio::process::Child;
+
+use super::stage_proc::StageProcess as Child;
 
 const SIGTERM: i32 = 15;
 const SIGKILL: i32 = 9;

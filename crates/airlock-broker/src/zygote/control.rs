@@ -1,0 +1,174 @@
+//! The zygote process and its control socket: start it, ask it for a stage, know whether it
+//! is alive.
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use airlock_executor::zygote::{ABI, CONTROL_FD, END};
+use airlock_executor::ZYGOTE_PY;
+use airlock_jail::fdpass;
+use tokio::io::AsyncReadExt;
+
+use super::ZygoteError;
+use crate::run::stage_proc::{Adopted, StageProcess};
+
+/// How long the zygote may take to answer one request (it forks and answers in well under a
+/// millisecond; this bounds a wedged one).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most of the zygote's stderr kept to explain a failed start.
+const MAX_DIAGNOSTIC: u64 = 4096;
+
+/// A running zygote.
+#[derive(Debug)]
+pub(crate) struct Control {
+    socket: Mutex<UnixStream>,
+    process: Mutex<tokio::process::Child>,
+    pid: i32,
+}
+
+impl Control {
+    /// Start `interpreter` as a zygote loading `library`; returns once it said it is ready.
+    pub(super) async fn start(
+        interpreter: &Path,
+        library: &Path,
+        timeout: Duration,
+    ) -> Result<Self, ZygoteError> {
+        let failed = |e: std::io::Error| ZygoteError::Start(e.to_string());
+        let (ours, theirs) = UnixStream::pair().map_err(failed)?;
+        let mut cmd = tokio::process::Command::new(interpreter);
+        cmd.args(["-I", "-B", "-S", "-c", ZYGOTE_PY])
+            .arg(library)
+            .arg(ABI.to_string())
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        fdpass::map_fd_at_spawn(cmd.as_std_mut(), theirs.into(), CONTROL_FD)
+            .map_err(|e| ZygoteError::Start(e.to_string()))?;
+        let mut child = cmd.spawn().map_err(failed)?;
+        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        let ready = tokio::time::timeout(timeout, ready(&mut child)).await;
+        if !matches!(ready, Ok(Ok(()))) {
+            let _ = child.start_kill();
+            let why = diagnostic(&mut child).await;
+            let _ = child.wait().await;
+            return Err(ZygoteError::Start(match ready {
+                Err(_) => format!("not ready within {timeout:?}{why}"),
+                Ok(Err(e)) => format!("{e}{why}"),
+                Ok(Ok(())) => why,
+            }));
+        }
+        ours.set_read_timeout(Some(ANSWER_TIMEOUT))
+            .map_err(failed)?;
+        Ok(Self {
+            socket: Mutex::new(ours),
+            process: Mutex::new(child),
+            pid,
+        })
+    }
+
+    /// The zygote's pid.
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Whether the zygote still runs.
+    pub(super) fn alive(&self) -> bool {
+        matches!(self.process().try_wait(), Ok(None))
+    }
+
+    fn process(&self) -> MutexGuard<'_, tokio::process::Child> {
+        self.process.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ask the zygote for a run's stage: `socket` becomes its stdin and each of `maps` its
+    /// number; returns the stage (the broker's child) and the read ends of its stdout and
+    /// stderr. Blocks for the zygote's answer (a fork: well under a millisecond).
+    pub(crate) fn fork_stage(
+        &self,
+        socket: OwnedFd,
+        maps: Vec<(OwnedFd, i32)>,
+    ) -> std::io::Result<(StageProcess, OwnedFd, OwnedFd)> {
+        let (out_r, out_w) = std::io::pipe()?;
+        let (err_r, err_w) = std::io::pipe()?;
+        let mut fds: Vec<(OwnedFd, i32)> = vec![(socket, 0), (out_w.into(), 1), (err_w.into(), 2)];
+        fds.extend(maps);
+        let pid = {
+            let mut control = self.socket.lock().unwrap_or_else(|e| e.into_inner());
+            for (fd, target) in &fds {
+                let tag = u8::try_from(*target).map_err(std::io::Error::other)?;
+                fdpass::send_tagged(control.as_fd(), tag, Some(fd.as_fd()))
+                    .map_err(std::io::Error::other)?;
+            }
+            fdpass::send_tagged(control.as_fd(), END, None).map_err(std::io::Error::other)?;
+            let mut answer = [0u8; 4];
+            control.read_exact(&mut answer)?;
+            i32::from_ne_bytes(answer)
+        };
+        // Our copies go now: the stage holds the write ends, so EOF means it is gone.
+        drop(fds);
+        if pid <= 0 {
+            return Err(std::io::Error::other(format!(
+                "the zygote could not fork a stage (error {})",
+                -pid
+            )));
+        }
+        let stage = StageProcess::Adopted(Adopted::new(pid)?);
+        Ok((stage, out_r.into(), err_r.into()))
+    }
+
+    /// Stop the zygote and reap it.
+    pub(super) async fn stop(&self) {
+        let _ = self.process().start_kill();
+        for _ in 0..200 {
+            if !self.alive() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Wait for the zygote's ready byte.
+async fn ready(child: &mut tokio::process::Child) -> std::io::Result<()> {
+    let Some(stdout) = child.stdout.as_mut() else {
+        return Err(std::io::Error::other("no stdout"));
+    };
+    let mut byte = [0u8; 1];
+    match stdout.read(&mut byte).await? {
+        1 if byte[0] == b'R' => Ok(()),
+        _ => Err(std::io::Error::other("the zygote exited during start-up")),
+    }
+}
+
+/// What the zygote wrote on stderr, as a suffix for an error message.
+async fn diagnostic(child: &mut tokio::process::Child) -> String {
+    let Some(stderr) = child.stderr.take() else {
+        return String::new();
+    };
+    let mut text = String::new();
+    let mut limited = stderr.take(MAX_DIAGNOSTIC);
+    let _ = tokio::time::timeout(Duration::from_secs(1), limited.read_to_string(&mut text)).await;
+    match text.trim() {
+        "" => String::new(),
+        t => format!(": {t}"),
+    }
+}
+
+/// Where `libairlock_zygote.so` is: beside the `airlock` binary (an install), or in its
+/// `deps` directory (a cargo build).
+pub(super) fn locate(executor: &Path) -> Option<PathBuf> {
+    let dir = executor.parent()?;
+    [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// The library's file name.
+pub(super) const LIBRARY: &str = "libairlock_zygote.so";
