@@ -68,7 +68,7 @@ cargo test --workspace 2>&1 | tee "$logs/cargo.log"
 if [ "$(id -u)" = 0 ]; then
     say "in-process attack suites as airlock-test"
     cargo test --no-run --message-format=json -p airlock-cli --test local_files --test local_backend \
-        -p airlock-bench --test pool -p airlock-image --test unpack 2>/dev/null \
+        -p airlock-bench --test pool --test zygote -p airlock-image --test unpack 2>/dev/null \
         | python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)

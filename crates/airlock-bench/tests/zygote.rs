@@ -31,9 +31,35 @@ fn spec(code: &str) -> RunSpec {
     }
 }
 
-async fn zygote() -> Zygote {
+/// One test at a time: the process checks look for every process with the zygote's command
+/// line, which every zygote of this binary shares.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+struct Serial {
+    zygote: Zygote,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Serial {
+    type Target = Zygote;
+    fn deref(&self) -> &Zygote {
+        &self.zygote
+    }
+}
+
+impl Serial {
+    async fn shutdown(self) {
+        self.zygote.shutdown().await;
+    }
+}
+
+async fn zygote() -> Serial {
+    let turn = SERIAL.lock().await;
     match Zygote::start(ZygoteConfig::new(executor())).await {
-        Ok(z) => z,
+        Ok(zygote) => Serial {
+            zygote,
+            _turn: turn,
+        },
         Err(e) => panic!("zygote: {e}"),
     }
 }
@@ -65,4 +91,271 @@ async fn a_forked_run_prints_and_reports_its_exit() {
         (RunStatus::Error, Some(3), "x\n")
     );
     z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_state_crosses_runs() {
+    let z = zygote().await;
+    // Interpreter state (builtins, loaded modules, the bootstrap's own counters), files and
+    // the work dir are all the run's own; the guest is pid 1 with no parent in its namespace.
+    let code = "import builtins, os, sys, json\n\
+                print(json.dumps([os.getcwd(), sorted(os.listdir('.')), hasattr(builtins, 'LEFT_BEHIND'), \
+                'LEFT_BEHIND' in sys.modules, os.getpid(), os.getppid()]))\n\
+                open('left-behind', 'w').write('x')\nbuiltins.LEFT_BEHIND = 1\n\
+                sys.modules['LEFT_BEHIND'] = sys\ncall_tool.__globals__['_next_id'][0] = 10**6";
+    for _ in 0..3 {
+        let r = forked(&z, spec(code)).await;
+        let v: Value = serde_json::from_str(completed(&r).trim()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!(["/work", [], false, false, 1, 0]),
+            "{v}"
+        );
+    }
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_run_passes_the_isolation_checks() {
+    let z = zygote().await;
+    // Unprivileged, filtered, pid 1 of its own namespace.
+    let code = "import os\nst=open('/proc/self/status').read()\nprint([l for l in st.splitlines() if l.startswith(('CapEff','CapPrm','CapBnd','NoNewPrivs','Seccomp:'))])\nprint(os.getuid(), os.getpid())";
+    let out = completed(&forked(&z, spec(code)).await).to_string();
+    for want in ["CapEff:\\t0000000000000000", "CapPrm:\\t0000000000000000"] {
+        assert!(out.contains(want), "{want} missing: {out}");
+    }
+    assert!(
+        out.contains("NoNewPrivs:\\t1") && out.contains("Seccomp:\\t2"),
+        "{out}"
+    );
+    assert!(out.contains("\n1000 1\n"), "{out}");
+
+    // Process creation is denied.
+    let code = "import os, subprocess\nfor name, f in [('fork', os.fork), ('subprocess', lambda: subprocess.run(['/bin/true']))]:\n    try:\n        f(); print(name, 'ALLOWED')\n    except OSError as e:\n        print(name, 'denied', e.errno)";
+    let out = completed(&forked(&z, spec(code)).await).to_string();
+    assert_eq!(out.matches("denied").count(), 2, "{out}");
+
+    // A forbidden syscall kills the run.
+    let code = "import ctypes\nprint('before', flush=True)\nctypes.CDLL(None).ptrace(0, 0, 0, 0)\nprint('AFTER')";
+    let r = forked(&z, spec(code)).await;
+    assert_eq!(
+        (r.status, r.signal, r.stdout.as_str()),
+        (RunStatus::Killed, Some(31), "before\n")
+    );
+
+    // Host files stay unreadable and unwritable; the host network is unreachable.
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "host-secret").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code = format!(
+        "import socket\nfor p in [{path:?}, '/etc/shadow']:\n    try:\n        print('READ', open(p).read())\n    except OSError as e:\n        print('denied')\nopen('/tmp/airlock-zygote-escape', 'w').write('own /tmp')\ntry:\n    open('/usr/lib/airlock-zygote-escape', 'w'); print('WROTE')\nexcept OSError:\n    print('denied')\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\nexcept OSError:\n    print('denied')",
+        path = secret.path().display().to_string()
+    );
+    let out = completed(&forked(&z, spec(&code)).await).to_string();
+    assert_eq!(out, "denied\ndenied\ndenied\ndenied\n", "{out}");
+    assert!(
+        listener.accept().is_err(),
+        "the host listener got a connection"
+    );
+    for p in [
+        "/tmp/airlock-zygote-escape",
+        "/usr/lib/airlock-zygote-escape",
+    ] {
+        assert!(
+            !std::path::Path::new(p).exists(),
+            "{p} was created on the host"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(secret.path()).unwrap(),
+        "host-secret"
+    );
+    z.shutdown().await;
+}
+
+/// The namespace links of `pid` as the host sees them.
+fn namespaces_of(pid: i32) -> Vec<String> {
+    ["user", "mnt", "net", "ipc", "uts", "pid", "cgroup"]
+        .iter()
+        .map(|ns| {
+            std::fs::read_link(format!("/proc/{pid}/ns/{ns}"))
+                .map(|l| l.display().to_string())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_each_get_their_own_namespaces_none_of_the_zygotes() {
+    let z = zygote().await;
+    let zygote_ns = namespaces_of(z.pid().await);
+    let own_ns = namespaces_of(i32::try_from(std::process::id()).unwrap());
+    assert_eq!(zygote_ns, own_ns, "the zygote itself is not namespaced");
+    // Two runs alive at the same moment (each waits for the other's file... they cannot see
+    // each other, so each just lives long enough) report their namespaces from inside.
+    let code = "import os, time\nprint(' '.join(os.readlink('/proc/self/ns/' + n) for n in ['user', 'mnt', 'net', 'ipc', 'uts', 'pid', 'cgroup']))\ntime.sleep(0.5)";
+    let (a, b) = tokio::join!(z.run(spec(code), &NoTools), z.run(spec(code), &NoTools));
+    assert_eq!(z.stats().forked_runs, 2);
+    let a: Vec<String> = completed(&a).split_whitespace().map(String::from).collect();
+    let b: Vec<String> = completed(&b).split_whitespace().map(String::from).collect();
+    assert_eq!((a.len(), b.len()), (7, 7), "{a:?} {b:?}");
+    for i in 0..7 {
+        // cgroup namespace ids are compared too: each run unshares its own.
+        assert_ne!(
+            a[i], zygote_ns[i],
+            "run shares the zygote's namespace {}",
+            a[i]
+        );
+        assert_ne!(a[i], b[i], "two live runs share namespace {}", a[i]);
+        assert_ne!(
+            b[i], zygote_ns[i],
+            "run shares the zygote's namespace {}",
+            b[i]
+        );
+    }
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_state_is_fresh_per_run_and_the_hash_secret_is_the_zygotes() {
+    let z = zygote().await;
+    // The zygote never imported `random`; each run seeds it from the kernel. The str hash
+    // secret is fixed at interpreter start: shared by the zygote's runs (documented).
+    let code = "import sys\nfresh = 'random' not in sys.modules\nimport random, os\nprint(fresh, random.random(), os.urandom(8).hex(), hash('airlock'))";
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let r = forked(&z, spec(code)).await;
+        let f: Vec<String> = completed(&r).split_whitespace().map(String::from).collect();
+        assert_eq!(f[0], "True", "the zygote had imported random: {f:?}");
+        seen.push(f);
+    }
+    for (i, a) in seen.iter().enumerate() {
+        for b in &seen[i + 1..] {
+            assert_ne!(a[1], b[1], "random repeated across runs");
+            assert_ne!(a[2], b[2], "urandom repeated across runs");
+            assert_eq!(a[3], b[3], "the hash secret differs: not one zygote?");
+        }
+    }
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_environment_travels_with_execute_and_nothing_else_is_inherited() {
+    std::env::set_var("AIRLOCK_ZYGOTE_TEST_SECRET", "broker-secret");
+    let z = zygote().await;
+    let mut s = spec(
+        "import os\nenv = dict(os.environ)\nenv.pop('LC_CTYPE', None)\nprint(sorted(env.items()))",
+    );
+    s.env = vec![
+        ("VISIBLE".into(), "yes".into()),
+        ("OTHER".into(), "2".into()),
+    ];
+    let out = completed(&forked(&z, s).await).to_string();
+    assert_eq!(out, "[('OTHER', '2'), ('VISIBLE', 'yes')]\n");
+    z.shutdown().await;
+}
+
+/// Live (not zombie) processes whose command line is exactly the zygote's: the zygote and
+/// every process of its runs (a fork keeps its parent's command line).
+fn zygote_family(zygote: i32) -> Vec<i32> {
+    let cmdline = |pid: &str| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let theirs = cmdline(&zygote.to_string());
+    assert!(!theirs.is_empty(), "the zygote is gone");
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Ok(pid) = name.parse::<i32>() {
+            if cmdline(&name) == theirs && live(pid) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+fn live(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty()
+        && !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_run_is_killed_and_nothing_of_it_survives() {
+    let z = zygote().await;
+    let zpid = z.pid().await;
+    let mut s = spec("import time\nprint('spinning', flush=True)\ntry:\n    while True:\n        pass\nfinally:\n    time.sleep(30)");
+    s.limits.timeout = Duration::from_millis(500);
+    let t0 = Instant::now();
+    let r = forked(&z, s).await;
+    assert_eq!(
+        (r.status, r.stdout.as_str()),
+        (RunStatus::Timeout, "spinning\n"),
+        "{r:#?}"
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(500));
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the run's finally outlived its kill"
+    );
+    assert_eq!(
+        zygote_family(zpid),
+        vec![zpid],
+        "a process of the run survived"
+    );
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cannot_reach_the_zygote_and_a_dead_zygote_is_restarted() {
+    let z = zygote().await;
+    let zpid = z.pid().await;
+    // From inside, the zygote's host pid names nothing the run can signal, and it has no
+    // parent to reach; the zygote lives on.
+    let code = format!(
+        "import os, signal\nprint(os.getppid())\ntry:\n    os.kill({zpid}, signal.SIGKILL); print('SIGNALLED')\nexcept OSError as e:\n    print('denied')"
+    );
+    let out = completed(&forked(&z, spec(&code)).await).to_string();
+    assert_eq!(out, "0\ndenied\n");
+    assert!(live(zpid), "a run killed the zygote");
+    // A zygote that died (killed from outside) is replaced before the next run.
+    airlock_jail::process::kill(zpid, 9).unwrap();
+    while live(zpid) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(completed(&forked(&z, spec("print(2)")).await), "2\n");
+    assert_eq!(z.stats().restarts, 1);
+    assert_ne!(z.pid().await, zpid);
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_the_zygote_cannot_fork_go_exec_per_run() {
+    let z = zygote().await;
+    let mut s = spec("");
+    s.workload = Workload::Command {
+        argv: vec!["/bin/echo".into(), "exec".into()],
+    };
+    let r = z.run(s, &NoTools).await;
+    assert_eq!(completed(&r), "exec\n");
+    let stats = z.stats();
+    assert_eq!((stats.exec_runs, stats.forked_runs), (1, 0), "{stats:?}");
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_survives_the_zygote() {
+    let z = zygote().await;
+    let zpid = z.pid().await;
+    assert_eq!(completed(&forked(&z, spec("print(1)")).await), "1\n");
+    drop(z);
+    let until = Instant::now() + Duration::from_secs(5);
+    while live(zpid) {
+        assert!(Instant::now() < until, "the zygote outlived its handle");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
