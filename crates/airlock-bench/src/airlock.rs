@@ -1,10 +1,12 @@
-//! airlock's own rows: the broker library cold, the warm pool, and the `airlock run` process.
+//! airlock's own rows: the broker library cold, the zygote, the warm pool, and the `airlock
+//! run` process.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use airlock_broker::{
     Limits, Pool, PoolConfig, RunResult, RunSpec, RunStatus, ToolFailure, ToolHandler, Workload,
+    Zygote, ZygoteConfig,
 };
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -88,24 +90,55 @@ async fn ready(pool: &Pool) -> Result<(), String> {
     }
 }
 
-/// Request-to-result of `print(1)`, cold (`warm` None) or from the pool; ms.
+/// How an airlock row runs its programs.
+#[derive(Debug, Clone, Copy)]
+pub enum Via<'a> {
+    /// `airlock_broker::run`: a fresh stage spawned, the interpreter exec'd, per run.
+    Cold,
+    /// Forked by a zygote from its pre-initialised interpreter, per run.
+    Zygote(&'a Zygote),
+    /// Taken from a pool of pre-started executors (each used once).
+    Warm(&'a Pool),
+}
+
+impl Via<'_> {
+    async fn run(self, s: RunSpec) -> RunResult {
+        match self {
+            Via::Cold => airlock_broker::run(s, &Echo).await,
+            Via::Zygote(z) => z.run(s, &Echo).await,
+            Via::Warm(p) => p.run(s, &Echo).await,
+        }
+    }
+
+    /// For a pool: wait until it is full, so a run is served warm.
+    async fn ready(self) -> Result<(), String> {
+        match self {
+            Via::Warm(p) => ready(p).await,
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The zygote the zygote rows use.
+pub async fn zygote(executor: &Path) -> Result<Zygote, String> {
+    Zygote::start(ZygoteConfig::new(executor.to_path_buf()))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Request-to-result of `print(1)`; ms.
 pub async fn start(
     executor: &Path,
-    warm: Option<&Pool>,
+    via: Via<'_>,
     runs: usize,
     limits: &Limits,
 ) -> Result<Vec<f64>, String> {
     let mut out = Vec::new();
     for i in 0..=runs {
-        if let Some(p) = warm {
-            ready(p).await?;
-        }
+        via.ready().await?;
         let s = spec(executor, "print(1)", limits.clone());
         let t0 = Instant::now();
-        let r = match warm {
-            Some(p) => p.run(s, &Echo).await,
-            None => airlock_broker::run(s, &Echo).await,
-        };
+        let r = via.run(s).await;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         check(&r, RunStatus::Completed)?;
         if r.stdout != "1\n" {
@@ -171,26 +204,21 @@ pub async fn tool_round_trips(
     Ok(ns.into_iter().map(|n| n / 1e3).collect())
 }
 
-/// `total` runs of `print(1)`, `workers` at a time, cold or from the pool; runs per second.
+/// `total` runs of `print(1)`, `workers` at a time; runs per second.
 pub async fn throughput(
     executor: &Path,
-    warm: Option<&Pool>,
+    via: Via<'_>,
     total: usize,
     workers: usize,
     limits: &Limits,
 ) -> Result<f64, String> {
-    if let Some(p) = warm {
-        ready(p).await?;
-    }
+    via.ready().await?;
     let per = total.div_ceil(workers);
     let t0 = Instant::now();
     let worker = |_| async {
         for _ in 0..per {
             let s = spec(executor, "print(1)", limits.clone());
-            let r = match warm {
-                Some(p) => p.run(s, &Echo).await,
-                None => airlock_broker::run(s, &Echo).await,
-            };
+            let r = via.run(s).await;
             check(&r, RunStatus::Completed)?;
         }
         Ok::<(), String>(())
@@ -215,23 +243,18 @@ pub async fn idle_rss_mib(pool: &Pool) -> Result<Vec<f64>, String> {
 /// A busy loop with a `budget` timeout; ms from the timeout firing to the result (tree reaped).
 pub async fn kill_latency(
     executor: &Path,
-    warm: Option<&Pool>,
+    via: Via<'_>,
     runs: usize,
     budget: Duration,
 ) -> Result<Vec<f64>, String> {
     let mut out = Vec::new();
     for _ in 0..runs {
-        if let Some(p) = warm {
-            ready(p).await?;
-        }
+        via.ready().await?;
         let mut l = limits(0);
         l.timeout = budget;
         let s = spec(executor, "while True:\n    pass", l);
         let t0 = Instant::now();
-        let r = match warm {
-            Some(p) => p.run(s, &Echo).await,
-            None => airlock_broker::run(s, &Echo).await,
-        };
+        let r = via.run(s).await;
         check(&r, RunStatus::Timeout)?;
         out.push((t0.elapsed().saturating_sub(budget)).as_secs_f64() * 1e3);
     }

@@ -88,6 +88,8 @@ const TOOLS: &str = "tool call round trip (1,000 echo calls)";
 const THROUGHPUT: &str = "throughput, both cores busy";
 const MEMORY: &str = "memory per idle sandbox";
 const KILL: &str = "kill after timeout, to tree reaped";
+/// The zygote's rows.
+const ZYGOTE: &str = "airlock zygote";
 const IMPORT: &str = "image import (once per image)";
 const SESSION_RUN: &str = "session: print(1) in a live stateful sandbox (× Jupyter kernel)";
 const SESSION_NEW: &str = "session: create + first print(1) (× Jupyter kernel)";
@@ -119,7 +121,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
                 .collect()
         }));
     }
-    let cold = airlock::start(exe, None, runs, &limits).await;
+    let cold = airlock::start(exe, airlock::Via::Cold, runs, &limits).await;
     rows.push(Row::from_result(
         START,
         "airlock cold",
@@ -127,9 +129,21 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         cold,
         "fresh executor per run; broker in process",
     ));
+    let zygote = airlock::zygote(exe).await;
+    let r = match &zygote {
+        Ok(z) => airlock::start(exe, airlock::Via::Zygote(z), runs, &limits).await,
+        Err(e) => Err(e.clone()),
+    };
+    rows.push(Row::from_result(
+        START,
+        ZYGOTE,
+        "ms",
+        r,
+        "fresh process per run, forked from a pre-initialised interpreter; no pool",
+    ));
     let import_rows = image_rows(&mut rows, opts, runs, &limits).await;
     let pool = airlock::pool(exe, 1, limits.clone());
-    let warm = airlock::start(exe, Some(&pool), runs, &limits).await;
+    let warm = airlock::start(exe, airlock::Via::Warm(&pool), runs, &limits).await;
     rows.push(Row::from_result(
         START,
         "airlock warm (pool)",
@@ -185,7 +199,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
             host::throughput(&p.argv(&python, "print(1)"), "1\n", total, WORKERS).map(|r| vec![r])
         }));
     }
-    let r = airlock::throughput(exe, None, total, WORKERS, &limits)
+    let r = airlock::throughput(exe, airlock::Via::Cold, total, WORKERS, &limits)
         .await
         .map(|r| vec![r]);
     rows.push(Row::from_result(
@@ -195,8 +209,15 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         r,
         "",
     ));
+    let r = match &zygote {
+        Ok(z) => airlock::throughput(exe, airlock::Via::Zygote(z), total, WORKERS, &limits)
+            .await
+            .map(|r| vec![r]),
+        Err(e) => Err(e.clone()),
+    };
+    rows.push(Row::from_result(THROUGHPUT, ZYGOTE, "runs/s", r, ""));
     let pool = airlock::pool(exe, WORKERS, limits.clone());
-    let r = airlock::throughput(exe, Some(&pool), total, WORKERS, &limits)
+    let r = airlock::throughput(exe, airlock::Via::Warm(&pool), total, WORKERS, &limits)
         .await
         .map(|r| vec![r]);
     let stats = pool.stats();
@@ -266,7 +287,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
             },
         ));
     }
-    let r = airlock::kill_latency(exe, None, kills, KILL_BUDGET).await;
+    let r = airlock::kill_latency(exe, airlock::Via::Cold, kills, KILL_BUDGET).await;
     rows.push(Row::from_result(
         KILL,
         "airlock cold",
@@ -274,12 +295,20 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         r,
         "SIGTERM, grace, SIGKILL; pid ns + cgroup",
     ));
+    let r = match &zygote {
+        Ok(z) => airlock::kill_latency(exe, airlock::Via::Zygote(z), kills, KILL_BUDGET).await,
+        Err(e) => Err(e.clone()),
+    };
+    rows.push(Row::from_result(KILL, ZYGOTE, "ms", r, ""));
     let pool = airlock::pool(exe, 1, limits.clone());
-    let r = airlock::kill_latency(exe, Some(&pool), kills, KILL_BUDGET).await;
+    let r = airlock::kill_latency(exe, airlock::Via::Warm(&pool), kills, KILL_BUDGET).await;
     pool.shutdown().await;
     rows.push(Row::from_result(KILL, "airlock warm (pool)", "ms", r, ""));
     inproc_rows(&mut rows, &python, KILL, "kill", kills);
     rows.extend(import_rows);
+    if let Ok(z) = zygote {
+        z.shutdown().await;
+    }
 
     let mut report = Report {
         machine: machine(),
