@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_broker::Limits;
-use airlock_broker::{Pool, PoolConfig};
+use airlock_broker::{Pool, PoolConfig, Zygote, ZygoteConfig};
 use airlock_policy::{Capability, Egress};
 use airlock_server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use anyhow::{bail, Context};
@@ -114,6 +114,12 @@ pub struct ServeOpts {
     /// whose limits or interpreter differ from the defaults run cold. 0 = always cold.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub warm: usize,
+    /// Fork each run's process from a zygote — one pre-initialised interpreter that never runs
+    /// untrusted code — instead of exec-ing the interpreter per run (the default). Same layers,
+    /// attested the same way; every run shares the zygote's address-space layout and str hash
+    /// secret (docs/threat-model.md). Needs libairlock_zygote.so beside this binary.
+    #[arg(long)]
+    pub zygote: bool,
     /// This server's stable name, a DNS label (in Kubernetes its StatefulSet pod name): every
     /// sandbox id starts `sb-NAME.`, so a client reaches the pod that holds a sandbox at
     /// NAME.<headless service> (docs/deploy.md).
@@ -304,12 +310,19 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the runtime")?;
     let mut config = config;
+    if opts.zygote {
+        let mut zc = ZygoteConfig::new(config.executor.clone());
+        zc.interpreter = config.interpreter.clone();
+        let zygote = runtime.block_on(Zygote::start(zc)).context("--zygote")?;
+        config.zygote = Some(Arc::new(zygote));
+    }
     if opts.warm > 0 {
         // The pool spawns its executors on the runtime.
         let _entered = runtime.enter();
         let mut pool = PoolConfig::new(opts.warm, config.executor.clone());
         pool.limits = config.defaults.clone();
         pool.interpreter = config.interpreter.clone();
+        pool.zygote = config.zygote.clone();
         config.pool = Some(Arc::new(Pool::start(pool)));
     }
     let server = Server::new(config);

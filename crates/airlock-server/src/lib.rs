@@ -77,6 +77,9 @@ pub struct ServerConfig {
     pub admission: Option<Admission>,
     /// Pre-started executors (each still used once); runs that do not fit it run cold.
     pub pool: Option<Arc<airlock_broker::Pool>>,
+    /// The zygote that forks each run's process (runs that do not fit it, and every run when
+    /// None, exec the interpreter per run).
+    pub zygote: Option<Arc<airlock_broker::Zygote>>,
     /// Sandboxes that persist across runs (`sandbox.*`, `files.*`); those methods are not
     /// served when None.
     pub sandboxes: Option<Arc<sandboxes::Sandboxes>>,
@@ -113,6 +116,7 @@ impl ServerConfig {
             audit: None,
             admission: None,
             pool: None,
+            zygote: None,
             sandboxes: None,
         }
     }

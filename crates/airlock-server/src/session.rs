@@ -398,9 +398,11 @@ impl Job {
                 () = asked.cancelled() => {}
             }
         });
-        let result = match &self.shared.config.pool {
-            Some(pool) => pool.run_cancellable(spec, &tools, cancel).await,
-            None => run::run_cancellable(spec, &tools, cancel).await,
+        let config = &self.shared.config;
+        let result = match (&config.pool, &config.zygote) {
+            (Some(pool), _) => pool.run_cancellable(spec, &tools, cancel).await,
+            (None, Some(zygote)) => zygote.run_cancellable(spec, &tools, cancel).await,
+            (None, None) => run::run_cancellable(spec, &tools, cancel).await,
         };
         drop(permit);
         tracing::info!(

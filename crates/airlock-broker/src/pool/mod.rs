@@ -50,6 +50,9 @@ pub struct PoolConfig {
     pub executor: PathBuf,
     /// How long one executor may take from spawn to verified attestation.
     pub startup_timeout: Duration,
+    /// Where the executors come from: forked by this zygote (those it can fork), or spawned
+    /// one by one (exec per executor) when None.
+    pub zygote: Option<Arc<crate::zygote::Zygote>>,
 }
 
 impl PoolConfig {
@@ -61,6 +64,7 @@ impl PoolConfig {
             interpreter: None,
             executor,
             startup_timeout: Duration::from_secs(10),
+            zygote: None,
         }
     }
 }

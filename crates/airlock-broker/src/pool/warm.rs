@@ -37,10 +37,16 @@ impl Warm {
             output: None,
             restricted: None,
         };
-        let prepared = prepare::prepare(&spec).await.map_err(|n| n.message)?;
-        let mut launched = relay::launch(&prepared, &config.limits)
-            .await
-            .map_err(|n| n.message)?;
+        let mut prepared = prepare::prepare(&spec).await.map_err(|n| n.message)?;
+        let forked = match &config.zygote {
+            Some(z) => z.launch(&mut prepared, &config.limits).await,
+            None => None,
+        };
+        let launched = match forked {
+            Some(l) => l,
+            None => relay::launch(&prepared, &config.limits).await,
+        };
+        let mut launched = launched.map_err(|n| n.message)?;
         let ready = tokio::time::timeout(config.startup_timeout, await_ready(&mut launched))
             .await
             .unwrap_or_else(|_| {

@@ -31,8 +31,10 @@ use serde_json::{Map, Value};
 pub(crate) use control::Control;
 
 use crate::interpreter;
+use crate::limits::Limits;
 use crate::result::RunResult;
-use crate::run::relay::{self, Via};
+use crate::run::prepare::{NotStarted, Prepared};
+use crate::run::relay::{self, Launched, Via};
 use crate::run::{prepare, verdict, Cancel, RunSpec};
 use crate::tools::ToolHandler;
 
@@ -165,22 +167,10 @@ impl Zygote {
             self.stats_mut().exec_runs += 1;
             return relay::supervise(prepared, &spec.limits, tools, cancel, started).await;
         }
-        let control = match self.live_control().await {
+        let control = match self.forking(&mut prepared).await {
             Ok(c) => c,
-            Err(e) => {
-                let refusal = prepare::not_started(
-                    airlock_protocol::ErrorCode::SandboxRefused,
-                    e.to_string(),
-                );
-                return verdict::before_spawn(refusal, started);
-            }
+            Err(refusal) => return verdict::before_spawn(refusal, started),
         };
-        self.stats_mut().forked_runs += 1;
-        // The interpreter is running already: no code object to hand over, and the
-        // environment travels with the program (the bootstrap applies it before the program).
-        if let Mode::Python { bootstrap, .. } = &mut prepared.config.mode {
-            *bootstrap = None;
-        }
         let env: Map<String, Value> = std::mem::take(&mut prepared.config.env)
             .into_iter()
             .map(|(k, v)| (k, Value::String(v)))
@@ -196,6 +186,38 @@ impl Zygote {
             Some(&env),
         )
         .await
+    }
+
+    /// Launch a prepared run's stage through the zygote, if it fits (None: it does not; the
+    /// caller starts it the exec-per-run way). The environment is the caller's to send with
+    /// the program. Used by a pool whose executors the zygote forks.
+    pub(crate) async fn launch(
+        &self,
+        prepared: &mut Prepared,
+        limits: &Limits,
+    ) -> Option<Result<Launched, NotStarted>> {
+        if !self.fits(&prepared.config) {
+            self.stats_mut().exec_runs += 1;
+            return None;
+        }
+        let control = match self.forking(prepared).await {
+            Ok(c) => c,
+            Err(refusal) => return Some(Err(refusal)),
+        };
+        Some(relay::launch_via(prepared, limits, Via::Zygote(&control)).await)
+    }
+
+    /// The live zygote, counted, with `prepared` made ready for it: the interpreter runs
+    /// already, so no code object is handed over.
+    async fn forking(&self, prepared: &mut Prepared) -> Result<Arc<Control>, NotStarted> {
+        let control = self.live_control().await.map_err(|e| {
+            prepare::not_started(airlock_protocol::ErrorCode::SandboxRefused, e.to_string())
+        })?;
+        self.stats_mut().forked_runs += 1;
+        if let Mode::Python { bootstrap, .. } = &mut prepared.config.mode {
+            *bootstrap = None;
+        }
+        Ok(control)
     }
 
     /// Whether a run with this executor config is one the zygote can fork: Python on the

@@ -10,3 +10,4 @@ mod restricted;
 mod session_faults;
 mod session_limits;
 mod sessions;
+mod zygote;
