@@ -359,3 +359,66 @@ async fn nothing_survives_the_zygote() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_zygote_holds_no_descriptor_of_a_finished_run() {
+    let z = zygote().await;
+    let zpid = z.pid().await;
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{zpid}/fd"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(completed(&forked(&z, spec("print(1)")).await), "1\n");
+    let before = fds();
+    for _ in 0..5 {
+        assert_eq!(completed(&forked(&z, spec("print(1)")).await), "1\n");
+    }
+    assert_eq!(fds(), before, "the zygote kept descriptors of its runs");
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_run_reports_like_a_cold_one() {
+    let z = zygote().await;
+    // The program's traceback (no bootstrap or zygote frames), its exit status and its
+    // output are those of the exec-per-run path, byte for byte.
+    let code = "import sys\nprint('out')\ndef f():\n    raise ValueError('boom')\nf()";
+    let cold = airlock_broker::run(spec(code), &NoTools).await;
+    let warm = forked(&z, spec(code)).await;
+    assert_eq!(cold.status, RunStatus::Error);
+    assert!(cold.stderr.contains("ValueError: boom"), "{cold:#?}");
+    assert_eq!(
+        (&warm.status, &warm.exit_code, &warm.stdout, &warm.stderr),
+        (&cold.status, &cold.exit_code, &cold.stdout, &cold.stderr)
+    );
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_fed_by_the_zygote_serves_each_executor_once_with_every_layer() {
+    // The turn is held to the end: this test's processes share the zygote command line.
+    let Serial { zygote, _turn } = zygote().await;
+    let z = std::sync::Arc::new(zygote);
+    let mut config = airlock_broker::PoolConfig::new(2, executor());
+    config.zygote = Some(std::sync::Arc::clone(&z));
+    let pool = airlock_broker::Pool::start(config);
+    let code = "import builtins, os\nst = open('/proc/self/status').read()\nprint(sorted(os.listdir('.')), hasattr(builtins, 'LEFT'), os.getpid(), 'Seccomp:\\t2' in st, 'NoNewPrivs:\\t1' in st)\nopen('m', 'w').write('x')\nbuiltins.LEFT = 1";
+    for _ in 0..3 {
+        assert!(
+            pool.wait_full(Duration::from_secs(30)).await,
+            "{:?}",
+            pool.stats()
+        );
+        let r = pool.run(spec(code), &NoTools).await;
+        assert_eq!(completed(&r), "[] False 1 True True\n");
+    }
+    let stats = pool.stats();
+    assert_eq!(stats.warm_runs, 3, "{stats:?}");
+    assert!(
+        z.stats().forked_runs >= 3,
+        "executors not forked: {:?}",
+        z.stats()
+    );
+    pool.shutdown().await;
+}
