@@ -264,7 +264,7 @@ fn zygote_family(zygote: i32) -> Vec<i32> {
     let theirs = cmdline(&zygote.to_string());
     assert!(!theirs.is_empty(), "the zygote is gone");
     let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Ok(pid) = name.parse::<i32>() {
             if cmdline(&name) == theirs && live(pid) {

@@ -89,6 +89,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped through its pidfd, which is the point"
+    )]
     fn a_child_is_reaped_through_its_pidfd_with_its_status() {
         let child = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
         let fd = super::open(i32::try_from(child.id()).unwrap()).unwrap();
@@ -98,6 +102,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped through its pidfd, which is the point"
+    )]
     fn a_signal_through_the_pidfd_is_the_status() {
         let child = Command::new("sleep").arg("30").spawn().unwrap();
         let fd = super::open(i32::try_from(child.id()).unwrap()).unwrap();
