@@ -4,7 +4,7 @@
 #   OUT/airlock                      the binary, stripped (no DWARF, no symbol table), <= 20 MB
 #   OUT/airlock.debug                its DWARF, found by gdb through the build id and debuglink
 #   OUT/libairlock_zygote.so         the library `airlock serve --zygote` loads (it must sit beside
-#                                    the binary), stripped the same way, <= 8 MB; its dynamic
+#                                    the binary), stripped the same way, <= 2 MB; its dynamic
 #                                    symbols (airlock_zygote_abi, _wait, _fork) stay exported
 #   OUT/libairlock_zygote.so.debug   its DWARF
 # The sizes and the exported symbols are checked. Cached by a hash of the sources that build them
@@ -19,7 +19,7 @@ cd "$root"
 out="$(realpath -m "${1:-$root/target/dist-out}")"
 # What ships, with each file's size budget (its .debug is not budgeted).
 shipped=(airlock libairlock_zygote.so)
-declare -A max_bytes=([airlock]=$((20 * 1024 * 1024)) [libairlock_zygote.so]=$((8 * 1024 * 1024)))
+declare -A max_bytes=([airlock]=$((20 * 1024 * 1024)) [libairlock_zygote.so]=$((2 * 1024 * 1024)))
 zygote_symbols=(airlock_zygote_abi airlock_zygote_wait airlock_zygote_fork)
 files=()
 for f in "${shipped[@]}"; do files+=("$f" "$f.debug"); done

@@ -16,7 +16,7 @@ import pytest
 from conftest import ZYGOTE_LIBRARY, ZYGOTE_SYMBOLS, as_user, identities, zygote_abi
 
 MAX_BINARY_BYTES = 20 * 1024 * 1024
-MAX_LIBRARY_BYTES = 8 * 1024 * 1024
+MAX_LIBRARY_BYTES = 2 * 1024 * 1024
 LIBRARY = ZYGOTE_LIBRARY
 SYSTEM_PYTHON = "/usr/bin/python3"
 
