@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # airlock's server image (deploy/Containerfile) with no registry: a Debian root with python3,
 # numpy, pandas and matplotlib made by mmdebstrap from the package mirror alone, imported into
-# podman as the base, then the Containerfile on top with the release binary
-# (scripts/build-release.sh). Both images are cached in podman's store, tagged by a hash of
-# their inputs, so an unchanged tree builds nothing.
+# podman as the base, then the Containerfile on top with the release binary and
+# libairlock_zygote.so beside it (scripts/build-release.sh). Both images are cached in podman's
+# store, tagged by a hash of their inputs, so an unchanged tree builds nothing.
 #
 # Usage: bash scripts/build-image.sh         (as root: rootful podman with runc)
 # Prints the image reference on the last line of stdout.
@@ -54,9 +54,9 @@ if ! "${podman[@]}" image exists "$base"; then
 fi
 
 bin_dir="$(bash "$root/scripts/build-release.sh" "$work/context" | tail -n1)"
-rm -f "$bin_dir/airlock.debug"
-key="$({ echo "$base"; cat "$root/deploy/Containerfile"; sha256sum <"$bin_dir/airlock"; } \
-    | sha256sum | cut -c1-16)"
+rm -f "$bin_dir"/*.debug
+key="$({ echo "$base"; cat "$root/deploy/Containerfile"
+         cd "$bin_dir" && sha256sum airlock libairlock_zygote.so; } | sha256sum | cut -c1-16)"
 image="localhost/airlock:$key"
 if ! "${podman[@]}" image exists "$image"; then
     say "building $image from deploy/Containerfile"

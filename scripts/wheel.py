@@ -1,10 +1,18 @@
-"""Builds the `airlock` wheel: the release binary (installed as the `airlock` command) and the
-Python SDK (`airlock_client`, with the framework adapters as extras), the way ruff and uv ship.
+"""Builds the `airlock` wheel: the release binary (installed as the `airlock` command), the
+library `airlock serve --zygote` loads (installed beside it), and the Python SDK
+(`airlock_client`, with the framework adapters as extras), the way ruff and uv ship.
+
+Both ELF files go under `.data/scripts/`: every installer (pip, uv; venv, --user, --prefix)
+puts that scheme in one directory, so the library always lands beside the binary, where the
+binary looks for it (beside its own executable). pip copies a script byte for byte unless its
+first line starts with `#!python` (an ELF file's never does) and only makes it executable when
+the zip entry's mode has an execute bit: the library's has none (0644), so it is installed as a
+readable file, not as a command.
 
 Standard library only (Python >= 3.11 for tomllib), so it needs no build backend and no network.
 The platform tag is the manylinux one the binary's glibc symbol versions allow.
 
-Usage: python3 scripts/wheel.py BINARY OUT_DIR      (scripts/build-wheel.sh calls it)
+Usage: python3 scripts/wheel.py BINARY ZYGOTE_LIBRARY OUT_DIR      (scripts/build-wheel.sh calls it)
 Prints the wheel's path.
 """
 from __future__ import annotations
@@ -35,12 +43,15 @@ def workspace_version() -> str:
     return str(cargo["workspace"]["package"]["version"])
 
 
-def glibc_tag(binary: Path) -> str:
-    """`manylinux_2_N_ARCH` for the newest GLIBC_2.N symbol version the binary needs."""
-    dyn = subprocess.run(["objdump", "-T", str(binary)], check=True, capture_output=True, text=True)
-    minors = [int(m) for m in re.findall(r"GLIBC_2\.(\d+)", dyn.stdout)]
-    if not minors:
-        raise SystemExit(f"{binary}: no GLIBC symbol versions (is it a glibc Linux binary?)")
+def glibc_tag(elves: list[Path]) -> str:
+    """`manylinux_2_N_ARCH` for the newest GLIBC_2.N symbol version any of `elves` needs."""
+    minors = []
+    for elf in elves:
+        dyn = subprocess.run(["objdump", "-T", str(elf)], check=True, capture_output=True, text=True)
+        found = [int(m) for m in re.findall(r"GLIBC_2\.(\d+)", dyn.stdout)]
+        if not found:
+            raise SystemExit(f"{elf}: no GLIBC symbol versions (is it a glibc Linux ELF file?)")
+        minors += found
     return f"manylinux_2_{max(minors)}_{platform.machine()}"
 
 
@@ -78,14 +89,15 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def build(binary: Path, out_dir: Path) -> Path:
+def build(binary: Path, library: Path, out_dir: Path) -> Path:
     version = workspace_version()
-    tag = f"py3-none-{glibc_tag(binary)}"
+    tag = f"py3-none-{glibc_tag([binary, library])}"
     dist_info = f"{NAME}-{version}.dist-info"
     wheel_meta = f"Wheel-Version: 1.0\nGenerator: airlock scripts/wheel.py\nRoot-Is-Purelib: false\nTag: {tag}\n"
     # (name, data, mode)
     entries = [(n, d, 0o644) for n, d in sdk_files()]
     entries.append((f"{NAME}-{version}.data/scripts/airlock", binary.read_bytes(), 0o755))
+    entries.append((f"{NAME}-{version}.data/scripts/{library.name}", library.read_bytes(), 0o644))
     entries.append((f"{dist_info}/METADATA", metadata(version).encode(), 0o644))
     entries.append((f"{dist_info}/WHEEL", wheel_meta.encode(), 0o644))
     record = "".join(record_line(n, d) + "\n" for n, d, _ in entries) + f"{dist_info}/RECORD,,\n"
@@ -109,9 +121,9 @@ def build(binary: Path, out_dir: Path) -> Path:
 
 
 def main() -> None:
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 4:
         raise SystemExit(__doc__)
-    print(build(Path(sys.argv[1]), Path(sys.argv[2])))
+    print(build(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])))
 
 
 if __name__ == "__main__":

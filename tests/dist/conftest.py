@@ -3,6 +3,7 @@ scripts (the release build and the image are cached between runs: scripts/build-
 scripts/build-image.sh), and running things as the unprivileged user too."""
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -12,6 +13,9 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TEST_USER = "airlock-test"
+# The library `airlock serve --zygote` loads from beside the binary, and what it must export.
+ZYGOTE_LIBRARY = "libairlock_zygote.so"
+ZYGOTE_SYMBOLS = ("airlock_zygote_abi", "airlock_zygote_wait", "airlock_zygote_fork")
 
 
 def is_root() -> bool:
@@ -28,6 +32,15 @@ def as_user(who: str, argv: List[str]) -> List[str]:
         return argv
     return [shutil.which("runuser") or "/usr/sbin/runuser", "-u", who, "--", "env", "-i", "PATH=/usr/bin:/bin",
             f"HOME=/home/{who}", *argv]
+
+
+def zygote_abi() -> int:
+    """This tree's zygote protocol number: the broker passes it, and a library whose
+    airlock_zygote_abi() differs is refused at start."""
+    src = (REPO / "crates" / "airlock-executor" / "src" / "zygote.rs").read_text()
+    match = re.search(r"pub const ABI: i64 = (\d+);", src)
+    assert match, "no ABI constant in airlock-executor's zygote.rs"
+    return int(match.group(1))
 
 
 def script(name: str, *args: str) -> str:

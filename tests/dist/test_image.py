@@ -2,9 +2,11 @@
 deploy/kubernetes runs it: its own unprivileged user, a user-namespaced container, no
 capabilities, no privilege escalation, a read-only root, and only the two settings airlock needs
 (an unmasked /proc, the seccomp profile with sethostname). Inside it: `airlock doctor`, a
-program using numpy, pandas and matplotlib, `airlock serve` driven by the SDK, and containment
-checks asserted from outside the sandbox. Each of the two settings is shown to be needed.
+program using numpy, pandas and matplotlib, `airlock serve` driven by the SDK (and `airlock serve
+--stdio --zygote`, on the library the image carries beside the binary), and containment checks
+asserted from outside the sandbox. Each of the two settings is shown to be needed.
 Needs root, podman, runc and mmdebstrap (scripts/test.sh installs them)."""
+import hashlib
 import json
 import os
 import pathlib
@@ -18,7 +20,7 @@ from typing import List, Optional
 
 import pytest
 
-from conftest import REPO, is_root, script
+from conftest import REPO, ZYGOTE_LIBRARY, ZYGOTE_SYMBOLS, is_root, script, zygote_abi
 
 sys.path.insert(0, str(REPO / "clients" / "python" / "src"))
 from airlock_client import SyncClient  # noqa: E402
@@ -42,6 +44,24 @@ import matplotlib.pyplot as plt
 df = pd.DataFrame({"x": np.arange(10), "y": np.arange(10) ** 2})
 plt.plot(df.x, df.y); plt.savefig("plot.png")
 print(int(df.y.sum()), open("plot.png", "rb").read(4) == b"\\x89PNG")
+"""
+
+
+BINARY = "/usr/local/bin/airlock"
+LIBRARY = f"/usr/local/bin/{ZYGOTE_LIBRARY}"
+
+# In the image (as its user): the two files, and the library's exports as the zygote loads them.
+SHIPPED = f"""
+import ctypes, hashlib, json, os
+out = {{}}
+for p in ({BINARY!r}, {LIBRARY!r}):
+    st = os.stat(p)
+    out[p] = {{"mode": st.st_mode & 0o7777, "uid": st.st_uid, "sha256": hashlib.sha256(open(p, "rb").read()).hexdigest()}}
+lib = ctypes.CDLL({LIBRARY!r}, os.RTLD_NOW)
+out["exported"] = [s for s in {ZYGOTE_SYMBOLS!r} if hasattr(lib, s)]
+lib.airlock_zygote_abi.restype = ctypes.c_long
+out["abi"] = lib.airlock_zygote_abi()
+print(json.dumps(out))
 """
 
 
@@ -200,7 +220,7 @@ def test_a_sandbox_reaches_no_network(served) -> None:
 SNAPSHOT = """
 import hashlib, json, os
 out = {}
-for p in ("/usr/local/bin/airlock", "/etc/passwd", "/home/airlock"):
+for p in ("/usr/local/bin/airlock", "/usr/local/bin/libairlock_zygote.so", "/etc/passwd", "/home/airlock"):
     st = os.lstat(p)
     data = b"" if os.path.isdir(p) else open(p, "rb").read()
     out[p] = [oct(st.st_mode), st.st_uid, st.st_mtime_ns, st.st_ctime_ns, hashlib.sha256(data).hexdigest()]
@@ -211,7 +231,8 @@ print(json.dumps(out, sort_keys=True))
 ATTACK = """
 import errno, os
 res = {}
-for p in ("/usr/local/bin/airlock", "/etc/passwd", "/home/airlock/planted"):
+for p in ("/usr/local/bin/airlock", "/usr/local/bin/libairlock_zygote.so", "/etc/passwd",
+          "/home/airlock/planted"):
     for what, f in (("write", lambda: open(p, "a").write("x")), ("chmod", lambda: os.chmod(p, 0o777)),
                     ("utime", lambda: os.utime(p, (0, 0))), ("unlink", lambda: os.unlink(p))):
         try:
@@ -245,3 +266,43 @@ def test_no_process_survives_its_run(served) -> None:
         "    try:\n        n += " + repr(marker) + " in open(f'/proc/{pid}/cmdline', 'rb').read()\n"
         "    except OSError:\n        pass\nprint(n)"))
     assert survivors == "0"
+
+
+
+def test_the_image_carries_the_zygote_library_beside_the_binary(image: str, shared_dir: pathlib.Path) -> None:
+    """Both files are the release build's (scripts/build-release.sh, cached), root's, and the
+    library is readable but no command, exporting what the zygote loads, at this tree's ABI."""
+    release = pathlib.Path(script("build-release.sh", str(shared_dir / "release")))
+    r = podman_run(image, MINIMAL, ["python3", "-c", SHIPPED])
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    for path, mode in ((BINARY, 0o755), (LIBRARY, 0o644)):
+        built = hashlib.sha256((release / pathlib.Path(path).name).read_bytes()).hexdigest()
+        assert out[path] == {"mode": mode, "uid": 0, "sha256": built}, (path, out[path])
+    assert out["exported"] == list(ZYGOTE_SYMBOLS), out
+    assert out["abi"] == zygote_abi(), out
+
+
+def test_serve_zygote_over_stdio_runs_a_program(image: str, shared_dir: pathlib.Path) -> None:
+    """`airlock serve --stdio --zygote` in the image, run like the others (its own user, a user
+    namespace, no capabilities, the two settings), driven by the SDK over the container's stdio:
+    the zygote starts on the image's library and a Python `execute` returns its output."""
+    name = f"airlock-zygote-test-{os.getpid()}"
+    wrapper = shared_dir / "airlock-in-image"
+    argv = [*PODMAN, "run", "--rm", "-i", "--name", name, "--network", "none", *HARDENING, *MINIMAL,
+            "--entrypoint", BINARY, image]
+    wrapper.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n')
+    wrapper.chmod(0o755)
+    try:
+        with SyncClient.stdio(str(wrapper), args=["--zygote"]) as client:
+            r = client.execute("import sys\nprint(6 * 7, sys.version_info[0])")
+            zygotes = in_container(name, (
+                "import os\nn = 0\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                "    try:\n        n += " + repr(LIBRARY.encode()) +
+                " in open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+                "    except OSError:\n        pass\nprint(n)"))
+        assert r.status.value == "completed", r
+        assert r.stdout == "42 3\n", r
+        assert zygotes == "1", f"no zygote on {LIBRARY} in the container"
+    finally:
+        subprocess.run([*PODMAN, "rm", "--force", "--time", "5", name], capture_output=True)
