@@ -422,3 +422,37 @@ async fn a_pool_fed_by_the_zygote_serves_each_executor_once_with_every_layer() {
     );
     pool.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_run_is_in_its_cgroups_from_the_start_and_held_to_its_memory_limit() {
+    let z = zygote().await;
+    // As root the run has cgroups (entered by the child as it was born); without them (an
+    // unprivileged broker here) the RSS watchdog enforces the same limit.
+    let probe = forked(&z, spec("print(1)")).await;
+    let root = airlock_jail::identity::effective_root();
+    assert_eq!(
+        probe.enforcement.contains(&"cgroup"),
+        root,
+        "{:?}",
+        probe.enforcement
+    );
+    let mut s = spec("blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))");
+    s.limits.memory_bytes = 96 << 20;
+    let r = forked(&z, s).await;
+    assert_eq!(r.status, RunStatus::MemoryLimit, "{r:#?}");
+    z.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_from_another_build_is_refused_at_start() {
+    let _turn = SERIAL.lock().await;
+    let mut config = ZygoteConfig::new(executor());
+    config.expected_build = Some(airlock_executor::zygote::build() ^ 1);
+    match Zygote::start(config).await {
+        Ok(_) => panic!("a zygote started on a library from another build"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("built from other sources"), "{msg}");
+        }
+    }
+}

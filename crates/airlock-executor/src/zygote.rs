@@ -8,10 +8,13 @@
 //! 1. Wait on the control socket (fd [`CONTROL_FD`]) for a request: the run's descriptors,
 //!    one message each, tagged with the number each must have in the stage (the run's socket
 //!    as stdin, its stdout and stderr pipes, the sandbox or hand-over channel, the egress
-//!    channel), then [`END`].
-//! 2. `clone(CLONE_PARENT)`: the child is the *broker's* child, as a spawned stage is, so the
-//!    broker waits for it, kills it and cgroups it exactly the same way; its parent-death
-//!    signal watches the broker.
+//!    channel), or with [`TASKS`] (a v1 cgroup's `tasks` file) or [`CGROUP2`] (the run's
+//!    cgroup2 directory), then [`END`].
+//! 2. `clone3(CLONE_PARENT | CLONE_INTO_CGROUP)`: the child is the *broker's* child, as a
+//!    spawned stage is, so the broker waits for it and kills it the same way, and its
+//!    parent-death signal watches the broker; it is born in the run's cgroup2 directory and
+//!    moves itself into the v1 ones before anything else (writing `0` to each `tasks`), so the
+//!    run's cgroups hold it from its first instruction, without the kernel's migration lock.
 //! 3. The zygote answers the child's pid (4 bytes, native order; a negative errno on failure)
 //!    and waits for the next request; it never sees the run again.
 //! 4. The child places the descriptors, closes every other one (the control socket first of
@@ -25,7 +28,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, OnceLock};
 
-use airlock_jail::{fdpass, process};
+use airlock_jail::{cgroup, fdpass, process};
 
 use crate::config::{EGRESS_CHANNEL_FD, SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD};
 use crate::stage;
@@ -34,8 +37,21 @@ use crate::stage;
 pub const CONTROL_FD: i32 = 3;
 /// Tag of the message that ends a request.
 pub const END: u8 = b'E';
+/// Tag of a v1 cgroup `tasks` file the child enters.
+pub const TASKS: u8 = b'T';
+/// Tag of the cgroup2 directory the child is born in.
+pub const CGROUP2: u8 = b'C';
+/// The most `tasks` files one request carries (memory, pids, cpu).
+const MAX_TASKS: usize = 3;
 /// The version of this request protocol; the library and the broker must agree.
 pub const ABI: i64 = 1;
+
+/// A fingerprint of the sources of the stage (this crate and airlock-jail) this build was
+/// made from: a library from another build (a stale one beside a rebuilt binary) is refused
+/// by the zygote at start, even where [`ABI`] matches.
+pub fn build() -> i64 {
+    env!("AIRLOCK_STAGE_BUILD").parse().unwrap_or(0)
+}
 /// The numbers a run's descriptor may be given in the stage.
 const TARGETS: [i32; 6] = [
     0,
@@ -73,7 +89,18 @@ pub enum Forked {
 }
 
 static CONTROL: OnceLock<Option<UnixStream>> = OnceLock::new();
-static HELD: Mutex<Option<Vec<(OwnedFd, i32)>>> = Mutex::new(None);
+static HELD: Mutex<Option<Held>> = Mutex::new(None);
+
+/// One request's descriptors.
+#[derive(Default)]
+struct Held {
+    /// Placed at these numbers in the child.
+    placed: Vec<(OwnedFd, i32)>,
+    /// v1 `tasks` files the child enters.
+    tasks: Vec<OwnedFd>,
+    /// The cgroup2 directory the child is born in.
+    cgroup2: Option<OwnedFd>,
+}
 
 fn control() -> Option<&'static UnixStream> {
     CONTROL
@@ -85,7 +112,7 @@ fn control() -> Option<&'static UnixStream> {
         .as_ref()
 }
 
-fn held() -> std::sync::MutexGuard<'static, Option<Vec<(OwnedFd, i32)>>> {
+fn held() -> std::sync::MutexGuard<'static, Option<Held>> {
     HELD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -95,8 +122,8 @@ pub fn wait() -> Request {
         return Request::Closed;
     };
     match receive(control) {
-        Ok(Some(fds)) => {
-            *held() = Some(fds);
+        Ok(Some(request)) => {
+            *held() = Some(request);
             Request::Ready
         }
         Ok(None) => Request::Closed,
@@ -110,17 +137,17 @@ pub fn wait() -> Request {
 /// Fork the held request's stage. Must be called from a single-threaded process; the child
 /// returns only as pid 1 of its run ([`Forked::Guest`]).
 pub fn fork() -> Forked {
-    let (Some(control), Some(fds)) = (control(), held().take()) else {
+    let (Some(control), Some(request)) = (control(), held().take()) else {
         return Forked::Failed;
     };
-    match process::fork_as_sibling() {
+    match process::fork_as_sibling(request.cgroup2.as_ref().map(AsFd::as_fd)) {
         Ok(process::Fork::Parent { child }) => {
-            drop(fds);
+            drop(request);
             answer(control, child);
             Forked::Stage(child)
         }
         Ok(process::Fork::Child) => {
-            become_stage(fds);
+            become_stage(request);
             Forked::Guest
         }
         Err(_) => {
@@ -130,27 +157,32 @@ pub fn fork() -> Forked {
     }
 }
 
-/// One request's descriptors with their target numbers; None at end of stream.
-fn receive(control: &UnixStream) -> std::io::Result<Option<Vec<(OwnedFd, i32)>>> {
-    let mut fds = Vec::new();
+/// One request; None at end of stream.
+fn receive(control: &UnixStream) -> std::io::Result<Option<Held>> {
+    let mut request = Held::default();
+    let mut any = false;
     loop {
-        match fdpass::recv_tagged(control.as_fd())? {
-            None if fds.is_empty() => return Ok(None),
-            None => return Err(std::io::Error::other("request cut short")),
-            Some((END, None)) => return Ok(Some(fds)),
+        let message = fdpass::recv_tagged(control.as_fd())?;
+        let bad = |what: String| Err(std::io::Error::other(what));
+        match message {
+            None if !any => return Ok(None),
+            None => return bad("request cut short".into()),
+            Some((END, None)) => return Ok(Some(request)),
+            Some((TASKS, Some(fd))) if request.tasks.len() < MAX_TASKS => request.tasks.push(fd),
+            Some((CGROUP2, Some(fd))) if request.cgroup2.is_none() => request.cgroup2 = Some(fd),
             Some((tag, Some(fd))) => {
                 let target = i32::from(tag);
-                if !TARGETS.contains(&target) || fds.len() == MAX_FDS {
-                    return Err(std::io::Error::other(format!("bad target {target}")));
+                if !TARGETS.contains(&target)
+                    || request.placed.len() == MAX_FDS
+                    || request.placed.iter().any(|(_, t)| *t == target)
+                {
+                    return bad(format!("bad target {target}"));
                 }
-                fds.push((fd, target));
+                request.placed.push((fd, target));
             }
-            Some((tag, None)) => {
-                return Err(std::io::Error::other(format!(
-                    "tag {tag} without a descriptor"
-                )))
-            }
+            Some((tag, None)) => return bad(format!("tag {tag} without a descriptor")),
         }
+        any = true;
     }
 }
 
@@ -159,11 +191,16 @@ fn answer(control: &UnixStream, value: i32) {
     let _ = (&*control).write_all(&value.to_ne_bytes());
 }
 
-/// The child: the run's descriptors at their numbers, nothing else open (the zygote's control
-/// socket included), then the stage. Returns only in pid 1.
-fn become_stage(fds: Vec<(OwnedFd, i32)>) {
-    let targets: Vec<i32> = fds.iter().map(|(_, t)| *t).collect();
-    if fdpass::place_fds(fds).is_err() || process::close_fds_except(&targets).is_err() {
+/// The child: into the run's v1 cgroups first (the broker checks that it got there, and moves
+/// it itself otherwise), then the run's descriptors at their numbers, nothing else open (the
+/// zygote's control socket included), then the stage. Returns only in pid 1.
+fn become_stage(request: Held) {
+    for tasks in request.tasks {
+        let _ = cgroup::enter_self(tasks);
+    }
+    drop(request.cgroup2);
+    let targets: Vec<i32> = request.placed.iter().map(|(_, t)| *t).collect();
+    if fdpass::place_fds(request.placed).is_err() || process::close_fds_except(&targets).is_err() {
         process::exit_now(crate::EXIT_REFUSED);
     }
     stage::zygote_stage();

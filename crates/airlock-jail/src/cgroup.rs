@@ -7,6 +7,7 @@
 //! a requested limit are used when available and skipped otherwise.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use crate::sys::{read_bounded, write_file};
@@ -186,6 +187,24 @@ pub fn support() -> CgroupSupport {
         detail: details.join("; "),
         fix: (!all).then(|| FIX.to_string()),
     }
+}
+
+/// See [`RunCgroup::entry_handles`].
+#[derive(Debug)]
+pub struct EntryHandles {
+    /// The `tasks` file of each v1 hierarchy, opened for writing.
+    pub tasks: Vec<OwnedFd>,
+    /// The cgroup2 directory, if the run has one.
+    pub v2_dir: Option<OwnedFd>,
+}
+
+/// Move the calling thread into the cgroup whose `tasks` file `tasks` is, by writing `0`: for a
+/// single-threaded process, the whole process, without the global migration lock.
+pub fn enter_self(tasks: OwnedFd) -> Result<()> {
+    use std::io::Write;
+    std::fs::File::from(tasks)
+        .write_all(b"0")
+        .map_err(|e| JailError::io("write 0 to a cgroup's tasks", e))
 }
 
 /// One run's cgroups. Dropping it kills everything in them and removes them (best effort).
@@ -390,6 +409,41 @@ impl RunCgroup {
     /// `memory.usage_in_bytes`.
     pub fn memory_bytes(&self) -> Option<u64> {
         read_u64(&self.memory.as_ref()?.join("memory.usage_in_bytes"))
+    }
+
+    /// Handles through which a process enters the run's cgroups by itself, without the
+    /// kernel's global migration lock: each v1 hierarchy's `tasks` file, into which a
+    /// single-threaded process writes `0` ([`enter_self`]; a write to `cgroup.procs`, or of any
+    /// other pid, takes that lock and waits for an RCU grace period, milliseconds), and the
+    /// cgroup2 directory, for `clone3(CLONE_INTO_CGROUP)` ([`crate::process::fork_as_sibling`]).
+    /// The files are opened with this process's credentials, which the kernel checks.
+    pub fn entry_handles(&self) -> Result<EntryHandles> {
+        let mut tasks = Vec::new();
+        for dir in [&self.memory, &self.pids, &self.cpu].into_iter().flatten() {
+            let path = dir.join("tasks");
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| cg_err("open tasks", &path, e))?;
+            tasks.push(OwnedFd::from(file));
+        }
+        let v2_dir = match &self.v2 {
+            Some(dir) => Some(OwnedFd::from(
+                std::fs::File::open(dir).map_err(|e| cg_err("open", dir, e))?,
+            )),
+            None => None,
+        };
+        Ok(EntryHandles { tasks, v2_dir })
+    }
+
+    /// Whether `pid` is in every one of the run's cgroups.
+    pub fn holds(&self, pid: i32) -> bool {
+        let wanted = pid.to_string();
+        self.dirs().all(|d| {
+            read_bounded(&d.join("cgroup.procs"), FILE_LIMIT)
+                .map(|t| t.split_whitespace().any(|p| p == wanted))
+                .unwrap_or(false)
+        })
     }
 
     /// The run's cgroup directories (for diagnostics).

@@ -61,17 +61,20 @@ pub fn fork() -> Result<Fork> {
     })
 }
 
-/// `clone(CLONE_PARENT | SIGCHLD)`: a fork whose child is a *sibling* of the caller — its
-/// parent (who waits for it, and whom its parent-death signal watches) is the caller's parent.
-/// A zygote uses it so that each run's stage is the broker's own child, exactly as a spawned
-/// one is. Refuses when this process visibly has more than one thread.
+/// `clone3(CLONE_PARENT [| CLONE_INTO_CGROUP])`: a fork whose child is a *sibling* of the
+/// caller — its parent (who waits for it, and whom its parent-death signal watches) is the
+/// caller's parent — born in the cgroup2 directory `cgroup` if given (no migration afterwards,
+/// so no global migration lock). A zygote uses it so that each run's stage is the broker's own
+/// child, exactly as a spawned one is. Refuses when this process visibly has more than one
+/// thread.
 ///
 /// The child must not return into code that relies on the C library's per-thread state: the
 /// raw syscall bypasses glibc's `fork` wrapper, so the child's thread descriptor still names
 /// the caller's thread id (`raise`, `pthread_kill` and error-checking mutexes would act on the
 /// wrong thread). The stage code it runs uses none of them ([`exit_like`] signals by pid), and
 /// any further `fork` from it (glibc's) gives the grandchild correct state again.
-pub fn fork_as_sibling() -> Result<Fork> {
+pub fn fork_as_sibling(cgroup: Option<std::os::fd::BorrowedFd<'_>>) -> Result<Fork> {
+    use std::os::fd::AsRawFd;
     if let Some(n) = thread_count() {
         if n > 1 {
             return Err(JailError::InvalidInput(format!(
@@ -79,14 +82,30 @@ pub fn fork_as_sibling() -> Result<Fork> {
             )));
         }
     }
-    let flags = libc::CLONE_PARENT as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
-    // SAFETY: with no stack and no CLONE_VM the child gets a copy-on-write copy of this
-    // single-threaded process (checked above), like fork(2); the pointer arguments are null
-    // because no CLONE_*TID / CLONE_SETTLS flag asks for them. The caveat about the child's
+    // No exit signal of its own: with CLONE_PARENT the kernel gives the child the caller's
+    // (SIGCHLD for a process its parent forked), and clone3 refuses one given.
+    let mut args = CloneArgs {
+        flags: libc::CLONE_PARENT as u64,
+        ..CloneArgs::default()
+    };
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = u64::try_from(fd.as_raw_fd())
+            .map_err(|_| JailError::InvalidInput("negative cgroup fd".into()))?;
+    }
+    // SAFETY: `args` is a valid clone_args of the size passed; with no stack and no CLONE_VM the
+    // child gets a copy-on-write copy of this single-threaded process (checked above), like
+    // fork(2); no flag asks the kernel to write through a pointer. The caveat about the child's
     // C-library thread state is documented above and honoured by the callers.
     let pid = check_long(
-        unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) },
-        "clone(CLONE_PARENT)",
+        unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                std::ptr::addr_of_mut!(args),
+                std::mem::size_of::<CloneArgs>(),
+            )
+        },
+        "clone3(CLONE_PARENT)",
     )?;
     Ok(if pid == 0 {
         Fork::Child
@@ -96,6 +115,26 @@ pub fn fork_as_sibling() -> Result<Fork> {
                 .map_err(|_| JailError::InvalidInput(format!("pid {pid} out of range")))?,
         }
     })
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `struct clone_args` as of Linux 5.7 (`CLONE_ARGS_SIZE_VER2`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
 }
 
 /// Ends this process at once with `code`: `_exit(2)`, no atexit handlers, no stdio flush —

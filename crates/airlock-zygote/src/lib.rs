@@ -12,6 +12,12 @@ pub extern "C" fn airlock_zygote_abi() -> c_long {
     zygote::ABI as c_long
 }
 
+/// The build fingerprint ([`zygote::build`]); the interpreter checks it against the broker's.
+#[no_mangle]
+pub extern "C" fn airlock_zygote_build() -> c_long {
+    zygote::build() as c_long
+}
+
 /// Block for the broker's next request: 1 held, -1 the broker is gone, -2 a malformed request
 /// (answered). Called without the GIL.
 #[no_mangle]

@@ -11,7 +11,11 @@
 //! creates no process besides pid 1. What that trusted code allocated before the move is charged
 //! to the parent cgroup; the RSS watchdog counts it all the same.
 use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use airlock_jail::procfs;
+
+use crate::limits::Limits;
 use tokio::task::JoinHandle;
 
 /// The cgroup being set up.
@@ -26,6 +30,34 @@ pub(crate) fn start(name: String, limits: CgroupLimits, stage_pid: i32) -> Attac
         // inside after it.
         for pid in procfs::descendants(stage_pid) {
             cg.add_process(pid).map_err(|e| e.to_string())?;
+        }
+        Ok(cg)
+    })
+}
+
+/// The cgroups of a run whose stage enters them by itself as it is born (a zygote's child:
+/// `CLONE_INTO_CGROUP` and a `0` written to each v1 `tasks` file, neither of which takes the
+/// kernel's migration lock — a `cgroup.procs` write waits for an RCU grace period, 6–15 ms
+/// here, longer than the child's whole set-up). Created before the stage (mkdir and limits:
+/// well under a millisecond).
+pub(crate) fn create(limits: &Limits) -> Result<RunCgroup, String> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (_, cg_limits) = super::relay::cgroup_for(0, limits);
+    let name = format!("airlock-z{n}-{}", std::process::id());
+    RunCgroup::create(&name, &cg_limits).map_err(|e| e.to_string())
+}
+
+/// [`start`] for cgroups made by [`create`]: checks that the stage and everything it forked
+/// are in them, and moves whatever is not (a child that could not enter) the slow way.
+pub(crate) fn adopt(made: Result<RunCgroup, String>, stage_pid: i32) -> Attach {
+    tokio::task::spawn_blocking(move || {
+        let cg = made?;
+        let tree = std::iter::once(stage_pid).chain(procfs::descendants(stage_pid));
+        for pid in tree {
+            if !cg.holds(pid) {
+                cg.add_process(pid).map_err(|e| e.to_string())?;
+            }
         }
         Ok(cg)
     })

@@ -13,7 +13,7 @@ use airlock_executor::attest::{own_namespaces, Attestation};
 use airlock_executor::config::{
     SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD, SETUP_METHOD,
 };
-use airlock_jail::cgroup::{CgroupLimits, RunCgroup};
+use airlock_jail::cgroup::{CgroupLimits, EntryHandles, RunCgroup};
 use airlock_jail::procfs;
 use airlock_protocol::{AsyncFrameReader, ErrorCode, FrameError, Id, Message};
 use serde_json::{json, Map, Value};
@@ -131,6 +131,7 @@ fn spawn(
     limits: &Limits,
     cells: bool,
     via: Via<'_>,
+    entry: Option<EntryHandles>,
 ) -> std::io::Result<(Spawned, Option<HandOver>)> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     ours.set_nonblocking(true)?;
@@ -154,7 +155,7 @@ fn spawn(
     let egress = super::egress::attach(&mut maps, p, limits)?;
     let (child, stdout, stderr) = match via {
         Via::Spawn => spawn_stage(p, theirs, maps)?,
-        Via::Zygote(zygote) => zygote.fork_stage(theirs, maps)?,
+        Via::Zygote(zygote) => zygote.fork_stage(theirs, maps, entry)?,
     };
     let readers = if cells {
         Readers::Cells(
@@ -206,7 +207,7 @@ fn spawn(
 }
 
 /// The cgroup a run gets (where the machine allows): its name and limits.
-fn cgroup_for(stage_pid: i32, limits: &Limits) -> (String, CgroupLimits) {
+pub(super) fn cgroup_for(stage_pid: i32, limits: &Limits) -> (String, CgroupLimits) {
     (
         format!("airlock-{stage_pid}-{}", std::process::id()),
         CgroupLimits {
@@ -343,7 +344,17 @@ fn start_stage(
     cells: bool,
     via: Via<'_>,
 ) -> Result<(Spawned, i32, Attach, Option<HandOver>), NotStarted> {
-    let (s, hand_over) = spawn(p, limits, cells, via).map_err(|e| NotStarted {
+    // A zygote's child enters its cgroups by itself as it is born (see `cgroup_attach`): they
+    // exist before it. A spawned stage is moved in beside its start.
+    let made = match via {
+        Via::Spawn => None,
+        Via::Zygote(_) => Some(cgroup_attach::create(limits)),
+    };
+    let entry = match &made {
+        Some(Ok(cg)) => cg.entry_handles().ok(),
+        _ => None,
+    };
+    let (s, hand_over) = spawn(p, limits, cells, via, entry).map_err(|e| NotStarted {
         code: ErrorCode::SandboxRefused,
         message: format!("cannot start the executor {}: {e}", p.executor.display()),
     })?;
@@ -352,8 +363,13 @@ fn start_stage(
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(0);
-    let (name, cg_limits) = cgroup_for(stage_pid, limits);
-    let attach = cgroup_attach::start(name, cg_limits, stage_pid);
+    let attach = match made {
+        Some(made) => cgroup_attach::adopt(made, stage_pid),
+        None => {
+            let (name, cg_limits) = cgroup_for(stage_pid, limits);
+            cgroup_attach::start(name, cg_limits, stage_pid)
+        }
+    };
     let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);
     let _ = s
         .outbox

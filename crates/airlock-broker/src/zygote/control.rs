@@ -8,8 +8,9 @@ use std::process::Stdio;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use airlock_executor::zygote::{ABI, CONTROL_FD, END};
+use airlock_executor::zygote::{ABI, CGROUP2, CONTROL_FD, END, TASKS};
 use airlock_executor::ZYGOTE_PY;
+use airlock_jail::cgroup::EntryHandles;
 use airlock_jail::fdpass;
 use tokio::io::AsyncReadExt;
 
@@ -36,6 +37,7 @@ impl Control {
         interpreter: &Path,
         library: &Path,
         timeout: Duration,
+        build: i64,
     ) -> Result<Self, ZygoteError> {
         let failed = |e: std::io::Error| ZygoteError::Start(e.to_string());
         let (ours, theirs) = UnixStream::pair().map_err(failed)?;
@@ -43,6 +45,7 @@ impl Control {
         cmd.args(["-I", "-B", "-S", "-c", ZYGOTE_PY])
             .arg(library)
             .arg(ABI.to_string())
+            .arg(build.to_string())
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -94,16 +97,22 @@ impl Control {
         &self,
         socket: OwnedFd,
         maps: Vec<(OwnedFd, i32)>,
+        cgroup: Option<EntryHandles>,
     ) -> std::io::Result<(StageProcess, OwnedFd, OwnedFd)> {
         let (out_r, out_w) = std::io::pipe()?;
         let (err_r, err_w) = std::io::pipe()?;
-        let mut fds: Vec<(OwnedFd, i32)> = vec![(socket, 0), (out_w.into(), 1), (err_w.into(), 2)];
-        fds.extend(maps);
+        let mut fds: Vec<(OwnedFd, u8)> = vec![(socket, 0), (out_w.into(), 1), (err_w.into(), 2)];
+        for (fd, target) in maps {
+            fds.push((fd, u8::try_from(target).map_err(std::io::Error::other)?));
+        }
+        if let Some(handles) = cgroup {
+            fds.extend(handles.tasks.into_iter().map(|fd| (fd, TASKS)));
+            fds.extend(handles.v2_dir.map(|fd| (fd, CGROUP2)));
+        }
         let pid = {
             let mut control = self.socket.lock().unwrap_or_else(|e| e.into_inner());
-            for (fd, target) in &fds {
-                let tag = u8::try_from(*target).map_err(std::io::Error::other)?;
-                fdpass::send_tagged(control.as_fd(), tag, Some(fd.as_fd()))
+            for (fd, tag) in &fds {
+                fdpass::send_tagged(control.as_fd(), *tag, Some(fd.as_fd()))
                     .map_err(std::io::Error::other)?;
             }
             fdpass::send_tagged(control.as_fd(), END, None).map_err(std::io::Error::other)?;

@@ -50,6 +50,17 @@ pub struct ZygoteConfig {
     pub library: Option<PathBuf>,
     /// How long the zygote may take to start.
     pub startup_timeout: Duration,
+    /// The build the library must come from (this binary's, `airlock_executor::zygote::build`,
+    /// when None). Tests set another to see a mismatch refused.
+    #[doc(hidden)]
+    pub expected_build: Option<i64>,
+}
+
+impl ZygoteConfig {
+    fn build(&self) -> i64 {
+        self.expected_build
+            .unwrap_or_else(airlock_executor::zygote::build)
+    }
 }
 
 impl ZygoteConfig {
@@ -60,6 +71,7 @@ impl ZygoteConfig {
             executor,
             library: None,
             startup_timeout: Duration::from_secs(10),
+            expected_build: None,
         }
     }
 }
@@ -72,8 +84,8 @@ pub enum ZygoteError {
     Interpreter(String),
     /// The library is not where it was looked for.
     #[error(
-        "{} not found beside {} (build it with `cargo build -p airlock-zygote`, or run \
-         exec-per-run without --zygote)",
+        "{} not found beside {}: it ships with the binary (reinstall airlock, or `cargo build \
+         -p airlock-zygote` in a source tree), or run exec-per-run without --zygote",
         control::LIBRARY,
         .0.display()
     )]
@@ -116,7 +128,13 @@ impl Zygote {
             None => control::locate(&config.executor)
                 .ok_or_else(|| ZygoteError::Library(config.executor.clone()))?,
         };
-        let control = Control::start(&interp.executable, &library, config.startup_timeout).await?;
+        let control = Control::start(
+            &interp.executable,
+            &library,
+            config.startup_timeout,
+            config.build(),
+        )
+        .await?;
         Ok(Self {
             config,
             interpreter: interp.executable,
@@ -241,6 +259,7 @@ impl Zygote {
             &self.interpreter,
             &self.library,
             self.config.startup_timeout,
+            self.config.build(),
         )
         .await?;
         *current = Arc::new(fresh);

@@ -21,10 +21,15 @@ def _zygote():
         _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_PYTHONAPI
         _restype_ = None
 
-    path, abi = sys.argv[1], int(sys.argv[2])
+    path, abi, build = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     lib = _ctypes.dlopen(path, os.RTLD_NOW)
     if CFunction(_ctypes.dlsym(lib, "airlock_zygote_abi"))() != abi:
-        sys.stderr.write("airlock zygote: %s does not match this airlock binary\n" % path)
+        sys.stderr.write("airlock zygote: %s speaks another protocol than this airlock "
+                         "binary\n" % path)
+        os._exit(78)
+    if CFunction(_ctypes.dlsym(lib, "airlock_zygote_build"))() != build:
+        sys.stderr.write("airlock zygote: %s was built from other sources than this airlock "
+                         "binary (a stale build? rebuild or reinstall both)\n" % path)
         os._exit(78)
     wait = CFunction(_ctypes.dlsym(lib, "airlock_zygote_wait"))
     fork = PyFunction(_ctypes.dlsym(lib, "airlock_zygote_fork"))
