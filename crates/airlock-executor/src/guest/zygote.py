@@ -38,6 +38,11 @@ def _zygote():
     before = PyFunction(_ctypes.dlsym(python, "PyOS_BeforeFork"))
     parent = PyFunction(_ctypes.dlsym(python, "PyOS_AfterFork_Parent"))
     child = PyFunction(_ctypes.dlsym(python, "PyOS_AfterFork_Child"))
+    # Every object the template made is moved out of the collector's reach: a run's garbage
+    # collections then never write to (and so never copy) the zygote's pages.
+    import gc
+    gc.collect()
+    gc.freeze()
     os.write(1, b"R")  # ready: the broker waits for this byte
     while True:
         request = wait()  # blocks without the GIL
