@@ -680,7 +680,7 @@ pub(crate) fn describe(m: &Message) -> String {
     match m {
         Message::Request(r) => format!("request {:?}", truncate(&r.method)),
         Message::Notification(n) => format!("notification {:?}", truncate(&n.method)),
-        Message::Response(r) => format!("response to {:?}", r.id),
+        Message::Response(r) => format!("response to {}", truncate(&format!("{:?}", r.id))),
     }
 }
 
