@@ -106,3 +106,16 @@ seed attestation refused '' '{"layer":"landlock","message":"kernel too old"}'
 seed kernel_notify displays '' '[{"mime":"image/png","data":"iVBORw0KGgpyZXN0"},{"mime":"text/plain","data":"aGk="},{"mime":"image/jpeg","data":"/9j/"}]'
 seed kernel_notify answer '' '{"status":"completed","exit_code":0,"value":{"repr":"42","json":42}}'
 seed kernel_notify error '' '{"status":"error","exit_code":1,"error":{"type":"ValueError","message":"x"}}'
+
+# guest_messages: selector (bits 0-1 max_tool_calls, bit 2 a 64-byte response cap, bit 3 a failing
+# handler, bits 4-7 the output cap), exit code, then one message per line; an empty line
+# finishes the call in flight.
+G=guest_messages
+seed $G calls '003\000' $'{"jsonrpc":"2.0","id":7,"method":"call_tool","params":{"tool":"add","args":{"a":2,"b":3}}}\n\n{"jsonrpc":"2.0","id":"s","method":"call_tool","params":{"tool":"x"}}\n{"jsonrpc":"2.0","id":8,"method":"call_tool","params":{"tool":"y","args":[1]}}\n\n{"jsonrpc":"2.0","id":1,"result":{"status":"completed","exit_code":0}}\n'
+seed $G busy-limit '001\000' $'{"jsonrpc":"2.0","id":1,"method":"call_tool","params":{"tool":"a"}}\n{"jsonrpc":"2.0","id":2,"method":"call_tool","params":{"tool":"b"}}\n{"jsonrpc":"2.0","id":3,"method":"call_tool","params":[]}\n'
+seed $G big-answer '024\000' $'{"jsonrpc":"2.0","id":9,"method":"call_tool","params":{"tool":"t","args":{"k":"0123456789012345678901234567890123456789012345678901234567890123456789"}}}\n\n'
+seed $G failing '013\000' $'{"jsonrpc":"2.0","id":4,"method":"call_tool","params":{"tool":"t","args":null}}\n\n'
+seed $G report-error '362\001' $'{"jsonrpc":"2.0","id":1,"result":{"status":"error","exit_code":1,"error":{"type":"MemoryError","message":"x"}}}\n'
+seed $G stray-response '000\000' $'{"jsonrpc":"2.0","id":"run-1.t1","result":null}\n'
+seed $G forged-refusal '000\000' $'{"jsonrpc":"2.0","method":"refused","params":{"layer":"seccomp","message":"m"}}\n'
+seed $G utf8-cut '120\000' $'h\xc3\xa9llo w\xe2\x82\xacrld \xf0\x9f\x98\x80\xff\n'
