@@ -119,3 +119,29 @@ seed $G report-error '362\001' $'{"jsonrpc":"2.0","id":1,"result":{"status":"err
 seed $G stray-response '000\000' $'{"jsonrpc":"2.0","id":"run-1.t1","result":null}\n'
 seed $G forged-refusal '000\000' $'{"jsonrpc":"2.0","method":"refused","params":{"layer":"seccomp","message":"m"}}\n'
 seed $G utf8-cut '120\000' $'h\xc3\xa9llo w\xe2\x82\xacrld \xf0\x9f\x98\x80\xff\n'
+
+# ws_handshake: selector (read size), an upgrade request head, then one masked text frame (zero
+# mask key). A frame needs a read size that divides the head's length (204 bytes here: 12), so
+# nothing follows the head in the read that ends it, in at most 64 reads (tungstenite refuses
+# a head that comes in smaller pieces, as an attack).
+ws_seed() {
+    mkdir -p corpus/ws_handshake
+    {
+        printf "\\$2"; printf '%s' "$3"
+        if [ -n "${4:-}" ]; then
+            printf '\201'; printf "\\$(printf '%03o' $((128 + ${#4})))"; printf '\000\000\000\000'
+            printf '%s' "$4"
+        fi
+    } >"corpus/ws_handshake/$1"
+}
+up=$'GET / HTTP/1.1\r\nHost: 127.0.0.1:7777\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n'
+ws_seed token 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n'
+ws_seed token-frame 014 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"sandbox.list"}'
+ws_seed lower-blanks 011 "$up"$'authorization: bearer \t fuzz-token-0123456789abcdef \r\n\r\n'
+ws_seed no-token 000 "$up"$'\r\n'
+ws_seed wrong-token 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdeF\r\n\r\n'
+ws_seed two-tokens 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\nAuthorization: Bearer x\r\n\r\n'
+ws_seed basic 000 "$up"$'Authorization: Basic fuzz-token-0123456789abcdef\r\n\r\n'
+ws_seed junk-after 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\n\r\nX'
+ws_seed post 000 $'POST / HTTP/1.1\r\nAuthorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n'
