@@ -28,8 +28,9 @@ pub const MAX_UPSTREAM_LINE: usize = 4 * 1024 * 1024;
 pub const MAX_TOOLS_PER_UPSTREAM: usize = 128;
 
 /// The tools an upstream lists, `page` asking for one page of its `tools/list` (given the
-/// cursor of the previous one): the pages in order, at most [`MAX_TOOLS_PER_UPSTREAM`] tools
-/// kept (the rest ignored with a warning).
+/// cursor of the previous one): the pages in order, until one names no next page, at most
+/// [`MAX_TOOLS_PER_UPSTREAM`] tools kept and [`MAX_TOOL_PAGES`] pages asked (the rest ignored
+/// with a warning), so an endless listing holds at most one page besides the tools kept.
 pub(crate) async fn list_tools<F, Fut, E>(name: &str, mut page: F) -> Result<Vec<Tool>, E>
 where
     F: FnMut(Option<String>) -> Fut,
@@ -37,22 +38,25 @@ where
 {
     let mut tools = Vec::new();
     let mut cursor = None;
-    loop {
+    for _ in 0..MAX_TOOL_PAGES {
         let p = page(cursor).await?;
         tools.extend(p.tools);
         cursor = p.next_cursor;
-        if cursor.is_none() {
+        if tools.len() > MAX_TOOLS_PER_UPSTREAM {
+            tools.truncate(MAX_TOOLS_PER_UPSTREAM);
+            cursor.get_or_insert_default();
+        }
+        if cursor.is_none() || tools.len() == MAX_TOOLS_PER_UPSTREAM {
             break;
         }
     }
-    if tools.len() > MAX_TOOLS_PER_UPSTREAM {
+    if cursor.is_some() {
         tracing::warn!(
             upstream = %name,
-            listed = tools.len(),
-            kept = MAX_TOOLS_PER_UPSTREAM,
-            "upstream lists too many tools; ignoring the rest"
+            kept = tools.len(),
+            "upstream lists more than {MAX_TOOLS_PER_UPSTREAM} tools or {MAX_TOOL_PAGES} pages; \
+             ignoring the rest"
         );
-        tools.truncate(MAX_TOOLS_PER_UPSTREAM);
     }
     Ok(tools)
 }
