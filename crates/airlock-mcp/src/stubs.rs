@@ -276,6 +276,25 @@ mod tests {
         assert!(usable(&sanitize("a b\"c")));
     }
 
+    /// Found by the `mcp_upstream_reply` fuzz target: a property named like a name the stub's
+    /// body uses became a parameter shadowing it (`_a` lost the argument and sent a dict
+    /// holding itself, `_UNSET` dropped it, `_call` made the call fail).
+    #[test]
+    fn parameters_never_shadow_the_stubs_own_names() {
+        for name in ["_a", "_UNSET", "_call"] {
+            let t = UpstreamTool {
+                qualified: "up.t".into(),
+                upstream: "up".into(),
+                tool: "t".into(),
+                description: String::new(),
+                input_schema: serde_json::json!({"properties": {name: {"type": "string"}}}),
+                output_schema: None,
+            };
+            assert_eq!(signature(&t), "(**args)", "{name}");
+            assert!(function(&t, "_up__t").starts_with("def _up__t(**args):\n"));
+        }
+    }
+
     #[test]
     fn literals_cannot_break_out() {
         let s = lit("\"\"\"\n__import__('os')\\");
