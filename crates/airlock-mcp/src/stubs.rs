@@ -26,8 +26,15 @@ const KEYWORDS: &[&str] = &[
     "with", "yield",
 ];
 
+/// The names a stub's body uses besides its parameters: a parameter of the same name would
+/// shadow them.
+const STUB_NAMES: &[&str] = &["_a", "_UNSET", "_call"];
+
 fn usable(name: &str) -> bool {
-    is_identifier(name) && !KEYWORDS.contains(&name) && !name.starts_with("__")
+    is_identifier(name)
+        && !KEYWORDS.contains(&name)
+        && !STUB_NAMES.contains(&name)
+        && !name.starts_with("__")
 }
 
 /// `name` made into an identifier: every other character becomes `_`.
