@@ -145,3 +145,24 @@ ws_seed two-tokens 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\
 ws_seed basic 000 "$up"$'Authorization: Basic fuzz-token-0123456789abcdef\r\n\r\n'
 ws_seed junk-after 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\n\r\nX'
 ws_seed post 000 $'POST / HTTP/1.1\r\nAuthorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n'
+
+# mcp_upstream_reply: selector (read size, bit 4 a 64-byte response cap, bits 5-6 the call cap),
+# then the upstream's stdout (an initialize result, two tools/list pages, tools/call results and
+# an error) and, on lines starting with `>`, the program's call_tool params.
+U=mcp_upstream_reply
+init='{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"weather","version":"1"}}}'
+page1='{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"forecast","description":"Weather forecast.\nSecond line","inputSchema":{"type":"object","properties":{"city":{"type":"string","description":"City"},"days":{"type":"integer","default":1},"units":{"enum":["c","f"]}},"required":["city"]},"outputSchema":{"type":"object","properties":{"result":{"type":"number"}},"required":["result"],"x-fastmcp-wrap-result":true}},{"name":"get-weather","description":"\"\"\"\n__import__(\"os\")","inputSchema":{"type":"object","properties":{"class":{"type":"string"},"a b":{"type":"array","items":{"type":"number"}}}}}],"nextCursor":"p2"}}'
+page2='{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"search","inputSchema":{"type":"object","properties":{"q":{"type":["string","null"],"default":"x"},"n":{"anyOf":[{"type":"integer"},{"type":"null"}]},"mode":{"enum":[1,"two",null,true]}}}},{"name":"9lives","inputSchema":{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}}]}}'
+wrapped='{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"21.5"}],"structuredContent":{"result":21.5}}}'
+texts='{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"{\"t\": 3}"},{"type":"text","text":"sunny"},{"type":"image","data":"aGk=","mimeType":"image/png"}]}}'
+failed='{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"no city","data":{"x":1}}}'
+is_error='{"jsonrpc":"2.0","id":6,"result":{"content":[{"type":"text","text":"bad\u001b[2J"}],"isError":true}}'
+calls='>{"tool":"up.forecast","args":{"city":"Paris","days":2}}
+>{"tool":"up.get-weather","args":null}
+>{"tool":"up.search","args":{"q":"x","mode":"two"}}
+>{"tool":"up.9lives","args":{"s":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"}}
+>{"tool":"up.nope\u001b","args":{}}
+>{"tool":"up.forecast","args":{"days":"x"}}'
+seed $U session 140 "$init"$'\n'"$page1"$'\n'"$page2"$'\n'"$wrapped"$'\n'"$texts"$'\n'"$failed"$'\n'"$is_error"$'\n'"$calls"$'\n'
+seed $U small-cap 023 "$page2"$'\n'"$texts"$'\n''>{"tool":"up.search","args":{}}'$'\n'
+seed $U endless 000 '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","inputSchema":{}}],"nextCursor":"c"}}'$'\n'
