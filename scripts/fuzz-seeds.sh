@@ -4,9 +4,9 @@
 # current directory at fuzz/. Seeds come from the protocol docs (docs/server.md, protocol.md,
 # files.md, mcp.md, policy.md) and the attack tests (the egress head smuggling cases,
 # traversing paths, forged attestations). A seed's first byte is the target's selector where
-# it has one (given in octal).
+# it has one (given in octal; guest_messages takes a second, the exit code: '003\000').
 
-# seed TARGET NAME SELECTOR BODY: SELECTOR (octal, or "" for none) then BODY verbatim.
+# seed TARGET NAME SELECTOR BODY: SELECTOR (octal escapes, or "" for none) then BODY verbatim.
 seed() {
     mkdir -p "corpus/$1"
     { [ -n "$3" ] && printf "\\$3"; printf '%s' "$4"; } >"corpus/$1/$2"
