@@ -4,9 +4,9 @@
 # current directory at fuzz/. Seeds come from the protocol docs (docs/server.md, protocol.md,
 # files.md, mcp.md, policy.md) and the attack tests (the egress head smuggling cases,
 # traversing paths, forged attestations). A seed's first byte is the target's selector where
-# it has one (given in octal).
+# it has one (given in octal; guest_messages takes a second, the exit code: '003\000').
 
-# seed TARGET NAME SELECTOR BODY: SELECTOR (octal, or "" for none) then BODY verbatim.
+# seed TARGET NAME SELECTOR BODY: SELECTOR (octal escapes, or "" for none) then BODY verbatim.
 seed() {
     mkdir -p "corpus/$1"
     { [ -n "$3" ] && printf "\\$3"; printf '%s' "$4"; } >"corpus/$1/$2"
@@ -106,3 +106,63 @@ seed attestation refused '' '{"layer":"landlock","message":"kernel too old"}'
 seed kernel_notify displays '' '[{"mime":"image/png","data":"iVBORw0KGgpyZXN0"},{"mime":"text/plain","data":"aGk="},{"mime":"image/jpeg","data":"/9j/"}]'
 seed kernel_notify answer '' '{"status":"completed","exit_code":0,"value":{"repr":"42","json":42}}'
 seed kernel_notify error '' '{"status":"error","exit_code":1,"error":{"type":"ValueError","message":"x"}}'
+
+# guest_messages: selector (bits 0-1 max_tool_calls, bit 2 a 64-byte response cap, bit 3 a failing
+# handler, bits 4-7 the output cap), exit code, then one message per line; an empty line
+# finishes the call in flight.
+G=guest_messages
+seed $G calls '003\000' $'{"jsonrpc":"2.0","id":7,"method":"call_tool","params":{"tool":"add","args":{"a":2,"b":3}}}\n\n{"jsonrpc":"2.0","id":"s","method":"call_tool","params":{"tool":"x"}}\n{"jsonrpc":"2.0","id":8,"method":"call_tool","params":{"tool":"y","args":[1]}}\n\n{"jsonrpc":"2.0","id":1,"result":{"status":"completed","exit_code":0}}\n'
+seed $G busy-limit '001\000' $'{"jsonrpc":"2.0","id":1,"method":"call_tool","params":{"tool":"a"}}\n{"jsonrpc":"2.0","id":2,"method":"call_tool","params":{"tool":"b"}}\n{"jsonrpc":"2.0","id":3,"method":"call_tool","params":[]}\n'
+seed $G big-answer '024\000' $'{"jsonrpc":"2.0","id":9,"method":"call_tool","params":{"tool":"t","args":{"k":"0123456789012345678901234567890123456789012345678901234567890123456789"}}}\n\n'
+seed $G failing '013\000' $'{"jsonrpc":"2.0","id":4,"method":"call_tool","params":{"tool":"t","args":null}}\n\n'
+seed $G report-error '362\001' $'{"jsonrpc":"2.0","id":1,"result":{"status":"error","exit_code":1,"error":{"type":"MemoryError","message":"x"}}}\n'
+seed $G stray-response '000\000' $'{"jsonrpc":"2.0","id":"run-1.t1","result":null}\n'
+seed $G forged-refusal '000\000' $'{"jsonrpc":"2.0","method":"refused","params":{"layer":"seccomp","message":"m"}}\n'
+seed $G utf8-cut '120\000' $'h\xc3\xa9llo w\xe2\x82\xacrld \xf0\x9f\x98\x80\xff\n'
+
+# ws_handshake: selector (read size), an upgrade request head, then one masked text frame (zero
+# mask key). A frame needs a read size that divides the head's length (204 bytes here: 12), so
+# nothing follows the head in the read that ends it, in at most 64 reads (tungstenite refuses
+# a head that comes in smaller pieces, as an attack).
+ws_seed() {
+    mkdir -p corpus/ws_handshake
+    {
+        printf "\\$2"; printf '%s' "$3"
+        if [ -n "${4:-}" ]; then
+            printf '\201'; printf "\\$(printf '%03o' $((128 + ${#4})))"; printf '\000\000\000\000'
+            printf '%s' "$4"
+        fi
+    } >"corpus/ws_handshake/$1"
+}
+up=$'GET / HTTP/1.1\r\nHost: 127.0.0.1:7777\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n'
+ws_seed token 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n'
+ws_seed token-frame 014 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"sandbox.list"}'
+ws_seed lower-blanks 011 "$up"$'authorization: bearer \t fuzz-token-0123456789abcdef \r\n\r\n'
+ws_seed no-token 000 "$up"$'\r\n'
+ws_seed wrong-token 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdeF\r\n\r\n'
+ws_seed two-tokens 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\nAuthorization: Bearer x\r\n\r\n'
+ws_seed basic 000 "$up"$'Authorization: Basic fuzz-token-0123456789abcdef\r\n\r\n'
+ws_seed junk-after 000 "$up"$'Authorization: Bearer fuzz-token-0123456789abcdef\r\n\r\nX'
+ws_seed post 000 $'POST / HTTP/1.1\r\nAuthorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n'
+
+# mcp_upstream_reply: selector (read size, bit 4 a 64-byte response cap, bits 5-6 the call cap),
+# then the upstream's stdout (an initialize result, two tools/list pages, tools/call results and
+# an error) and, on lines starting with `>`, the program's call_tool params.
+U=mcp_upstream_reply
+init='{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"weather","version":"1"}}}'
+page1='{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"forecast","description":"Weather forecast.\nSecond line","inputSchema":{"type":"object","properties":{"city":{"type":"string","description":"City"},"days":{"type":"integer","default":1},"units":{"enum":["c","f"]}},"required":["city"]},"outputSchema":{"type":"object","properties":{"result":{"type":"number"}},"required":["result"],"x-fastmcp-wrap-result":true}},{"name":"get-weather","description":"\"\"\"\n__import__(\"os\")","inputSchema":{"type":"object","properties":{"class":{"type":"string"},"a b":{"type":"array","items":{"type":"number"}}}}}],"nextCursor":"p2"}}'
+page2='{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"search","inputSchema":{"type":"object","properties":{"q":{"type":["string","null"],"default":"x"},"n":{"anyOf":[{"type":"integer"},{"type":"null"}]},"mode":{"enum":[1,"two",null,true]}}}},{"name":"9lives","inputSchema":{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}}]}}'
+wrapped='{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"21.5"}],"structuredContent":{"result":21.5}}}'
+texts='{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"{\"t\": 3}"},{"type":"text","text":"sunny"},{"type":"image","data":"aGk=","mimeType":"image/png"}]}}'
+failed='{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"no city","data":{"x":1}}}'
+is_error='{"jsonrpc":"2.0","id":6,"result":{"content":[{"type":"text","text":"bad\u001b[2J"}],"isError":true}}'
+calls='>{"tool":"up.forecast","args":{"city":"Paris","days":2}}
+>{"tool":"up.get-weather","args":null}
+>{"tool":"up.search","args":{"q":"x","mode":"two"}}
+>{"tool":"up.9lives","args":{"s":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"}}
+>{"tool":"up.nope\u001b","args":{}}
+>{"tool":"up.forecast","args":{"days":"x"}}'
+seed $U session 140 "$init"$'\n'"$page1"$'\n'"$page2"$'\n'"$wrapped"$'\n'"$texts"$'\n'"$failed"$'\n'"$is_error"$'\n'"$calls"$'\n'
+seed $U small-cap 023 "$page2"$'\n'"$texts"$'\n''>{"tool":"up.search","args":{}}'$'\n'
+seed $U endless 000 '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","inputSchema":{}}],"nextCursor":"c"}}'$'\n'

@@ -53,3 +53,41 @@ pub fn ready<F: Future>(f: F) -> F::Output {
         Poll::Pending => panic!("a parser over in-memory bytes did not finish"),
     }
 }
+
+/// A peer over memory: reads serve `input` (in its pieces), writes are kept in `written`.
+pub struct Duplex<'a> {
+    pub input: Chunked<'a>,
+    pub written: Vec<u8>,
+}
+
+impl tokio::io::AsyncRead for Duplex<'_> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.input).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Duplex<'_> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.written.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

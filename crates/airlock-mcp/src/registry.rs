@@ -20,7 +20,7 @@ use airlock_router::host_tools::{
 };
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value};
 
 use crate::config::UpstreamSpec;
@@ -88,14 +88,41 @@ impl UpstreamTools {
     /// Register the tools of already-started upstreams and seal. A tool the registry refuses
     /// (unusable name, schema that does not compile) is left out, with a warning.
     pub fn from_upstreams(upstreams: Vec<Upstream>, limits: HostToolLimits) -> UpstreamTools {
+        let upstreams: Vec<Arc<Upstream>> = upstreams.into_iter().map(Arc::new).collect();
+        let listed: Vec<(&str, &[Tool])> =
+            upstreams.iter().map(|u| (u.name(), u.tools())).collect();
+        let body = |i: usize, t: &UpstreamTool, unwrap: bool| -> Arc<dyn ToolBody> {
+            Arc::new(UpstreamBody {
+                upstream: Arc::clone(&upstreams[i]),
+                tool: t.tool.clone(),
+                qualified: t.qualified.clone(),
+                unwrap,
+            })
+        };
+        let mut offered = Self::from_listed(&listed, limits, body);
+        offered._upstreams = upstreams;
+        offered
+    }
+
+    /// Register the tools `listed` (each upstream's name and the tools it listed) and seal;
+    /// `body(i, tool, unwrap)` answers the calls of a tool of the `i`th upstream (`unwrap`: its
+    /// output schema is an SDK's `{"result": X}` wrapper). [`Self::from_upstreams`] for live
+    /// upstreams; the `mcp_upstream_reply` fuzz target answers from its input.
+    pub(crate) fn from_listed<B>(
+        listed: &[(&str, &[Tool])],
+        limits: HostToolLimits,
+        body: B,
+    ) -> UpstreamTools
+    where
+        B: Fn(usize, &UpstreamTool, bool) -> Arc<dyn ToolBody>,
+    {
         let mut registry = HostToolRegistry::new().limits(limits);
         let mut tools = Vec::new();
-        let upstreams: Vec<Arc<Upstream>> = upstreams.into_iter().map(Arc::new).collect();
-        for up in &upstreams {
-            let flow = format!("mcp:{}", up.name());
-            for t in up.tools() {
+        for (i, (upstream, listed_tools)) in listed.iter().enumerate() {
+            let flow = format!("mcp:{upstream}");
+            for t in *listed_tools {
                 let name = t.name.to_string();
-                let qualified = format!("{}.{}", up.name(), name);
+                let qualified = format!("{upstream}.{name}");
                 let description: String = t
                     .description
                     .as_deref()
@@ -103,7 +130,6 @@ impl UpstreamTools {
                     .chars()
                     .take(MAX_DESCRIPTION_CHARS)
                     .collect();
-                let schema = Value::Object((*t.input_schema).clone());
                 let output_schema = t
                     .output_schema
                     .as_ref()
@@ -111,33 +137,29 @@ impl UpstreamTools {
                 let unwrap = output_schema
                     .as_ref()
                     .is_some_and(|o| crate::pytypes::wrapped_result(o).is_some());
+                let entry = UpstreamTool {
+                    qualified,
+                    upstream: (*upstream).to_owned(),
+                    tool: name,
+                    description,
+                    input_schema: Value::Object((*t.input_schema).clone()),
+                    output_schema,
+                };
                 let tool = HostTool {
-                    name: qualified.clone(),
-                    description: description.clone(),
-                    schema: schema.clone(),
+                    name: entry.qualified.clone(),
+                    description: entry.description.clone(),
+                    schema: entry.input_schema.clone(),
                     declaration: ToolDeclaration::new(
                         Some(&flow),
                         Some(&flow),
                         Some(Identity::App),
                     ),
-                    body: Arc::new(UpstreamBody {
-                        upstream: Arc::clone(up),
-                        tool: name.clone(),
-                        qualified: qualified.clone(),
-                        unwrap,
-                    }),
+                    body: body(i, &entry, unwrap),
                 };
                 match registry.register(tool) {
-                    Ok(()) => tools.push(UpstreamTool {
-                        qualified,
-                        upstream: up.name().to_owned(),
-                        tool: name,
-                        description,
-                        input_schema: schema,
-                        output_schema,
-                    }),
+                    Ok(()) => tools.push(entry),
                     Err(e) => {
-                        tracing::warn!(upstream = up.name(), error = %e, "skipping an upstream tool");
+                        tracing::warn!(upstream = *upstream, error = %e, "skipping an upstream tool");
                     }
                 }
             }
@@ -146,7 +168,7 @@ impl UpstreamTools {
         UpstreamTools {
             registry: registry.seal(),
             tools,
-            _upstreams: upstreams,
+            _upstreams: Vec::new(),
         }
     }
 
@@ -183,36 +205,45 @@ struct UpstreamBody {
 #[async_trait]
 impl ToolBody for UpstreamBody {
     async fn call(&self, call: ToolCall) -> Result<Value, ToolBodyError> {
-        let args = match call.args {
-            Value::Object(m) => m,
-            Value::Null => Map::new(),
-            _ => {
-                return Err(ToolBodyError {
-                    public_reason: format!("{} takes an object of arguments", self.qualified),
-                    retryable: true,
-                })
-            }
-        };
-        let name = &self.qualified;
-        let result = self
-            .upstream
-            .call(&self.tool, args)
-            .await
-            .map_err(|e| match e {
-                CallError::Timeout(d) => ToolBodyError {
-                    public_reason: format!(
-                        "upstream timeout: {name} did not answer within {:.1} s",
-                        d.as_secs_f64()
-                    ),
-                    retryable: true,
-                },
-                CallError::Failed(m) => ToolBodyError {
-                    public_reason: format!("upstream failed: {name}: {}", bounded(&m)),
-                    retryable: true,
-                },
-            })?;
-        convert(name, result, self.unwrap)
+        let args = arguments(&self.qualified, call.args)?;
+        let result = self.upstream.call(&self.tool, args).await;
+        reply(&self.qualified, result, self.unwrap)
     }
+}
+
+/// A program's arguments as an upstream call takes them: an object (none is an empty one).
+pub(crate) fn arguments(qualified: &str, args: Value) -> Result<Map<String, Value>, ToolBodyError> {
+    match args {
+        Value::Object(m) => Ok(m),
+        Value::Null => Ok(Map::new()),
+        _ => Err(ToolBodyError {
+            public_reason: format!("{qualified} takes an object of arguments"),
+            retryable: true,
+        }),
+    }
+}
+
+/// What the program receives for the upstream's answer to a call of `name` (see [`convert`]),
+/// or for its failure.
+pub(crate) fn reply(
+    name: &str,
+    result: Result<CallToolResult, CallError>,
+    unwrap: bool,
+) -> Result<Value, ToolBodyError> {
+    let result = result.map_err(|e| match e {
+        CallError::Timeout(d) => ToolBodyError {
+            public_reason: format!(
+                "upstream timeout: {name} did not answer within {:.1} s",
+                d.as_secs_f64()
+            ),
+            retryable: true,
+        },
+        CallError::Failed(m) => ToolBodyError {
+            public_reason: format!("upstream failed: {name}: {}", bounded(&m)),
+            retryable: true,
+        },
+    })?;
+    convert(name, result, unwrap)
 }
 
 /// One run's door, as a broker tool handler.

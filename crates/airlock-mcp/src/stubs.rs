@@ -26,8 +26,15 @@ const KEYWORDS: &[&str] = &[
     "with", "yield",
 ];
 
+/// The names a stub's body uses besides its parameters: a parameter of the same name would
+/// shadow them.
+const STUB_NAMES: &[&str] = &["_a", "_UNSET", "_call"];
+
 fn usable(name: &str) -> bool {
-    is_identifier(name) && !KEYWORDS.contains(&name) && !name.starts_with("__")
+    is_identifier(name)
+        && !KEYWORDS.contains(&name)
+        && !STUB_NAMES.contains(&name)
+        && !name.starts_with("__")
 }
 
 /// `name` made into an identifier: every other character becomes `_`.
@@ -274,6 +281,25 @@ mod tests {
         assert_eq!(sanitize("9lives"), "t_9lives");
         assert_eq!(sanitize("__init__"), "t___init__");
         assert!(usable(&sanitize("a b\"c")));
+    }
+
+    /// Found by the `mcp_upstream_reply` fuzz target: a property named like a name the stub's
+    /// body uses became a parameter shadowing it (`_a` lost the argument and sent a dict
+    /// holding itself, `_UNSET` dropped it, `_call` made the call fail).
+    #[test]
+    fn parameters_never_shadow_the_stubs_own_names() {
+        for name in ["_a", "_UNSET", "_call"] {
+            let t = UpstreamTool {
+                qualified: "up.t".into(),
+                upstream: "up".into(),
+                tool: "t".into(),
+                description: String::new(),
+                input_schema: serde_json::json!({"properties": {name: {"type": "string"}}}),
+                output_schema: None,
+            };
+            assert_eq!(signature(&t), "(**args)", "{name}");
+            assert!(function(&t, "_up__t").starts_with("def _up__t(**args):\n"));
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    ProtocolVersion, Tool,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, Tool,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -26,6 +26,43 @@ pub const MAX_UPSTREAM_LINE: usize = 4 * 1024 * 1024;
 /// Most tools taken from one upstream; the rest are ignored with a warning. Every tool costs
 /// a line in the `execute` description and a stub, so this bounds both.
 pub const MAX_TOOLS_PER_UPSTREAM: usize = 128;
+
+/// The tools an upstream lists, `page` asking for one page of its `tools/list` (given the
+/// cursor of the previous one): the pages in order, until one names no next page, at most
+/// [`MAX_TOOLS_PER_UPSTREAM`] tools kept and [`MAX_TOOL_PAGES`] pages asked (the rest ignored
+/// with a warning), so an endless listing holds at most one page besides the tools kept.
+pub(crate) async fn list_tools<F, Fut, E>(name: &str, mut page: F) -> Result<Vec<Tool>, E>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<ListToolsResult, E>>,
+{
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let p = page(cursor).await?;
+        tools.extend(p.tools);
+        cursor = p.next_cursor;
+        if tools.len() > MAX_TOOLS_PER_UPSTREAM {
+            tools.truncate(MAX_TOOLS_PER_UPSTREAM);
+            cursor.get_or_insert_default();
+        }
+        if cursor.is_none() || tools.len() == MAX_TOOLS_PER_UPSTREAM {
+            break;
+        }
+    }
+    if cursor.is_some() {
+        tracing::warn!(
+            upstream = %name,
+            kept = tools.len(),
+            "upstream lists more than {MAX_TOOLS_PER_UPSTREAM} tools or {MAX_TOOL_PAGES} pages; \
+             ignoring the rest"
+        );
+    }
+    Ok(tools)
+}
+
+/// Most `tools/list` pages asked of one upstream.
+pub const MAX_TOOL_PAGES: usize = 32;
 
 /// Why an upstream call produced no result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,19 +145,13 @@ impl Upstream {
             .await
             .map_err(|_| fail("initialize", format!("no answer within {start_timeout:?}")))?
             .map_err(|e| fail("initialize", e.to_string()))?;
-        let mut tools = tokio::time::timeout(start_timeout, service.peer().list_all_tools())
+        let peer = service.peer();
+        let page =
+            |cursor| peer.list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)));
+        let tools = tokio::time::timeout(start_timeout, list_tools(&name, page))
             .await
             .map_err(|_| fail("tools/list", format!("no answer within {start_timeout:?}")))?
             .map_err(|e| fail("tools/list", e.to_string()))?;
-        if tools.len() > MAX_TOOLS_PER_UPSTREAM {
-            tracing::warn!(
-                upstream = %name,
-                listed = tools.len(),
-                kept = MAX_TOOLS_PER_UPSTREAM,
-                "upstream lists too many tools; ignoring the rest"
-            );
-            tools.truncate(MAX_TOOLS_PER_UPSTREAM);
-        }
         Ok(Upstream {
             name,
             service,
@@ -153,5 +184,57 @@ impl Upstream {
             Ok(Err(e)) => Err(CallError::Failed(e.to_string())),
             Ok(Ok(result)) => Ok(result),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    fn page(first: usize, n: usize, more: bool) -> ListToolsResult {
+        let tools = (first..first + n)
+            .map(|i| Tool::new(format!("t{i}"), "", serde_json::Map::new()))
+            .collect();
+        let mut p = ListToolsResult::with_all_items(tools);
+        p.next_cursor = more.then(|| format!("c{}", first + n));
+        p
+    }
+
+    /// Found reading rmcp's `list_all_tools` for the `mcp_upstream_reply` fuzz target (its
+    /// bound): an upstream whose `tools/list` always names a next page kept airlock asking, and
+    /// holding every tool of every page, until the start timeout.
+    #[tokio::test]
+    async fn a_listing_that_never_ends_is_cut() {
+        for per_page in [0, 1, 100] {
+            let asked = Cell::new(0usize);
+            let endless = |_cursor| {
+                asked.set(asked.get() + 1);
+                assert!(asked.get() <= 1000, "the listing never ends");
+                std::future::ready(Ok::<_, ()>(page(asked.get() * per_page, per_page, true)))
+            };
+            let tools = list_tools("up", endless).await.unwrap();
+            assert!(tools.len() <= MAX_TOOLS_PER_UPSTREAM);
+            assert!(asked.get() <= MAX_TOOL_PAGES, "{} pages", asked.get());
+        }
+    }
+
+    #[tokio::test]
+    async fn pages_are_read_in_order_up_to_the_cap() {
+        let asked = Cell::new(0usize);
+        let three = |cursor: Option<String>| {
+            let n = asked.get();
+            assert_eq!(cursor, (n > 0).then(|| format!("c{}", n * 50)));
+            asked.set(n + 1);
+            std::future::ready(Ok::<_, ()>(page(n * 50, 50, n < 2)))
+        };
+        let tools = list_tools("up", three).await.unwrap();
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let want: Vec<String> = (0..MAX_TOOLS_PER_UPSTREAM)
+            .map(|i| format!("t{i}"))
+            .collect();
+        assert_eq!(names, want);
+        assert_eq!(asked.get(), 3);
     }
 }

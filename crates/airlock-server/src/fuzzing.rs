@@ -1,12 +1,20 @@
 //! Every session method's params through the functions a session runs on them, in the same
 //! order, up to the point where a sandbox or a run would be touched: the entry point of the
-//! `session_params` fuzz target (`fuzz/`). Hidden from the docs; not an API.
+//! `session_params` fuzz target (`fuzz/`); and a WebSocket connection's upgrade and reads, the
+//! entry point of the `ws_handshake` target. Hidden from the docs; not an API.
+use std::net::SocketAddr;
+
 use airlock_broker::Limits;
 use airlock_policy::{GuestRelPath, HostPolicy};
 use airlock_protocol::{method as m, ErrorObject};
+use futures_util::StreamExt;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
 
+use crate::auth::Auth;
 use crate::ceilings::Ceilings;
+use crate::transport::Inbound;
 use crate::{dispatch, files_api, outputs_api, params, sandbox_run, wire_spec};
 
 pub use crate::dispatch::SESSION_METHODS;
@@ -87,4 +95,30 @@ pub fn session_params(
         _ => return Err(format!("{method} is not a session method")),
     }
     Ok(out)
+}
+
+/// A WebSocket connection on `stream` as `airlock serve --listen` serves it: the upgrade (the
+/// token check, the frame caps), then everything the session would receive from it, read to
+/// its end (at most `max_events`; the reader waits for room beyond that). Err: the upgrade
+/// failed (what the server wrote back is in `stream`).
+pub async fn ws_connection<S>(
+    stream: S,
+    auth: Auth,
+    max_events: usize,
+) -> Result<Vec<Inbound>, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let peer = SocketAddr::from(([127, 0, 0, 1], 0));
+    let ws = crate::ws::handshake(stream, auth, peer)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (_sink, reads) = ws.split();
+    let (tx, mut rx) = mpsc::channel(max_events.max(1));
+    crate::ws::read_loop(reads, tx).await;
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    Ok(events)
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use airlock_protocol::{ErrorObject, Message, DEFAULT_MAX_MESSAGE_BYTES};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -58,7 +59,14 @@ fn decode(bytes: &[u8]) -> Inbound {
     }
 }
 
-async fn read_loop(mut stream: SplitStream<Ws>, tx: mpsc::Sender<Inbound>) {
+/// Read an upgraded connection into `tx` until it ends (`pub(crate)` for the `ws_handshake` fuzz
+/// target, which reads an in-memory stream).
+pub(crate) async fn read_loop<S>(
+    mut stream: SplitStream<WebSocketStream<S>>,
+    tx: mpsc::Sender<Inbound>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     while let Some(item) = stream.next().await {
         let event = match item {
             Ok(WsMessage::Text(t)) => decode(t.as_bytes()),
@@ -125,6 +133,30 @@ async fn write_loop(mut sink: SplitSink<Ws, WsMessage>, mut rx: mpsc::Receiver<O
         }
     }
     let _ = sink.close().await;
+}
+
+/// The server's side of the WebSocket upgrade: tungstenite's handshake with the frame caps,
+/// refused with HTTP 401 by the token check (`pub(crate)` for the `ws_handshake` fuzz target).
+pub(crate) async fn handshake<S>(
+    stream: S,
+    auth: Auth,
+    peer: SocketAddr,
+) -> Result<WebSocketStream<S>, WsError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    #[allow(
+        clippy::result_large_err,
+        reason = "the signature is tungstenite's Callback"
+    )]
+    let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        let verdict = auth.check(req, resp);
+        if verdict.is_err() {
+            tracing::warn!(%peer, "unauthenticated upgrade refused");
+        }
+        verdict
+    };
+    tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config())).await
 }
 
 impl Server {
@@ -198,19 +230,7 @@ impl Server {
             pending,
         } = conn;
         let _ = stream.set_nodelay(true);
-        #[allow(
-            clippy::result_large_err,
-            reason = "the signature is tungstenite's Callback"
-        )]
-        let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
-            let verdict = auth.check(req, resp);
-            if verdict.is_err() {
-                tracing::warn!(%peer, "unauthenticated upgrade refused");
-            }
-            verdict
-        };
-        let upgrade =
-            tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config()));
+        let upgrade = handshake(stream, auth, peer);
         let outcome = tokio::select! {
             r = tokio::time::timeout(UPGRADE_DEADLINE, upgrade) => r,
             () = pending.evicted.cancelled() => {

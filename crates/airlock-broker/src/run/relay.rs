@@ -764,10 +764,30 @@ pub(crate) fn describe(m: &Message) -> String {
     match m {
         Message::Request(r) => format!("request {:?}", truncate(&r.method)),
         Message::Notification(n) => format!("notification {:?}", truncate(&n.method)),
-        Message::Response(r) => format!("response to {:?}", r.id),
+        Message::Response(r) => format!("response to {}", truncate(&format!("{:?}", r.id))),
     }
 }
 
 fn truncate(s: &str) -> String {
     s.chars().take(64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use airlock_protocol::Response;
+
+    use super::*;
+
+    /// Found by the `guest_messages` fuzz target: a guest's stray response was named with its
+    /// whole id, so a guest chose up to a frame (1 MiB) of the run's protocol error message.
+    #[test]
+    fn a_stray_message_is_named_within_bounds_whatever_its_id() {
+        let id = Id::String("x".repeat(1 << 20));
+        let named = describe(&Message::Response(Response::success(id, Value::Null)));
+        assert!(named.len() <= 300, "{} bytes", named.len());
+        assert!(named.starts_with("response to "), "{named}");
+        let method = "\u{1b}".repeat(1 << 16);
+        let named = describe(&Message::notification(&method, None));
+        assert!(named.len() <= 700, "{} bytes", named.len());
+    }
 }
