@@ -580,7 +580,7 @@ pub(crate) async fn drive(
         t.abort();
     }
     let (stdout, stderr) = s.readers.finish().await;
-    drop(cgroup);
+    teardown::release(cgroup);
     let egress = s.egress.take().map(super::egress::Egress::finish);
     let mut result = verdict::result(Observed {
         end,
