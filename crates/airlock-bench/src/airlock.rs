@@ -228,16 +228,15 @@ pub async fn throughput(
     Ok((per * workers) as f64 / t0.elapsed().as_secs_f64())
 }
 
-/// Summed RSS of each idle, attested executor tree of a full pool; MiB.
-pub async fn idle_rss_mib(pool: &Pool) -> Result<Vec<f64>, String> {
+/// Summed PSS of each idle, attested executor tree (stage + guest) of a full pool; MiB.
+pub async fn idle_pss_mib(pool: &Pool) -> Result<Vec<f64>, String> {
     ready(pool).await?;
     // Let start-up allocations settle.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    Ok(pool
-        .idle_stage_pids()
+    pool.idle_stage_pids()
         .into_iter()
-        .map(|pid| airlock_jail::procfs::tree_rss_bytes(pid) as f64 / (1024.0 * 1024.0))
-        .collect())
+        .map(crate::memory::tree_pss_mib)
+        .collect()
 }
 
 /// A busy loop with a `budget` timeout; ms from the timeout firing to the result (tree reaped).

@@ -136,8 +136,8 @@ fn live(pid: i32) -> bool {
 }
 
 /// Start `count` idle instances of `argv` (a program that prints `ready` and blocks on stdin);
-/// the summed RSS of each instance's process tree, in MiB.
-pub fn idle_rss_mib(argv: &[String], count: usize) -> Result<Vec<f64>, String> {
+/// the summed PSS of each instance's process tree while all are alive, in MiB.
+pub fn idle_pss_mib(argv: &[String], count: usize) -> Result<Vec<f64>, String> {
     let mut children = Vec::new();
     let mut result = Ok(Vec::new());
     for _ in 0..count {
@@ -167,7 +167,13 @@ pub fn idle_rss_mib(argv: &[String], count: usize) -> Result<Vec<f64>, String> {
     if let Ok(samples) = result.as_mut() {
         for c in &children {
             let pid = i32::try_from(c.id()).unwrap_or(0);
-            samples.push(procfs::tree_rss_bytes(pid) as f64 / (1024.0 * 1024.0));
+            match crate::memory::tree_pss_mib(pid) {
+                Ok(mib) => samples.push(mib),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
         }
     }
     for mut c in children {

@@ -10,10 +10,11 @@ MODE, SYSTEM, N = sys.argv[1], sys.argv[2], int(sys.argv[3])
 CALLS = 1000
 
 
-def rss_mib(pid="self"):
-    with open(f"/proc/{pid}/status") as f:
+def pss_mib(pid="self"):
+    # PSS (proportional set size): a page shared by n processes counts 1/n in each.
+    with open(f"/proc/{pid}/smaps_rollup") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith("Pss:"):
                 return int(line.split()[1]) / 1024.0
     return 0.0
 
@@ -50,14 +51,15 @@ def monty_system():
         return [(b - a) / 1e3 for a, b in zip(stamps, stamps[1:])]
 
     def memory():
-        out = []
-        with m.Monty(min_processes=1) as pool:
-            for _ in range(N):
-                with pool.checkout() as s:
-                    s.feed_run("pass")
-                    pid = s.worker_pid
-                    out.append(rss_mib(pid() if callable(pid) else pid))
-        return out
+        import contextlib
+
+        # N workers alive at once, like every other system's N idle sandboxes.
+        with m.Monty(min_processes=N, max_processes=N) as pool, contextlib.ExitStack() as held:
+            sessions = [held.enter_context(pool.checkout()) for _ in range(N)]
+            for s in sessions:
+                s.feed_run("pass")
+            pids = [s.worker_pid() if callable(s.worker_pid) else s.worker_pid for s in sessions]
+            return [pss_mib(pid) for pid in pids]
 
     def kill():
         out = []
@@ -97,13 +99,13 @@ def smol_system():
 
     def memory():
         keep = []
-        before = rss_mib()
+        before = pss_mib()
         for _ in range(N):
             ex = LocalPythonExecutor(additional_authorized_imports=[])
             ex.send_tools({})
             ex("x = 1")
             keep.append(ex)
-        return [(rss_mib() - before) / N]
+        return [(pss_mib() - before) / N]
 
     def kill():
         ex = LocalPythonExecutor(additional_authorized_imports=[], timeout_seconds=1)

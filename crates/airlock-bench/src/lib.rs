@@ -13,6 +13,7 @@ mod airlock;
 mod host;
 mod image;
 mod inproc;
+pub mod memory;
 mod peers;
 mod session;
 pub mod stats;
@@ -250,24 +251,21 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
 
     // Idle memory.
     let idle = "import sys\nprint('ready', flush=True)\nsys.stdin.read()";
+    let note = format!("summed PSS of the tree, {IDLE} alive at once");
     for p in &peers {
-        rows.push(host_row(
-            MEMORY,
-            p,
-            "MiB",
-            "summed VmRSS of the tree",
-            || host::idle_rss_mib(&p.argv(&python, idle), IDLE),
-        ));
+        rows.push(host_row(MEMORY, p, "MiB", &note, || {
+            host::idle_pss_mib(&p.argv(&python, idle), IDLE)
+        }));
     }
     let pool = airlock::pool(exe, IDLE, limits.clone());
-    let r = airlock::idle_rss_mib(&pool).await;
+    let r = airlock::idle_pss_mib(&pool).await;
     pool.shutdown().await;
     rows.push(Row::from_result(
         MEMORY,
         "airlock warm (pool)",
         "MiB",
         r,
-        "summed VmRSS of stage + guest",
+        &format!("summed PSS of stage + guest, {IDLE} idle at once"),
     ));
     inproc_rows(&mut rows, &python, MEMORY, "memory", IDLE);
 
@@ -410,7 +408,7 @@ fn inproc_rows(rows: &mut Vec<Row>, python: &Path, scenario: &'static str, mode:
     let monty_note = match mode {
         "start" => "new worker pool per run",
         "tools" => "host-timed between external calls",
-        "memory" => "VmRSS of the worker process",
+        "memory" => "PSS of the worker process, all checked out at once",
         "kill" => "max_feed_duration_secs; the worker survives",
         _ => "",
     };
@@ -434,7 +432,7 @@ fn inproc_rows(rows: &mut Vec<Row>, python: &Path, scenario: &'static str, mode:
     let smol_note = match mode {
         "start" => "AST interpreter in the caller's process",
         "tools" => "host-timed between tool calls",
-        "memory" => "RSS growth of the caller per executor",
+        "memory" => "PSS growth of the caller per executor",
         "kill" => "timeout_seconds=1; the loop's thread is not stopped",
         _ => "",
     };

@@ -1,5 +1,7 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
 mod cgroup_attach;
+pub(crate) mod channel;
+mod clock;
 pub(crate) mod disk_watch;
 
 mod egress;

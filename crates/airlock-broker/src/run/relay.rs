@@ -15,13 +15,13 @@ use airlock_executor::config::{
 };
 use airlock_jail::cgroup::{CgroupLimits, EntryHandles, RunCgroup};
 use airlock_jail::procfs;
-use airlock_protocol::{AsyncFrameReader, ErrorCode, FrameError, Id, Message};
+use airlock_protocol::{ErrorCode, Id, Message};
 use serde_json::{json, Map, Value};
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::cgroup_attach::{self, Attach};
+use super::channel::{self, Inbox, Outbox};
 use super::disk_watch;
 use super::prepare::{NotStarted, Prepared, RunRoot};
 use super::stage_proc::StageProcess;
@@ -37,9 +37,6 @@ use crate::tools::ToolHandler;
 
 /// How often the watchdog samples the run tree's resident memory.
 pub(crate) const WATCHDOG_PERIOD: Duration = Duration::from_millis(25);
-/// Messages queued towards the executor; the protocol keeps at most a couple outstanding, so a
-/// full queue means the guest floods requests without reading answers.
-const OUTBOX: usize = 16;
 /// Request id of the `execute` request.
 pub(crate) const EXECUTE_ID: i64 = 1;
 /// How long a one-shot run's stage may take to build its root.
@@ -82,10 +79,10 @@ impl Readers {
 
 pub(crate) struct Spawned {
     pub(crate) child: StageProcess,
-    pub(crate) inbox: mpsc::Receiver<Result<Option<Message>, FrameError>>,
-    pub(crate) outbox: mpsc::Sender<Message>,
+    pub(crate) inbox: Inbox,
+    pub(crate) outbox: Outbox,
     pub(crate) readers: Readers,
-    io_tasks: [JoinHandle<()>; 2],
+    io_tasks: [JoinHandle<()>; 1],
     /// The egress proxy of an allowlist run (aborted when dropped).
     egress: Option<super::egress::Egress>,
 }
@@ -172,35 +169,13 @@ fn spawn(
             tokio::join!(capture(stdout, cap, out_tap), capture(stderr, cap, err_tap))
         }))
     };
-    let (read_half, mut write_half) = UnixStream::from_std(ours)?.into_split();
-    let (in_tx, inbox) = mpsc::channel(4);
-    let reader = tokio::spawn(async move {
-        let mut frames = AsyncFrameReader::new(read_half);
-        loop {
-            let msg = frames.read_message().await;
-            let stop = !matches!(msg, Ok(Some(_)));
-            if in_tx.send(msg).await.is_err() || stop {
-                break;
-            }
-        }
-    });
-    let (outbox, mut out_rx) = mpsc::channel::<Message>(OUTBOX);
-    let writer = tokio::spawn(async move {
-        while let Some(msg) = out_rx.recv().await {
-            if airlock_protocol::write_message_async(&mut write_half, &msg)
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
+    let (inbox, outbox, flusher) = channel::open(UnixStream::from_std(ours)?);
     let spawned = Spawned {
         child,
         inbox,
         outbox,
         readers,
-        io_tasks: [reader, writer],
+        io_tasks: [flusher],
         egress,
     };
     Ok((spawned, hand_over))
@@ -546,6 +521,7 @@ pub(crate) async fn drive(
     let mut relay = ToolRelay::new(tools);
     let mut peak_rss: u64 = 0;
     let mut exit = None;
+    let mut timeout = std::pin::pin!(super::clock::at(deadline));
 
     let end = loop {
         let reported_by = match phase {
@@ -557,7 +533,7 @@ pub(crate) async fn drive(
                 exit = status.ok();
                 break End::Exited;
             }
-            _ = tokio::time::sleep_until(deadline) => break End::Timeout,
+            () = &mut timeout => break End::Timeout,
             _ = tokio::time::sleep_until(reported_by), if matches!(phase, Phase::Reported { .. }) => {
                 break End::NoExitAfterResult;
             }
@@ -650,9 +626,8 @@ pub(crate) async fn drive(
     };
     let tool_calls = relay.calls;
     drop(relay);
-    // The guest writes its result and then exits: the exit can be seen before the reader task
-    // has forwarded the result. Every writer is gone once the stage exited, so this drain ends
-    // at EOF promptly.
+    // The guest writes its result and then exits: the exit can be seen before the result was
+    // read. Every writer is gone once the stage exited, so this drain ends at EOF promptly.
     if end == End::Exited && python && hint.is_none() && matches!(phase, Phase::Running) {
         hint = drain_hint(&mut s.inbox).await;
     }
@@ -689,7 +664,7 @@ pub(crate) async fn drive(
         t.abort();
     }
     let (stdout, stderr) = s.readers.finish().await;
-    drop(cgroup);
+    teardown::release(cgroup);
     let egress = s.egress.take().map(super::egress::Egress::finish);
     let mut result = verdict::result(Observed {
         end,
@@ -720,9 +695,7 @@ pub(crate) fn refusal_of(params: Option<Value>) -> String {
 }
 
 /// A `refused` notification still queued after the stage exited.
-async fn drain_refusal(
-    inbox: &mut mpsc::Receiver<Result<Option<Message>, FrameError>>,
-) -> Option<String> {
+async fn drain_refusal(inbox: &mut Inbox) -> Option<String> {
     let until = tokio::time::Instant::now() + DRAIN;
     loop {
         match tokio::time::timeout_at(until, inbox.recv()).await {
@@ -735,9 +708,7 @@ async fn drain_refusal(
     }
 }
 
-async fn drain_hint(
-    inbox: &mut mpsc::Receiver<Result<Option<Message>, FrameError>>,
-) -> Option<Hint> {
+async fn drain_hint(inbox: &mut Inbox) -> Option<Hint> {
     let until = tokio::time::Instant::now() + DRAIN;
     loop {
         match tokio::time::timeout_at(until, inbox.recv()).await {

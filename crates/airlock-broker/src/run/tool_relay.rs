@@ -2,6 +2,7 @@
 //! run's call limit and response cap. Shared by one-shot runs and stateful kernels.
 use airlock_protocol::{ErrorCode, ErrorObject, Id, Message, Request, Response};
 use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::limits::Limits;
@@ -38,7 +39,9 @@ impl<'a> ToolRelay<'a> {
         self.in_flight.is_some()
     }
 
-    /// Take a `call_tool` request: start serving it, or the immediate refusal to send back.
+    /// Take a `call_tool` request: start serving it, or the answer to send back at once (a
+    /// refusal, or the reply of a handler that finished on its first poll — an in-process tool
+    /// usually does, and answering inline saves a turn of the caller's `select!` loop).
     pub(crate) fn request(&mut self, req: Request, limits: &Limits) -> Option<Message> {
         self.calls = self.calls.saturating_add(1);
         let id = req.id.clone();
@@ -56,11 +59,18 @@ impl<'a> ToolRelay<'a> {
         match parse_call(req.params) {
             Ok((name, args)) => {
                 let tools = self.tools;
-                self.in_flight_id = Some(id.clone());
-                self.in_flight = Some(Box::pin(async move {
+                let key = id.clone();
+                let mut call: ToolFuture<'a> = Box::pin(async move {
                     let outcome = tools.call(&name, args).await;
                     (id, outcome)
-                }));
+                });
+                // Polled once here with a no-op waker; one still pending is polled again, with
+                // the task's waker, by `answered` (a future wakes the waker of its last poll).
+                if let Some((id, outcome)) = (&mut call).now_or_never() {
+                    return Some(reply(id, outcome, limits));
+                }
+                self.in_flight_id = Some(key);
+                self.in_flight = Some(call);
                 None
             }
             Err(m) => reject(ErrorCode::InvalidParams, m),
@@ -75,31 +85,7 @@ impl<'a> ToolRelay<'a> {
         let (id, outcome) = f.await;
         self.in_flight = None;
         self.in_flight_id = None;
-        match outcome {
-            Ok(value) => {
-                let size = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
-                if size > limits.max_tool_response_bytes {
-                    error_response(
-                        id,
-                        ErrorCode::OutputLimit,
-                        format!(
-                            "tool response of {size} bytes exceeds the {} byte cap",
-                            limits.max_tool_response_bytes
-                        ),
-                    )
-                } else {
-                    Message::Response(Response::success(id, value))
-                }
-            }
-            Err(f) => Message::Response(Response::error(
-                id,
-                ErrorObject {
-                    code: f.code.code(),
-                    message: f.message,
-                    data: f.data,
-                },
-            )),
-        }
+        reply(id, outcome, limits)
     }
 
     /// Drop the call in flight (its handler future is cancelled); the error answer to send so
@@ -108,6 +94,54 @@ impl<'a> ToolRelay<'a> {
         drop(self.in_flight.take()?);
         let id = self.in_flight_id.take()?;
         Some(error_response(id, ErrorCode::Shutdown, why))
+    }
+}
+
+/// The message answering a call: its value within the response cap, or its failure.
+fn reply(id: Id, outcome: Result<Value, ToolFailure>, limits: &Limits) -> Message {
+    match outcome {
+        Ok(value) => {
+            let size = encoded_len(&value);
+            if size > limits.max_tool_response_bytes {
+                error_response(
+                    id,
+                    ErrorCode::OutputLimit,
+                    format!(
+                        "tool response of {size} bytes exceeds the {} byte cap",
+                        limits.max_tool_response_bytes
+                    ),
+                )
+            } else {
+                Message::Response(Response::success(id, value))
+            }
+        }
+        Err(f) => Message::Response(Response::error(
+            id,
+            ErrorObject {
+                code: f.code.code(),
+                message: f.message,
+                data: f.data,
+            },
+        )),
+    }
+}
+
+/// The length of `value`'s JSON encoding, counted without building it.
+fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    match serde_json::to_writer(&mut n, value) {
+        Ok(()) => n.0,
+        Err(_) => usize::MAX,
     }
 }
 
