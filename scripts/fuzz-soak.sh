@@ -46,6 +46,10 @@ shift $(( $# < 2 ? $# : 2 ))
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export RUSTC_BOOTSTRAP=1
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "fuzz-soak: installing cargo-fuzz" >&2
+    cargo install cargo-fuzz --locked
+fi
 cd "$root/fuzz"
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- .. || echo '+dirty')"
 if [ "$#" -gt 0 ]; then targets=("$@"); else mapfile -t targets < <(cargo fuzz list); fi

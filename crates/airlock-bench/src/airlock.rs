@@ -239,6 +239,25 @@ pub async fn idle_pss_mib(pool: &Pool) -> Result<Vec<f64>, String> {
         .collect()
 }
 
+/// [`idle_pss_mib`] of a pool the zygote feeds (each executor forked from it), each tree's
+/// figure carrying an equal share of the zygote's own PSS: its pages count once in all.
+pub async fn zygote_idle_pss_mib(
+    executor: &Path,
+    size: usize,
+    limits: Limits,
+) -> Result<Vec<f64>, String> {
+    let zygote = std::sync::Arc::new(zygote(executor).await?);
+    let mut config = PoolConfig::new(size, executor.to_path_buf());
+    config.limits = limits;
+    config.zygote = Some(zygote.clone());
+    let pool = Pool::start(config);
+    let trees = idle_pss_mib(&pool).await;
+    let own = crate::memory::tree_pss_mib(zygote.pid().await);
+    pool.shutdown().await;
+    let share = own? / size.max(1) as f64;
+    Ok(trees?.into_iter().map(|t| t + share).collect())
+}
+
 /// A busy loop with a `budget` timeout; ms from the timeout firing to the result (tree reaped).
 pub async fn kill_latency(
     executor: &Path,

@@ -9,7 +9,7 @@
 //! live stateful sandbox, a sandbox created and its first cell, against a local Jupyter kernel on
 //! the same interpreter, the reference of those rows). Every latency row
 //! reports the median and p99 and its ratio to the floor. Timings are reported, never asserted.
-mod airlock;
+pub mod airlock;
 mod host;
 mod image;
 mod inproc;
@@ -266,6 +266,14 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         "MiB",
         r,
         &format!("summed PSS of stage + guest, {IDLE} idle at once"),
+    ));
+    let r = airlock::zygote_idle_pss_mib(exe, IDLE, limits.clone()).await;
+    rows.push(Row::from_result(
+        MEMORY,
+        "airlock zygote (pool it feeds)",
+        "MiB",
+        r,
+        &format!("summed PSS of stage + guest, {IDLE} idle at once, plus 1/{IDLE} of the zygote's"),
     ));
     inproc_rows(&mut rows, &python, MEMORY, "memory", IDLE);
 
