@@ -5,8 +5,9 @@
 //! target/release/examples/profile target/release/airlock zygote throughput 600
 //! ```
 //!
-//! VIA: cold | zygote | warm; SCENARIO: throughput (N runs of `print(1)`, two at a time, by VIA)
-//! | tool (one warm run making N `echo` calls). Prints the scenario's figure.
+//! VIA: cold | zygote | warm; SCENARIO: start (N runs of `print(1)`, one after another, by VIA)
+//! | throughput (N runs, two at a time) | tool (one warm run making N `echo` calls). Prints the
+//! scenario's figure.
 use std::path::PathBuf;
 
 use airlock_bench::airlock::{self, Via};
@@ -15,7 +16,7 @@ use airlock_bench::airlock::{self, Via};
 async fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [exe, via, scenario, n] = args.as_slice() else {
-        return Err("usage: profile AIRLOCK_BINARY cold|zygote|warm throughput|tool N".into());
+        return Err("usage: profile AIRLOCK_BINARY cold|zygote|warm start|throughput|tool N".into());
     };
     let exe = PathBuf::from(exe);
     let n: usize = n.parse().map_err(|e| format!("N: {e}"))?;
@@ -33,6 +34,11 @@ async fn main() -> Result<(), String> {
         "throughput" => {
             let rate = airlock::throughput(&exe, via, n, 2, &airlock::limits(0)).await?;
             println!("{rate:.1} runs/s");
+        }
+        "start" => {
+            let mut ms = airlock::start(&exe, via, n, &airlock::limits(0)).await?;
+            ms.sort_by(f64::total_cmp);
+            println!("p50 {:.2} ms", ms[ms.len() / 2]);
         }
         "tool" => {
             let pool = airlock::pool(&exe, 1, airlock::limits(n));
