@@ -16,7 +16,9 @@ use airlock_bench::airlock::{self, Via};
 async fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [exe, via, scenario, n] = args.as_slice() else {
-        return Err("usage: profile AIRLOCK_BINARY cold|zygote|warm start|throughput|tool N".into());
+        return Err(
+            "usage: profile AIRLOCK_BINARY cold|zygote|warm start|throughput|tool N".into(),
+        );
     };
     let exe = PathBuf::from(exe);
     let n: usize = n.parse().map_err(|e| format!("N: {e}"))?;
