@@ -3,7 +3,8 @@
 //! delivers through the server's own argument parsers. The first input byte picks the piece
 //! size (low nibble) and a small line cap (0x10: 256 bytes instead of 64 KiB).
 //! Oracles: the reader ends at the end of input (never waits, never panics); it delivers at
-//! most one message per line; each message re-encodes to JSON that decodes to the same JSON.
+//! most one message per line; each message re-encodes to JSON that decodes to the same JSON
+//! (a request with a repeated member excepted: rmcp reads it as a custom request, see `check`).
 #![no_main]
 
 #[path = "../common/mod.rs"]
@@ -14,6 +15,7 @@ use std::time::Duration;
 use airlock_mcp::fuzzing::tool_arguments;
 use airlock_policy::TransferLimits;
 use libfuzzer_sys::fuzz_target;
+use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage};
 use rmcp::service::{RoleServer, RxJsonRpcMessage};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
@@ -43,12 +45,34 @@ fn check(msg: &RxJsonRpcMessage<RoleServer>) {
     let v = serde_json::to_value(msg).expect("a delivered message encodes");
     let back: RxJsonRpcMessage<RoleServer> =
         serde_json::from_value(v.clone()).expect("its encoding decodes");
-    assert_eq!(serde_json::to_value(&back).expect("encodes again"), v);
+    let again = serde_json::to_value(&back).expect("encodes again");
+    if again != v {
+        // A request whose params repeat a member fails rmcp's typed params (serde refuses the
+        // duplicate) and is read as a custom request, which the server answers "method not
+        // found" and runs nothing (`mcp::wire::a_tools_call_whose_params_repeat_a_member_is_refused`);
+        // its encoding has the duplicate collapsed and decodes as the typed request. Nothing
+        // else may change on the way round.
+        assert!(custom(msg), "{v} came back as {again}");
+    }
+    let third: RxJsonRpcMessage<RoleServer> =
+        serde_json::from_value(again.clone()).expect("the second encoding decodes");
+    assert_eq!(serde_json::to_value(&third).expect("encodes a third time"), again);
     if v["method"] == "tools/call" {
         let name = v["params"]["name"].as_str().unwrap_or_default();
         if let Some(Value::Object(args)) = v["params"].get("arguments") {
             let max = Duration::from_secs(300);
             let _ = tool_arguments(name, args, max, &TransferLimits::DEFAULT);
         }
+    }
+}
+
+/// A message rmcp read as a custom request or notification (a method it does not type).
+fn custom(msg: &RxJsonRpcMessage<RoleServer>) -> bool {
+    match msg {
+        JsonRpcMessage::Request(r) => matches!(r.request, ClientRequest::CustomRequest(_)),
+        JsonRpcMessage::Notification(n) => {
+            matches!(n.notification, ClientNotification::CustomNotification(_))
+        }
+        _ => false,
     }
 }

@@ -210,3 +210,42 @@ async fn a_progress_token_gets_the_output_streamed_as_progress_notifications() {
     assert!(notes.is_empty(), "{notes:?}");
     assert_eq!(resp["result"]["structuredContent"]["stdout"], "quiet\n");
 }
+
+/// Found by the `mcp_stdio` fuzz target: rmcp reads a `tools/call` whose params repeat a member
+/// as a request it does not know (its typed params refuse the duplicate). The server must
+/// answer it with an error and run nothing — whichever copy of the member a reader would take —
+/// and go on serving.
+#[tokio::test]
+async fn a_tools_call_whose_params_repeat_a_member_is_refused() {
+    let (_child, mut stdin, mut out) = initialized().await;
+    let code = "print('RAN')";
+    for (id, line) in [
+        (
+            2,
+            format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"run_python","arguments":{{"code":{code:?}}},"name":"run_python"}}}}"#
+            ),
+        ),
+        (
+            3,
+            format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"no_such_tool","arguments":{{"code":{code:?}}},"name":"run_python"}}}}"#
+            ),
+        ),
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let resp = read_message(&mut out).await;
+        assert_eq!(resp["id"], id, "{resp}");
+        assert!(resp.get("result").is_none(), "{line} ran: {resp}");
+        assert_eq!(resp["error"]["code"], -32601, "{resp}");
+    }
+    let params = json!({"name": "run_python", "arguments": {"code": code}});
+    let (_, resp) = call_collecting(&mut stdin, &mut out, 4, params).await;
+    assert_eq!(
+        resp["result"]["structuredContent"]["stdout"], "RAN\n",
+        "{resp}"
+    );
+}
