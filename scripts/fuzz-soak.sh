@@ -71,6 +71,8 @@ for t in "${targets[@]}"; do
         >"$log" 2>&1; then
         crashes=1
         status=1
+        # The panic's message sits above the long stack trace and the input dump.
+        grep -m 3 -A 4 -E 'panicked at|ERROR: libFuzzer|==[0-9]+==ERROR' "$log" >&2 || true
         tail -n 40 "$log" >&2
     fi
     done_line=$(grep -E '^#[0-9]+' "$log" | tail -n 1)
