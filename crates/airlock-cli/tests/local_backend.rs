@@ -328,3 +328,29 @@ async fn a_filled_disk_is_a_disk_limit_and_the_bound_is_the_backend_s() {
     assert_eq!(stopped[..2], ["stopped", "28"], "{r:?}");
     assert!(stopped[2].parse::<u64>().unwrap() <= 32, "{r:?}");
 }
+
+/// A run the broker ends (here: a forbidden system call kills it) is `Failed`, and the broker's
+/// reason follows what the program wrote on stderr: a caller is never left with a bare
+/// `Failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_says_why_on_stderr() {
+    let b = Arc::new(backend());
+    let sb = local(&b, &key("why")).await;
+    let code = "import ctypes, sys\nsys.stderr.write('before')\nsys.stderr.flush()\nctypes.CDLL(None).ptrace(0, 0, 0, 0)";
+    let r = sb.run_code(code, &Default::default()).await.unwrap();
+    assert_eq!(r.status, airlock_router::RunStatus::Failed, "{r:?}");
+    assert!(
+        r.stderr
+            .starts_with("before\nairlock: killed: killed by the seccomp filter"),
+        "{r:?}"
+    );
+    // A program's own error keeps its traceback alone.
+    let r = sb
+        .run_code("raise ValueError('own')", &Default::default())
+        .await
+        .unwrap();
+    assert!(
+        r.stderr.contains("ValueError: own") && !r.stderr.contains("airlock:"),
+        "{r:?}"
+    );
+}

@@ -261,11 +261,22 @@ impl Sandbox for LocalSandbox {
                 RunStatus::Failed
             }
         };
+        let mut stderr = r.stderr;
+        if !matches!(r.status, B::Completed | B::Error) {
+            // The broker's reason (a kill, a refusal, a protocol error) would be lost in
+            // `Failed`: it follows what the program wrote, as a shell's own message would.
+            if let Some(e) = &r.error {
+                if !stderr.is_empty() && !stderr.ends_with('\n') {
+                    stderr.push('\n');
+                }
+                stderr.push_str(&format!("airlock: {}: {}\n", r.status.as_str(), e.message));
+            }
+        }
         Ok(RunResult {
             status,
             exit_code: r.exit_code,
             stdout: r.stdout,
-            stderr: r.stderr,
+            stderr,
             tool_calls: u64::from(r.tool_calls),
         })
     }
