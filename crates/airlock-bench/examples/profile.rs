@@ -12,8 +12,27 @@ use std::path::PathBuf;
 
 use airlock_bench::airlock::{self, Via};
 
-#[tokio::main]
-async fn main() -> Result<(), String> {
+fn main() -> Result<(), String> {
+    // PROFILE_WORKERS: the broker's runtime — 0 a current-thread one, N a multi-thread one with
+    // N workers (default 2, as `airlock bench` and `airlock serve` on this machine).
+    let workers: usize = match std::env::var("PROFILE_WORKERS") {
+        Ok(n) => n.parse().map_err(|e| format!("PROFILE_WORKERS: {e}"))?,
+        Err(_) => 2,
+    };
+    let rt = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
+    rt.map_err(|e| e.to_string())?.block_on(scenario())
+}
+
+async fn scenario() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [exe, via, scenario, n] = args.as_slice() else {
         return Err(

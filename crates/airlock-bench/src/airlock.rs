@@ -204,6 +204,32 @@ pub async fn tool_round_trips(
     Ok(ns.into_iter().map(|n| n / 1e3).collect())
 }
 
+/// [`tool_round_trips`] with the broker on a current-thread runtime of its own (a thread
+/// beside the caller's runtime): what a caller that embeds the broker that way gets.
+pub async fn tool_round_trips_current_thread(
+    executor: &Path,
+    calls: usize,
+) -> Result<Vec<f64>, String> {
+    let executor = executor.to_path_buf();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let r = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| {
+                rt.block_on(async {
+                    let pool = pool(&executor, 1, limits(calls));
+                    let r = tool_round_trips(&executor, &pool, calls).await;
+                    pool.shutdown().await;
+                    r
+                })
+            });
+        let _ = tx.send(r);
+    });
+    rx.await.map_err(|_| "the measuring thread died".to_string())?
+}
+
 /// `total` runs of `print(1)`, `workers` at a time; runs per second.
 pub async fn throughput(
     executor: &Path,

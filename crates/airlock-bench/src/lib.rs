@@ -188,7 +188,15 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         "airlock",
         "µs",
         tools,
-        "guest-timed call_tool, in-process Rust echo",
+        "guest-timed call_tool, in-process Rust echo; broker on a 2-worker runtime",
+    ));
+    let tools = airlock::tool_round_trips_current_thread(exe, CALLS).await;
+    rows.push(Row::from_result(
+        TOOLS,
+        "airlock, broker on a current-thread runtime",
+        "µs",
+        tools,
+        "the same run, the caller's runtime a current-thread one",
     ));
     inproc_rows(&mut rows, &python, TOOLS, "tools", CALLS);
     pool.shutdown().await;
