@@ -17,7 +17,8 @@
 //!    run's cgroups hold it from its first instruction, without the kernel's migration lock.
 //! 3. The zygote answers the child's pid (4 bytes, native order; a negative errno on failure)
 //!    and waits for the next request; it never sees the run again.
-//! 4. The child places the descriptors, closes every other one (the control socket first of
+//! 4. The child leads a process group of its own (the zygote's is no run's), places the
+//!    descriptors, closes every other one (the control socket first of
 //!    all) and runs the stage: identity, user + mount namespace and root, every other
 //!    namespace, fork; the stage process supervises, and pid 1 mounts /proc, pivots, sets
 //!    rlimits, Landlock, drops capabilities and sets no_new_privs, then returns here as
@@ -191,10 +192,15 @@ fn answer(control: &UnixStream, value: i32) {
     let _ = (&*control).write_all(&value.to_ne_bytes());
 }
 
-/// The child: into the run's v1 cgroups first (the broker checks that it got there, and moves
-/// it itself otherwise), then the run's descriptors at their numbers, nothing else open (the
-/// zygote's control socket included), then the stage. Returns only in pid 1.
+/// The child: a process group of its own (the zygote's is shared by nothing of a run: a
+/// `kill(0, ..)` from the run reaches only the run, as from a spawned stage), into the run's v1
+/// cgroups (the broker checks that it got there, and moves it itself otherwise), then the run's
+/// descriptors at their numbers, nothing else open (the zygote's control socket included),
+/// then the stage. Returns only in pid 1.
 fn become_stage(request: Held) {
+    if process::own_process_group().is_err() {
+        process::exit_now(crate::EXIT_REFUSED);
+    }
     for tasks in request.tasks {
         let _ = cgroup::enter_self(tasks);
     }
