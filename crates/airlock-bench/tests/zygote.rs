@@ -456,3 +456,97 @@ async fn a_library_from_another_build_is_refused_at_start() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zygote_that_answers_too_late_is_replaced_and_later_runs_are_not_given_its_stale_answer()
+{
+    let z = zygote().await;
+    let zpid = z.pid().await;
+    assert_eq!(completed(&forked(&z, spec("print(0)")).await), "0\n");
+    // The zygote stalls (stopped from outside: a loaded host, swap) for longer than the
+    // broker waits for its answer: that run cannot start...
+    airlock_jail::process::kill(zpid, 19 /* SIGSTOP */).unwrap();
+    let stalled = z.run(spec("print(1)"), &NoTools).await;
+    assert_ne!(stalled.status, RunStatus::Completed, "{stalled:#?}");
+    // ...and when it resumes, the request the broker gave up on must not be answered to the
+    // next one: each later run is its own stage, and completes.
+    let _ = airlock_jail::process::kill(zpid, 18 /* SIGCONT */);
+    for i in 2..5 {
+        let r = forked(&z, spec(&format!("print({i})"))).await;
+        assert_eq!(
+            (r.status, r.stdout.as_str()),
+            (RunStatus::Completed, format!("{i}\n").as_str()),
+            "run {i} after the stall: {r:#?}"
+        );
+    }
+    assert_eq!(z.stats().restarts, 1, "the stalled zygote was not replaced");
+    assert!(!live(zpid), "the stalled zygote still runs");
+    z.shutdown().await;
+}
+
+/// Field `n` (1-based, after the command name) of `/proc/<pid>/stat`.
+fn stat_field(pid: i32, n: usize) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(n - 1)?
+        .parse()
+        .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_run_is_a_process_group_of_its_own_never_the_zygotes() {
+    let z = zygote().await;
+    let zpid = z.pid().await;
+    // A guest signals "its process group" (kill(0, ..)). A spawned stage leads a group of its
+    // own; a forked one must too: in the zygote's group, the signal would reach the zygote and
+    // every other run's stage, stopped only by Landlock's signal scope (ABI 6, Linux 6.12) or,
+    // under a root broker, by the uid (under a non-root one the runs share the broker's).
+    let attacker = "import os, signal, time\ntime.sleep(0.3)\nos.kill(0, signal.SIGUSR1)\ntime.sleep(0.3)\nprint('sent')";
+    let other = "import time\ntime.sleep(1.5)\nprint('other run done')";
+    let look = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        // The host's view of both runs' processes while they live: the stages (the broker's
+        // children) and what they forked.
+        let me = i32::try_from(std::process::id()).unwrap();
+        let mut seen = Vec::new();
+        for pid in zygote_family(zpid).into_iter().filter(|p| *p != zpid) {
+            let (ppid, pgrp) = (stat_field(pid, 2), stat_field(pid, 3));
+            seen.push((pid, ppid, pgrp));
+        }
+        (me, seen)
+    };
+    let (a, b, (me, seen)) = tokio::join!(
+        z.run(spec(attacker), &NoTools),
+        z.run(spec(other), &NoTools),
+        look
+    );
+    let stages: Vec<_> = seen
+        .iter()
+        .filter(|(_, ppid, _)| *ppid == Some(me))
+        .collect();
+    assert_eq!(
+        stages.len(),
+        2,
+        "both stages, the broker's children: {seen:?}"
+    );
+    for (pid, _, pgrp) in &seen {
+        assert_ne!(
+            *pgrp,
+            Some(zpid),
+            "{pid} is in the zygote's process group: {seen:?}"
+        );
+    }
+    for (pid, _, pgrp) in stages {
+        assert_eq!(
+            *pgrp,
+            Some(*pid),
+            "stage {pid} leads no group of its own: {seen:?}"
+        );
+    }
+    assert_eq!(completed(&a), "sent\n");
+    assert_eq!(completed(&b), "other run done\n");
+    assert!(live(zpid), "the signal reached the zygote");
+    z.shutdown().await;
+}

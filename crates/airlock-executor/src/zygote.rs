@@ -17,7 +17,8 @@
 //!    run's cgroups hold it from its first instruction, without the kernel's migration lock.
 //! 3. The zygote answers the child's pid (4 bytes, native order; a negative errno on failure)
 //!    and waits for the next request; it never sees the run again.
-//! 4. The child places the descriptors, closes every other one (the control socket first of
+//! 4. The child leads a process group of its own (the zygote's is no run's), places the
+//!    descriptors, closes every other one (the control socket first of
 //!    all) and runs the stage: identity, user + mount namespace and root, every other
 //!    namespace, fork; the stage process supervises, and pid 1 mounts /proc, pivots, sets
 //!    rlimits, Landlock, drops capabilities and sets no_new_privs, then returns here as
@@ -157,17 +158,34 @@ pub fn fork() -> Forked {
     }
 }
 
-/// One request; None at end of stream.
+/// One request; None at end of stream. A malformed request is read to its [`END`] before it
+/// is refused, so that the one answer it gets is the last thing said about it: the next
+/// request starts in step (a refusal mid-request would leave its rest to be taken for a
+/// request of its own, and its answer for the next request's).
 fn receive(control: &UnixStream) -> std::io::Result<Option<Held>> {
     let mut request = Held::default();
     let mut any = false;
+    let mut wrong: Option<String> = None;
     loop {
-        let message = fdpass::recv_tagged(control.as_fd())?;
-        let bad = |what: String| Err(std::io::Error::other(what));
+        let message = match fdpass::recv_tagged(control.as_fd()) {
+            Ok(m) => m,
+            // A message the kernel cut short (its descriptors closed): still one message.
+            Err(e) if e.kind() == std::io::ErrorKind::Other => {
+                wrong.get_or_insert_with(|| e.to_string());
+                any = true;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         match message {
             None if !any => return Ok(None),
-            None => return bad("request cut short".into()),
-            Some((END, None)) => return Ok(Some(request)),
+            None => return Err(std::io::Error::other("request cut short")),
+            Some((END, None)) => {
+                return match wrong {
+                    None => Ok(Some(request)),
+                    Some(why) => Err(std::io::Error::other(why)),
+                }
+            }
             Some((TASKS, Some(fd))) if request.tasks.len() < MAX_TASKS => request.tasks.push(fd),
             Some((CGROUP2, Some(fd))) if request.cgroup2.is_none() => request.cgroup2 = Some(fd),
             Some((tag, Some(fd))) => {
@@ -176,11 +194,14 @@ fn receive(control: &UnixStream) -> std::io::Result<Option<Held>> {
                     || request.placed.len() == MAX_FDS
                     || request.placed.iter().any(|(_, t)| *t == target)
                 {
-                    return bad(format!("bad target {target}"));
+                    wrong.get_or_insert_with(|| format!("bad target {target}"));
+                } else {
+                    request.placed.push((fd, target));
                 }
-                request.placed.push((fd, target));
             }
-            Some((tag, None)) => return bad(format!("tag {tag} without a descriptor")),
+            Some((tag, None)) => {
+                wrong.get_or_insert_with(|| format!("tag {tag} without a descriptor"));
+            }
         }
         any = true;
     }
@@ -191,10 +212,15 @@ fn answer(control: &UnixStream, value: i32) {
     let _ = (&*control).write_all(&value.to_ne_bytes());
 }
 
-/// The child: into the run's v1 cgroups first (the broker checks that it got there, and moves
-/// it itself otherwise), then the run's descriptors at their numbers, nothing else open (the
-/// zygote's control socket included), then the stage. Returns only in pid 1.
+/// The child: a process group of its own (the zygote's is shared by nothing of a run: a
+/// `kill(0, ..)` from the run reaches only the run, as from a spawned stage), into the run's v1
+/// cgroups (the broker checks that it got there, and moves it itself otherwise), then the run's
+/// descriptors at their numbers, nothing else open (the zygote's control socket included),
+/// then the stage. Returns only in pid 1.
 fn become_stage(request: Held) {
+    if process::own_process_group().is_err() {
+        process::exit_now(crate::EXIT_REFUSED);
+    }
     for tasks in request.tasks {
         let _ = cgroup::enter_self(tasks);
     }
@@ -204,4 +230,55 @@ fn become_stage(request: Held) {
         process::exit_now(crate::EXIT_REFUSED);
     }
     stage::zygote_stage();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::net::UnixStream;
+
+    use airlock_jail::fdpass;
+
+    use super::{receive, END, TASKS};
+
+    fn null() -> OwnedFd {
+        std::fs::File::open("/dev/null").unwrap().into()
+    }
+
+    fn send(sock: &UnixStream, tag: u8, fd: bool) {
+        let fd = fd.then(null);
+        fdpass::send_tagged(sock.as_fd(), tag, fd.as_ref().map(AsFd::as_fd)).unwrap();
+    }
+
+    #[test]
+    fn a_malformed_request_is_read_to_its_end_and_the_next_one_is_served_in_step() {
+        let (broker, zygote) = UnixStream::pair().unwrap();
+        // Malformed three ways (a target twice, a target no run has, a tag without a
+        // descriptor, a fourth tasks file), each followed by more of the same request.
+        send(&broker, 0, true);
+        send(&broker, 0, true);
+        send(&broker, 9, true);
+        send(&broker, 1, false);
+        for _ in 0..4 {
+            send(&broker, TASKS, true);
+        }
+        send(&broker, 2, true);
+        send(&broker, END, false);
+        // The next request, well formed.
+        for target in [0, 1, 2] {
+            send(&broker, target, true);
+        }
+        send(&broker, END, false);
+        drop(broker);
+        assert!(
+            receive(&zygote).is_err(),
+            "the malformed request was served"
+        );
+        let next = receive(&zygote).unwrap().expect("the next request");
+        let mut targets: Vec<i32> = next.placed.iter().map(|(_, t)| *t).collect();
+        targets.sort_unstable();
+        assert_eq!(targets, [0, 1, 2]);
+        assert!(next.tasks.is_empty() && next.cgroup2.is_none());
+        assert!(receive(&zygote).unwrap().is_none(), "end of stream");
+    }
 }

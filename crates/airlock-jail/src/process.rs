@@ -144,6 +144,15 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+/// `setpgid(0, 0)`: this process becomes the leader of a process group of its own, as a child
+/// spawned with `process_group(0)` is, so that a signal to "my process group" (`kill(0, ..)`)
+/// from it or anything it forks reaches only its own tree, not the group it was forked in.
+pub fn own_process_group() -> Result<()> {
+    // SAFETY: setpgid only takes integers.
+    check(unsafe { libc::setpgid(0, 0) }, "setpgid")?;
+    Ok(())
+}
+
 /// `PR_SET_PDEATHSIG(SIGKILL)`: die when the parent (thread) dies. The caller closes the race
 /// with a parent that died before the call (e.g. by checking [`parent_pid`] against the pid it
 /// expects, or by a pipe from the parent).

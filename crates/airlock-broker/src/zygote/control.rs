@@ -5,6 +5,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -29,6 +30,10 @@ pub(crate) struct Control {
     socket: Mutex<UnixStream>,
     process: Mutex<tokio::process::Child>,
     pid: i32,
+    /// Set when a request was cut short or its answer not read: the zygote may still answer
+    /// it, so the next answer on the socket would not be the next request's. Such a zygote is
+    /// killed and counts as dead (the next run starts a fresh one).
+    out_of_step: AtomicBool,
 }
 
 impl Control {
@@ -73,6 +78,7 @@ impl Control {
             socket: Mutex::new(ours),
             process: Mutex::new(child),
             pid,
+            out_of_step: AtomicBool::new(false),
         })
     }
 
@@ -81,8 +87,13 @@ impl Control {
         self.pid
     }
 
-    /// Whether the zygote still runs.
+    /// Whether the zygote still runs and its control socket is in step with its answers.
     pub(super) fn alive(&self) -> bool {
+        !self.out_of_step.load(Ordering::SeqCst) && self.running()
+    }
+
+    /// Whether the zygote process still runs.
+    fn running(&self) -> bool {
         matches!(self.process().try_wait(), Ok(None))
     }
 
@@ -111,14 +122,22 @@ impl Control {
         }
         let pid = {
             let mut control = self.socket.lock().unwrap_or_else(|e| e.into_inner());
-            for (fd, tag) in &fds {
-                fdpass::send_tagged(control.as_fd(), *tag, Some(fd.as_fd()))
-                    .map_err(std::io::Error::other)?;
+            if self.out_of_step.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other(
+                    "the zygote was given up on (a request it did not answer in time)",
+                ));
             }
-            fdpass::send_tagged(control.as_fd(), END, None).map_err(std::io::Error::other)?;
-            let mut answer = [0u8; 4];
-            control.read_exact(&mut answer)?;
-            i32::from_ne_bytes(answer)
+            match exchange(&mut control, &fds) {
+                Ok(pid) => pid,
+                Err(e) => {
+                    // A request half sent, or one whose answer may still come: whatever the
+                    // zygote says next would be taken for the next request's answer (another
+                    // run's pid). It is not asked again; it is killed and replaced.
+                    self.out_of_step.store(true, Ordering::SeqCst);
+                    let _ = self.process().start_kill();
+                    return Err(e);
+                }
+            }
         };
         // Our copies go now: the stage holds the write ends, so EOF means it is gone.
         drop(fds);
@@ -136,12 +155,24 @@ impl Control {
     pub(super) async fn stop(&self) {
         let _ = self.process().start_kill();
         for _ in 0..200 {
-            if !self.alive() {
+            if !self.running() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+}
+
+/// Send one request (each descriptor with its tag, then [`END`]) and read the zygote's answer.
+fn exchange(control: &mut UnixStream, fds: &[(OwnedFd, u8)]) -> std::io::Result<i32> {
+    for (fd, tag) in fds {
+        fdpass::send_tagged(control.as_fd(), *tag, Some(fd.as_fd()))
+            .map_err(std::io::Error::other)?;
+    }
+    fdpass::send_tagged(control.as_fd(), END, None).map_err(std::io::Error::other)?;
+    let mut answer = [0u8; 4];
+    control.read_exact(&mut answer)?;
+    Ok(i32::from_ne_bytes(answer))
 }
 
 /// Wait for the zygote's ready byte.
