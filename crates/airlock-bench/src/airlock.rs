@@ -227,7 +227,8 @@ pub async fn tool_round_trips_current_thread(
             });
         let _ = tx.send(r);
     });
-    rx.await.map_err(|_| "the measuring thread died".to_string())?
+    rx.await
+        .map_err(|_| "the measuring thread died".to_string())?
 }
 
 /// `total` runs of `print(1)`, `workers` at a time; runs per second.
