@@ -1,32 +1,13 @@
 //! The warm pool's guarantees, against the real executor: each pooled executor serves one run,
 //! a pooled run is as isolated as a cold one (a few of the attack programs, run warm), runs
 //! that do not fit go cold, and nothing survives the pool.
-use std::path::PathBuf;
+mod common;
+
+use common::{completed, executor, spec};
 use std::time::{Duration, Instant};
 
-use airlock_broker::{Limits, NoTools, Pool, PoolConfig, RunResult, RunSpec, RunStatus, Workload};
+use airlock_broker::{NoTools, Pool, PoolConfig, RunResult, RunSpec, RunStatus};
 use serde_json::Value;
-
-fn executor() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_airlock-bench"))
-}
-
-fn spec(code: &str) -> RunSpec {
-    RunSpec {
-        workload: Workload::Python {
-            code: code.into(),
-            interpreter: None,
-        },
-        limits: Limits::default(),
-        sandbox: None,
-        image: None,
-        cwd: None,
-        env: Vec::new(),
-        executor: executor(),
-        output: None,
-        restricted: None,
-    }
-}
 
 async fn pool(size: usize) -> Pool {
     let pool = Pool::start(PoolConfig::new(size, executor()));
@@ -54,11 +35,6 @@ async fn warm(pool: &Pool, spec: RunSpec) -> RunResult {
         "the run was not served warm"
     );
     r
-}
-
-fn completed(r: &RunResult) -> &str {
-    assert_eq!(r.status, RunStatus::Completed, "{r:#?}");
-    &r.stdout
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,51 +67,7 @@ async fn each_pooled_executor_serves_exactly_one_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_run_passes_the_isolation_checks() {
     let pool = pool(1).await;
-    // Unprivileged, filtered, pid 1 of its own namespace.
-    let code = "import os\nst=open('/proc/self/status').read()\nprint([l for l in st.splitlines() if l.startswith(('CapEff','NoNewPrivs','Seccomp:'))])\nprint(os.getuid(), os.getpid())";
-    let out = completed(&warm(&pool, spec(code)).await).to_string();
-    assert!(out.contains("CapEff:\\t0000000000000000"), "{out}");
-    assert!(
-        out.contains("NoNewPrivs:\\t1") && out.contains("Seccomp:\\t2"),
-        "{out}"
-    );
-    assert!(out.contains("\n1000 1\n"), "{out}");
-
-    // Process creation is denied.
-    let code = "import os, subprocess\nfor name, f in [('fork', os.fork), ('subprocess', lambda: subprocess.run(['/bin/true']))]:\n    try:\n        f(); print(name, 'ALLOWED')\n    except OSError as e:\n        print(name, 'denied', e.errno)";
-    let out = completed(&warm(&pool, spec(code)).await).to_string();
-    assert_eq!(out.matches("denied").count(), 2, "{out}");
-
-    // A forbidden syscall kills the run.
-    let code = "import ctypes\nprint('before', flush=True)\nctypes.CDLL(None).ptrace(0, 0, 0, 0)\nprint('AFTER')";
-    let r = warm(&pool, spec(code)).await;
-    assert_eq!(
-        (r.status, r.signal, r.stdout.as_str()),
-        (RunStatus::Killed, Some(31), "before\n")
-    );
-
-    // Host files stay unreadable and unwritable; the host network is unreachable.
-    let secret = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(secret.path(), "host-secret").unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let code = format!(
-        "import socket\nfor p in [{path:?}, '/etc/shadow']:\n    try:\n        print('READ', open(p).read())\n    except OSError as e:\n        print('denied')\nopen('/tmp/airlock-pool-escape', 'w').write('own /tmp')\ntry:\n    open('/usr/lib/airlock-pool-escape', 'w'); print('WROTE')\nexcept OSError:\n    print('denied')\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\nexcept OSError:\n    print('denied')",
-        path = secret.path().display().to_string()
-    );
-    let out = completed(&warm(&pool, spec(&code)).await).to_string();
-    assert_eq!(out, "denied\ndenied\ndenied\ndenied\n", "{out}");
-    assert!(
-        listener.accept().is_err(),
-        "the host listener got a connection"
-    );
-    for p in ["/tmp/airlock-pool-escape", "/usr/lib/airlock-pool-escape"] {
-        assert!(
-            !std::path::Path::new(p).exists(),
-            "{p} was created on the host"
-        );
-    }
+    common::isolation_attacks(|s| warm(&pool, s), "pool").await;
     pool.shutdown().await;
 }
 

@@ -2,34 +2,13 @@
 //! exactly a cold run's layers (the attacks of the pool suite, run through the zygote), no
 //! interpreter state crosses runs, what a fork would share is re-seeded or documented, and
 //! nothing survives the zygote or a killed run. Run as root and as `airlock-test`.
-use std::path::PathBuf;
+mod common;
+
+use common::{completed, executor, spec};
 use std::time::{Duration, Instant};
 
-use airlock_broker::{
-    Limits, NoTools, RunResult, RunSpec, RunStatus, Workload, Zygote, ZygoteConfig,
-};
+use airlock_broker::{NoTools, RunResult, RunSpec, RunStatus, Workload, Zygote, ZygoteConfig};
 use serde_json::Value;
-
-fn executor() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_airlock-bench"))
-}
-
-fn spec(code: &str) -> RunSpec {
-    RunSpec {
-        workload: Workload::Python {
-            code: code.into(),
-            interpreter: None,
-        },
-        limits: Limits::default(),
-        sandbox: None,
-        image: None,
-        cwd: None,
-        env: Vec::new(),
-        executor: executor(),
-        output: None,
-        restricted: None,
-    }
-}
 
 /// One test at a time: the process checks look for every process with the zygote's command
 /// line, which every zygote of this binary shares.
@@ -70,11 +49,6 @@ async fn forked(z: &Zygote, spec: RunSpec) -> RunResult {
     let r = z.run(spec, &NoTools).await;
     assert_eq!(z.stats().forked_runs, before + 1, "not forked: {r:#?}");
     r
-}
-
-fn completed(r: &RunResult) -> &str {
-    assert_eq!(r.status, RunStatus::Completed, "{r:#?}");
-    &r.stdout
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,60 +92,7 @@ async fn no_state_crosses_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forked_run_passes_the_isolation_checks() {
     let z = zygote().await;
-    // Unprivileged, filtered, pid 1 of its own namespace.
-    let code = "import os\nst=open('/proc/self/status').read()\nprint([l for l in st.splitlines() if l.startswith(('CapEff','CapPrm','CapBnd','NoNewPrivs','Seccomp:'))])\nprint(os.getuid(), os.getpid())";
-    let out = completed(&forked(&z, spec(code)).await).to_string();
-    for want in ["CapEff:\\t0000000000000000", "CapPrm:\\t0000000000000000"] {
-        assert!(out.contains(want), "{want} missing: {out}");
-    }
-    assert!(
-        out.contains("NoNewPrivs:\\t1") && out.contains("Seccomp:\\t2"),
-        "{out}"
-    );
-    assert!(out.contains("\n1000 1\n"), "{out}");
-
-    // Process creation is denied.
-    let code = "import os, subprocess\nfor name, f in [('fork', os.fork), ('subprocess', lambda: subprocess.run(['/bin/true']))]:\n    try:\n        f(); print(name, 'ALLOWED')\n    except OSError as e:\n        print(name, 'denied', e.errno)";
-    let out = completed(&forked(&z, spec(code)).await).to_string();
-    assert_eq!(out.matches("denied").count(), 2, "{out}");
-
-    // A forbidden syscall kills the run.
-    let code = "import ctypes\nprint('before', flush=True)\nctypes.CDLL(None).ptrace(0, 0, 0, 0)\nprint('AFTER')";
-    let r = forked(&z, spec(code)).await;
-    assert_eq!(
-        (r.status, r.signal, r.stdout.as_str()),
-        (RunStatus::Killed, Some(31), "before\n")
-    );
-
-    // Host files stay unreadable and unwritable; the host network is unreachable.
-    let secret = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(secret.path(), "host-secret").unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let code = format!(
-        "import socket\nfor p in [{path:?}, '/etc/shadow']:\n    try:\n        print('READ', open(p).read())\n    except OSError as e:\n        print('denied')\nopen('/tmp/airlock-zygote-escape', 'w').write('own /tmp')\ntry:\n    open('/usr/lib/airlock-zygote-escape', 'w'); print('WROTE')\nexcept OSError:\n    print('denied')\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\nexcept OSError:\n    print('denied')",
-        path = secret.path().display().to_string()
-    );
-    let out = completed(&forked(&z, spec(&code)).await).to_string();
-    assert_eq!(out, "denied\ndenied\ndenied\ndenied\n", "{out}");
-    assert!(
-        listener.accept().is_err(),
-        "the host listener got a connection"
-    );
-    for p in [
-        "/tmp/airlock-zygote-escape",
-        "/usr/lib/airlock-zygote-escape",
-    ] {
-        assert!(
-            !std::path::Path::new(p).exists(),
-            "{p} was created on the host"
-        );
-    }
-    assert_eq!(
-        std::fs::read_to_string(secret.path()).unwrap(),
-        "host-secret"
-    );
+    common::isolation_attacks(|s| forked(&z, s), "zygote").await;
     z.shutdown().await;
 }
 
