@@ -336,6 +336,19 @@ mod tests {
 
     use super::*;
 
+    /// Found by the `mcp_upstream_reply` soak: a tool an upstream lists with an empty name was
+    /// registered as `up.`, a callable tool whose calls name no tool upstream.
+    #[test]
+    fn a_listed_tool_without_a_name_is_not_registered() {
+        let listed = [
+            Tool::new("", "nameless", serde_json::Map::new()),
+            Tool::new("ok", "named", serde_json::Map::new()),
+        ];
+        let offer = crate::fuzzing::offered("up", &listed, Vec::new(), HostToolLimits::default());
+        let names: Vec<&str> = offer.tools().map(|t| t.qualified.as_str()).collect();
+        assert_eq!(names, ["up.ok"]);
+    }
+
     #[test]
     fn results_convert_to_program_values() {
         let r = CallToolResult::success(vec![ContentBlock::text("{\"t\": 3}")]);
