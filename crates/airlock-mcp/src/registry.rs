@@ -122,6 +122,14 @@ impl UpstreamTools {
             let flow = format!("mcp:{upstream}");
             for t in *listed_tools {
                 let name = t.name.to_string();
+                if name.is_empty() {
+                    // `up.` would pass the registry's name check and call no tool upstream.
+                    tracing::warn!(
+                        upstream = *upstream,
+                        "skipping an upstream tool without a name"
+                    );
+                    continue;
+                }
                 let qualified = format!("{upstream}.{name}");
                 let description: String = t
                     .description
