@@ -11,6 +11,9 @@
 //! (a second report, a call after the report, a `refused` from a Python program) end it. The
 //! same bytes are the guest's stdout, read 1-15 bytes at a time (the selector's low nibble).
 //!
+//! The handler answers on its first poll (the relay answers inline) for a tool name of even
+//! length, on its second (the call is in flight) for an odd one.
+//!
 //! Oracles: a `call_tool` is refused exactly as its params and the relay's state call for (call
 //! limit, one at a time, `{tool: string, args?}`), and otherwise its handler receives exactly
 //! the guest's `tool` and `args`; every answer carries the guest's id and a value within the
@@ -27,6 +30,7 @@ mod common;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 
 use airlock_broker::fuzzing::{describe, reported, Relay, EXECUTE_ID};
 use airlock_broker::output::{capture, Captured};
@@ -51,7 +55,11 @@ impl ToolHandler for Recorder {
             .lock()
             .unwrap()
             .push((name.to_owned(), args.clone()));
+        let slow = name.len() % 2 == 1;
         Box::pin(async move {
+            if slow {
+                PendingOnce(false).await;
+            }
             if self.fail {
                 Err(ToolFailure {
                     code: ErrorCode::ToolError,
@@ -62,6 +70,22 @@ impl ToolHandler for Recorder {
                 Ok(json!({ "tool": name, "args": args }))
             }
         })
+    }
+}
+
+/// Pending on its first poll (waking its waker), ready on the next: a handler that does not
+/// answer at once.
+struct PendingOnce(bool);
+
+impl Future for PendingOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
@@ -99,7 +123,7 @@ fuzz_target!(|input: &[u8]| {
         match msg {
             Message::Request(req) if req.method == "call_tool" && report.is_none() => {
                 let before = relay.calls();
-                if let Some(call) = call_tool(&mut relay, &limits, req, in_flight.is_some()) {
+                if let Some(call) = call_tool(&tools, &mut relay, &limits, req, in_flight.is_some()) {
                     in_flight = Some(call);
                 }
                 assert_eq!(relay.calls(), before.saturating_add(1));
@@ -148,7 +172,13 @@ fuzz_target!(|input: &[u8]| {
 
 /// One `call_tool` through the relay, checked against what its params and the relay's state
 /// call for; the call now in flight, if it started.
-fn call_tool(relay: &mut Relay, limits: &Limits, req: Request, busy: bool) -> Option<InFlight> {
+fn call_tool(
+    tools: &Recorder,
+    relay: &mut Relay,
+    limits: &Limits,
+    req: Request,
+    busy: bool,
+) -> Option<InFlight> {
     let id = req.id.clone();
     let wanted = match &req.params {
         Some(Value::Object(p)) => match p.get("tool") {
@@ -166,12 +196,16 @@ fn call_tool(relay: &mut Relay, limits: &Limits, req: Request, busy: bool) -> Op
     } else if wanted.is_none() {
         ErrorCode::InvalidParams
     } else {
-        assert!(
-            refusal.is_none(),
-            "a well-formed call was refused: {refusal:?}"
-        );
         let (name, args) = wanted?;
-        return Some((id, name, args.unwrap_or(Value::Null)));
+        let call = (id, name, args.unwrap_or(Value::Null));
+        // A handler ready on its first poll is answered inline; a slow one is in flight.
+        return match refusal {
+            Some(answer) => {
+                check_answer(tools, limits, call, &answer);
+                None
+            }
+            None => Some(call),
+        };
     };
     assert_error(&refusal.expect("refused"), &id, code);
     None
