@@ -344,6 +344,26 @@ mod tests {
 
     use super::*;
 
+    /// Found by the `mcp_upstream_reply` soak: an upstream listing one name twice (the first
+    /// entry's schema unusable) had the second registered, so the schema the registry checks a
+    /// call against was not the first the upstream listed. A repeated name is ambiguous:
+    /// neither entry is registered.
+    #[test]
+    fn a_name_an_upstream_lists_twice_is_not_registered() {
+        let mut bad = serde_json::Map::new();
+        bad.insert("type".into(), json!(12));
+        let listed = [
+            Tool::new("twice", "first", bad),
+            Tool::new("twice", "second", serde_json::Map::new()),
+            Tool::new("again", "one", serde_json::Map::new()),
+            Tool::new("again", "two", serde_json::Map::new()),
+            Tool::new("once", "", serde_json::Map::new()),
+        ];
+        let offer = crate::fuzzing::offered("up", &listed, Vec::new(), HostToolLimits::default());
+        let names: Vec<&str> = offer.tools().map(|t| t.qualified.as_str()).collect();
+        assert_eq!(names, ["up.once"]);
+    }
+
     /// Found by the `mcp_upstream_reply` soak: a tool an upstream lists with an empty name was
     /// registered as `up.`, a callable tool whose calls name no tool upstream.
     #[test]
