@@ -16,8 +16,8 @@
 //! each (but rmcp's catch-all for results it does not recognise, which airlock ignores)
 //! re-encoding to JSON that decodes to the same JSON; at most 128 tools and 32 pages are
 //! taken, the tools a prefix of the pages'; a registered tool is `up.NAME` with NAME of 1-61
-//! bytes of `[A-Za-z0-9_.-]` and its description a prefix of the upstream's within 2000
-//! characters; the stubs module is the fixed header then code in which, outside JSON string
+//! bytes of `[A-Za-z0-9_.-]`, listed once, and its description a prefix of the upstream's
+//! within 2000 characters; the stubs module is the fixed header then code in which, outside JSON string
 //! literals, only the stub vocabulary's characters occur, each `def` naming `_up__` and a
 //! usable identifier, with usable identifiers as parameters, none of them a name the stub's
 //! body uses (`_a`, `_UNSET`, `_call`); the `execute` description has one
@@ -203,10 +203,9 @@ fn check_registered(offer: &UpstreamTools, listed: &[rmcp::model::Tool]) {
         assert!(q
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)));
-        let theirs = listed
-            .iter()
-            .find(|l| l.name == t.tool)
-            .expect("a registered tool was listed");
+        let mut same = listed.iter().filter(|l| l.name == t.tool);
+        let theirs = same.next().expect("a registered tool was listed");
+        assert!(same.next().is_none(), "{q} was listed twice");
         let full = theirs.description.as_deref().unwrap_or("");
         assert!(t.description.chars().count() <= 2000 && full.starts_with(&t.description));
         names.push(q.clone());

@@ -130,6 +130,11 @@ impl UpstreamTools {
                     );
                     continue;
                 }
+                if listed_tools.iter().filter(|o| o.name == t.name).count() > 1 {
+                    // Which entry's schema would the upstream apply? Neither is taken.
+                    tracing::warn!(upstream = *upstream, tool = %name, "skipping a tool listed twice");
+                    continue;
+                }
                 let qualified = format!("{upstream}.{name}");
                 let description: String = t
                     .description
