@@ -75,11 +75,12 @@ for t in "${targets[@]}"; do
         grep -m 3 -A 4 -E 'panicked at|ERROR: libFuzzer|==[0-9]+==ERROR' "$log" >&2 || true
         tail -n 40 "$log" >&2
     fi
-    done_line=$(grep -E '^#[0-9]+' "$log" | tail -n 1)
+    # A target that fails on its first inputs prints no status line: its row still goes out.
+    done_line=$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)
     n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-    cov=$(grep -o 'cov: [0-9]*' <<<"$done_line" | grep -o '[0-9]*')
-    ft=$(grep -o 'ft: [0-9]*' <<<"$done_line" | grep -o '[0-9]*')
-    corp=$(grep -o 'corp: [0-9]*' <<<"$done_line" | grep -o '[0-9]*')
+    cov=$(grep -o 'cov: [0-9]*' <<<"$done_line" | grep -o '[0-9]*' || true)
+    ft=$(grep -o 'ft: [0-9]*' <<<"$done_line" | grep -o '[0-9]*' || true)
+    corp=$(grep -o 'corp: [0-9]*' <<<"$done_line" | grep -o '[0-9]*' || true)
     row="| $t | ${n:-?} | ${cov:-?} | ${ft:-?} | ${corp:-?} | $crashes | $(( SECONDS - start )) | $sanitizer | $commit |"
     echo "$row" | tee -a "$out"
 done
