@@ -48,6 +48,9 @@ pub async fn read_head<R: AsyncRead + Unpin>(
     let mut chunk = [0u8; 2048];
     loop {
         let from = buf.len().saturating_sub(3);
+        // Bytes before the last one read were checked already (the last may be a CR whose
+        // LF had not arrived): each byte is scanned once, however small the pieces.
+        let checked = buf.len().saturating_sub(1);
         let n = r.read(&mut chunk).await.map_err(|_| HeadError::Closed)?;
         if n == 0 {
             return Err(HeadError::Closed);
@@ -57,7 +60,8 @@ pub async fn read_head<R: AsyncRead + Unpin>(
         if end.unwrap_or(buf.len()) > max {
             return Err(HeadError::TooLarge);
         }
-        bare_line_end(&buf[..end.unwrap_or(buf.len())], end.is_some()).map_err(HeadError::Bad)?;
+        bare_line_end(&buf[..end.unwrap_or(buf.len())], checked, end.is_some())
+            .map_err(HeadError::Bad)?;
         if let Some(end) = end {
             let rest = buf.split_off(end);
             return Ok((buf, rest));
@@ -65,16 +69,16 @@ pub async fn read_head<R: AsyncRead + Unpin>(
     }
 }
 
-/// A bare LF anywhere in `head`, or a CR followed by anything but LF (a CR as the very last
-/// byte is undecided until `complete`).
-fn bare_line_end(head: &[u8], complete: bool) -> Result<(), String> {
+/// A bare LF in `head` from byte `start` on, or a CR followed by anything but LF (a CR as the
+/// very last byte is undecided until `complete`).
+fn bare_line_end(head: &[u8], start: usize, complete: bool) -> Result<(), String> {
     let undecided = !complete && head.last() == Some(&b'\r');
     let scan = if undecided {
         &head[..head.len() - 1]
     } else {
         head
     };
-    for (i, b) in scan.iter().enumerate() {
+    for (i, b) in scan.iter().enumerate().skip(start) {
         let bare = match b {
             b'\r' => head.get(i + 1) != Some(&b'\n'),
             b'\n' => i == 0 || head[i - 1] != b'\r',

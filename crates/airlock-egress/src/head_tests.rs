@@ -490,3 +490,48 @@ async fn read_head_refuses_a_bare_line_end_without_waiting_for_more() {
     let (head, _) = reader.await.unwrap().unwrap();
     assert!(parse(&head).is_ok());
 }
+
+/// A reader handing out one byte per read: the smallest pieces a client can send.
+struct ByteAtATime<'a>(&'a [u8]);
+
+impl tokio::io::AsyncRead for ByteAtATime<'_> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some((&b, rest)) = self.0.split_first() {
+            buf.put_slice(&[b]);
+            self.0 = rest;
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Each byte is checked once as it arrives, so a head sent a byte at a time gets the verdict
+/// the same bytes get in one piece: a bare CR or LF wherever it sits (the first byte, the
+/// byte after a CR, the last), and a CRLF split between two reads accepted.
+#[tokio::test]
+async fn a_head_read_a_byte_at_a_time_gets_the_verdict_of_the_whole() {
+    let good = b"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nA: 1\r\n\r\nrest";
+    for bad in [
+        b"\nGET http://a.example/ HTTP/1.1\r\n\r\n".as_slice(),
+        b"GET http://a.example/ HTTP/1.1\r\r\n\r\n",
+        b"GET http://a.example/ HTTP/1.1\r\nA: 1\n\r\n",
+        b"GET http://a.example/ HTTP/1.1\r\nA: 1\r\n\n",
+    ] {
+        let whole = read_head(&mut &bad[..], 4096).await;
+        let pieces = read_head(&mut ByteAtATime(bad), 4096).await;
+        assert!(
+            matches!(pieces, Err(HeadError::Bad(_))),
+            "{bad:?}: {pieces:?}"
+        );
+        assert_eq!(pieces, whole, "{bad:?}");
+    }
+    let (head, rest) = read_head(&mut ByteAtATime(good), 4096).await.unwrap();
+    assert_eq!(
+        (head.len(), rest.as_slice()),
+        (good.len() - 4, b"".as_slice())
+    );
+    assert!(parse(&head).is_ok());
+}
