@@ -43,6 +43,22 @@ impl RunStatus {
     }
 }
 
+/// How a run's process came to be (see `crate::runner`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// `airlock __executor` spawned, then the interpreter or command exec'd (or no process at
+    /// all: a run refused before one existed).
+    #[default]
+    Exec,
+    /// Forked from the zygote's pre-initialised interpreter.
+    Zygote,
+    /// A pre-started executor of the warm pool.
+    Pool,
+    /// A cell of a stateful sandbox's long-lived kernel.
+    Kernel,
+}
+
 /// An error attached to a non-completed result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunError {
@@ -85,6 +101,11 @@ pub struct RunResult {
     pub enforcement: Vec<&'static str>,
     /// True when a pre-started (warm) executor served the run: still fresh, never reused.
     pub warm: bool,
+    /// How the run's process came to be.
+    pub via: Via,
+    /// How long the run waited for a run slot before it started, in milliseconds (counted in
+    /// its timeout).
+    pub queued_ms: f64,
     /// Every allow/deny of the egress proxy (allowlist egress), in order, at most
     /// `airlock_egress::MAX_DECISIONS`.
     pub egress: Vec<airlock_egress::Decision>,
@@ -165,6 +186,8 @@ impl RunResult {
             tool_calls: 0,
             enforcement: Vec::new(),
             warm: false,
+            via: Via::Exec,
+            queued_ms: 0.0,
             egress: Vec::new(),
             value: None,
             display: Vec::new(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_broker::Limits;
-use airlock_broker::{Pool, PoolConfig, Zygote, ZygoteConfig};
+use airlock_broker::{Pool, PoolConfig, Runner, RunnerConfig, Zygote, ZygoteConfig};
 use airlock_policy::{Capability, Egress};
 use airlock_server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use anyhow::{bail, Context};
@@ -110,16 +110,24 @@ pub struct ServeOpts {
     /// every run is admitted by it first (also read from $AIRLOCK_POLICY).
     #[arg(long, value_name = "PATH")]
     pub policy: Option<PathBuf>,
+    /// Runs that may wait for a run slot at once (default: 64 per slot); one more is refused
+    /// `over_capacity`. A queued run waits at most its own timeout.
+    #[arg(long, value_name = "N")]
+    pub max_queued_runs: Option<usize>,
     /// Keep N executors pre-started, isolated and attested (each still serves one run); runs
-    /// whose limits or interpreter differ from the defaults run cold. 0 = always cold.
+    /// whose limits or interpreter differ from the defaults do not use them. 0 = none.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub warm: usize,
-    /// Fork each run's process from a zygote — one pre-initialised interpreter that never runs
-    /// untrusted code — instead of exec-ing the interpreter per run (the default). Same layers,
-    /// attested the same way; every run shares the zygote's address-space layout and str hash
-    /// secret (docs/threat-model.md). Needs libairlock_zygote.so beside this binary.
-    #[arg(long)]
+    /// Require the zygote (the default when libairlock_zygote.so is beside this binary): fail
+    /// to start without it instead of serving exec-per-run.
+    #[arg(long, conflicts_with = "exec_per_run")]
     pub zygote: bool,
+    /// Exec the interpreter for every run instead of forking it from the zygote — one
+    /// pre-initialised interpreter that never runs untrusted code. Both have the same layers,
+    /// attested the same way; forked runs share the zygote's address-space layout and str hash
+    /// secret (docs/threat-model.md), exec'd runs share nothing.
+    #[arg(long)]
+    pub exec_per_run: bool,
     /// This server's stable name, a DNS label (in Kubernetes its StatefulSet pod name): every
     /// sandbox id starts `sb-NAME.`, so a client reaches the pod that holds a sandbox at
     /// NAME.<headless service> (docs/deploy.md).
@@ -167,7 +175,7 @@ fn auth(opts: &ServeOpts) -> anyhow::Result<Auth> {
     }
 }
 
-fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
+fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
     let executor = std::env::current_exe().context("locating the airlock binary")?;
     let mut config = ServerConfig::new(executor);
     config.ceilings = Ceilings {
@@ -218,12 +226,6 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
         })));
     }
     config.interpreter = opts.python.clone();
-    if let Some(n) = opts.max_concurrent_runs {
-        if n == 0 {
-            bail!("--max-concurrent-runs must be at least 1");
-        }
-        config.max_concurrent_runs = n;
-    }
     config.max_connections = opts.max_connections.max(1);
     config.tool_timeout = seconds("tool-timeout", opts.tool_timeout)?;
     config.shutdown_timeout = seconds("shutdown-timeout", opts.shutdown_timeout)?;
@@ -236,10 +238,6 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
     let mut max_sandboxes = opts.max_sandboxes.max(1);
     if let Some(sv) = policy.as_ref().map(|p| p.server) {
         max_sandboxes = max_sandboxes.min(usize::try_from(sv.max_sandboxes).unwrap_or(usize::MAX));
-        if let Some(n) = sv.max_concurrent_runs {
-            let n = usize::try_from(n).unwrap_or(usize::MAX);
-            config.max_concurrent_runs = config.max_concurrent_runs.min(n);
-        }
     }
     let epoch = match &opts.node_name {
         Some(name) => format!("{}.{:x}", dns_label(name)?, std::process::id()),
@@ -248,15 +246,69 @@ fn config(opts: &ServeOpts) -> anyhow::Result<ServerConfig> {
     // Checked here, so a bad range stops the server rather than every allowlist sandbox.
     airlock_egress::Rules::parse(&["localhost"], &[] as &[&str], &opts.allow_private)
         .context("--allow-private")?;
-    config.sandboxes = Some(crate::serve_sandboxes::build(
-        &config,
-        policy.as_ref(),
-        &epoch,
+    let sandboxes = Assembly {
+        policy,
+        epoch,
         max_sandboxes,
-        &opts.allow_private,
-        opts.image_dir.clone(),
-    )?);
-    Ok(config)
+    };
+    Ok((config, sandboxes))
+}
+
+/// What the sandbox registry is built from, once the runner exists.
+struct Assembly {
+    policy: Option<airlock_policy::Policy>,
+    epoch: String,
+    max_sandboxes: usize,
+}
+
+/// Run slots: the flag (default 2 per core), capped by the policy's `[server]` ceiling.
+fn run_slots(opts: &ServeOpts, policy: Option<&airlock_policy::Policy>) -> anyhow::Result<usize> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mut slots = match opts.max_concurrent_runs {
+        Some(0) => bail!("--max-concurrent-runs must be at least 1"),
+        Some(n) => n,
+        None => 2 * cores,
+    };
+    if let Some(n) = policy.and_then(|p| p.server.max_concurrent_runs) {
+        slots = slots.min(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    Ok(slots)
+}
+
+/// The runner every run of this server goes through: the zygote unless `--exec-per-run` (or
+/// it cannot start and was not required), the warm pool with `--warm N`. Call inside the
+/// runtime.
+async fn runner(
+    opts: &ServeOpts,
+    config: &ServerConfig,
+    policy: Option<&airlock_policy::Policy>,
+) -> anyhow::Result<Runner> {
+    let slots = run_slots(opts, policy)?;
+    let mut rc = RunnerConfig::exec_per_run(slots);
+    if let Some(n) = opts.max_queued_runs {
+        rc.max_queued = n;
+    }
+    if !opts.exec_per_run {
+        let mut zc = ZygoteConfig::new(config.executor.clone());
+        zc.interpreter = config.interpreter.clone();
+        match Zygote::start(zc).await {
+            Ok(z) => rc.zygote = Some(Arc::new(z)),
+            Err(e) if opts.zygote => return Err(e).context("--zygote"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "the zygote did not start; serving every run exec-per-run (--exec-per-run \
+                 silences this, --zygote makes it fatal)"
+            ),
+        }
+    }
+    if opts.warm > 0 {
+        let mut pool = PoolConfig::new(opts.warm, config.executor.clone());
+        pool.limits = config.defaults.clone();
+        pool.interpreter = config.interpreter.clone();
+        pool.zygote = rc.zygote.clone();
+        rc.pool = Some(Arc::new(Pool::start(pool)));
+    }
+    Ok(Runner::new(rc))
 }
 
 /// `name` if it is a DNS label (RFC 1123: 1 to 63 of a-z, 0-9 and `-`, alphanumeric at both
@@ -291,7 +343,8 @@ async fn on_signal(server: Server) {
 }
 
 pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
-    let config = config(&opts)?;
+    let (mut config, assembly) = config(&opts)?;
+    run_slots(&opts, assembly.policy.as_ref())?;
     let auth = match opts.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() && !opts.allow_remote {
@@ -309,22 +362,16 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let mut config = config;
-    if opts.zygote {
-        let mut zc = ZygoteConfig::new(config.executor.clone());
-        zc.interpreter = config.interpreter.clone();
-        let zygote = runtime.block_on(Zygote::start(zc)).context("--zygote")?;
-        config.zygote = Some(Arc::new(zygote));
-    }
-    if opts.warm > 0 {
-        // The pool spawns its executors on the runtime.
-        let _entered = runtime.enter();
-        let mut pool = PoolConfig::new(opts.warm, config.executor.clone());
-        pool.limits = config.defaults.clone();
-        pool.interpreter = config.interpreter.clone();
-        pool.zygote = config.zygote.clone();
-        config.pool = Some(Arc::new(Pool::start(pool)));
-    }
+    let runner = runtime.block_on(runner(&opts, &config, assembly.policy.as_ref()))?;
+    config.runner = Arc::new(runner);
+    config.sandboxes = Some(crate::serve_sandboxes::build(
+        &config,
+        assembly.policy.as_ref(),
+        &assembly.epoch,
+        assembly.max_sandboxes,
+        &opts.allow_private,
+        opts.image_dir.clone(),
+    )?);
     let server = Server::new(config);
     runtime.block_on(async {
         tokio::spawn(on_signal(server.clone()));

@@ -28,6 +28,8 @@ pub fn build(
         local.images = Some(airlock_image::Store::open(dir));
     }
     local.limits = config.defaults.clone();
+    // Session runs and `execute` share the server's one runner (slots, queue, zygote).
+    local.runner = Arc::clone(&config.runner);
     local.python = config.interpreter.clone();
     if let Some(p) = policy {
         local.restricted = p.restricted.clone();

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use airlock_broker::{Image, RootSpec, SandboxFs};
+use airlock_broker::Image;
 use airlock_policy::{
     BackendDeclarations, Capability, DisposalFailure, Isolation, IsolationScope, OsFamily,
     SandboxKey, SandboxLimits, SandboxSpec,
@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use crate::config::LocalConfig;
+use crate::root::{new_fs, Root};
 use crate::rung::{egress_modes, probe_rung, RungProbe};
 use crate::sandbox::{LocalSandbox, Parts, ToolsForRun};
 
@@ -147,34 +148,6 @@ fn image_for(config: &LocalConfig, spec: &SandboxSpec) -> Result<Option<Arc<Imag
         .map_err(|e| e.to_string())
 }
 
-/// A fresh sandbox filesystem for `config`: the image's root, or the system root with the
-/// interpreter's tree (when one is found); and the disk bound of its limits.
-pub(crate) async fn new_fs(
-    config: &LocalConfig,
-    image: Option<Arc<Image>>,
-) -> Result<SandboxFs, String> {
-    let data = airlock_broker::DataBounds {
-        bytes: config.limits.max_disk_bytes,
-        inodes: config.limits.max_disk_entries,
-    };
-    let root = match image {
-        Some(image) => RootSpec::of_image(image, data),
-        None => {
-            let interp = airlock_broker::interpreter::discover(config.python.as_deref())
-                .await
-                .ok();
-            RootSpec {
-                binds: airlock_broker::fs_policy::root_binds(interp.as_ref(), &[]),
-                data,
-                image: None,
-            }
-        }
-    };
-    SandboxFs::create(&config.executor, root)
-        .await
-        .map_err(|e| e.to_string())
-}
-
 #[async_trait]
 impl Backend for LocalBackend {
     fn name(&self) -> &str {
@@ -199,9 +172,16 @@ impl Backend for LocalBackend {
         }
         let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
         let image = image_for(&self.config, spec).map_err(BackendError::Refused)?;
-        let fs = new_fs(&self.config, image)
-            .await
-            .map_err(BackendError::Other)?;
+        // A call-scoped sandbox's root is made when something needs it (see `crate::root`).
+        let root = if spec.isolation_scope() == IsolationScope::Call {
+            Root::Unmade { image }
+        } else {
+            Root::Made(Arc::new(
+                new_fs(&self.config, image)
+                    .await
+                    .map_err(BackendError::Other)?,
+            ))
+        };
         let mut map = lock(&self.sandboxes);
         if let Some(e) = map.get(key) {
             // Another acquire of this key won the race; ours is dropped (and freed).
@@ -210,7 +190,7 @@ impl Backend for LocalBackend {
         let sandbox = Arc::new(LocalSandbox::new(Parts {
             key: key.clone(),
             spec_work_dir: spec.work_dir().to_owned(),
-            fs: Arc::new(fs),
+            root,
             config: Arc::clone(&self.config),
             files_in: *spec.files_in(),
             tools: self.tools.clone(),

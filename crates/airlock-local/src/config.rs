@@ -2,8 +2,9 @@
 //! work dirs live, and the limits of every run.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use airlock_broker::Limits;
+use airlock_broker::{Limits, Runner};
 
 /// The backend's configuration.
 #[derive(Debug, Clone)]
@@ -28,6 +29,9 @@ pub struct LocalConfig {
     pub observer: airlock_router::Observers,
     /// The restricted language profile a sandbox whose spec asks for it runs under.
     pub restricted: airlock_policy::RestrictedProfile,
+    /// The front door every run of every sandbox goes through: its slots and queue, and how
+    /// a run's process comes to be (zygote, warm pool, exec).
+    pub runner: Arc<Runner>,
 }
 
 impl LocalConfig {
@@ -43,6 +47,7 @@ impl LocalConfig {
             egress_allow_private: Vec::new(),
             observer: airlock_router::Observers::default(),
             restricted: airlock_policy::RestrictedProfile::default(),
+            runner: Arc::new(Runner::default()),
         }
     }
 }

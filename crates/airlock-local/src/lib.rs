@@ -18,6 +18,7 @@ pub mod chunks;
 pub mod config;
 pub mod egress;
 pub mod files;
+mod root;
 pub mod run;
 pub mod rung;
 pub mod sandbox;

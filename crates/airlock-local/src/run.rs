@@ -8,11 +8,12 @@
 use std::time::{Duration, Instant};
 
 use airlock_broker::output::OutputTap;
-use airlock_broker::run::{run_cancellable, Cancel};
-use airlock_broker::{Limits, RunSpec, ToolHandler, Workload};
+use airlock_broker::run::Cancel;
+use airlock_broker::{Job, Limits, RunSpec, ToolHandler, Workload};
 use airlock_router::{EgressDecided, SandboxError};
 
 use crate::files;
+use crate::root::ForRun;
 use crate::sandbox::{backend, LocalSandbox};
 
 /// What one run asks for.
@@ -33,6 +34,9 @@ pub struct RunRequest<'a> {
     pub cancel: Option<Cancel>,
     /// A live copy of the output.
     pub output: Option<OutputTap>,
+    /// Nothing runs in this sandbox after this run and no file of it is read: a sandbox whose
+    /// root is not made yet lets the run's stage build its own (`crate::root`).
+    pub last: bool,
 }
 
 impl std::fmt::Debug for RunRequest<'_> {
@@ -58,6 +62,7 @@ impl<'a> RunRequest<'a> {
             tools: None,
             cancel: None,
             output: None,
+            last: false,
         }
     }
 }
@@ -85,11 +90,20 @@ impl LocalSandbox {
         let mut limits = req.limits.unwrap_or_else(|| self.config.limits.clone());
         limits.timeout = remaining;
         limits.egress = self.egress.clone();
+        let (sandbox, image) = match self
+            .root
+            .for_run(&self.config, req.last)
+            .await
+            .map_err(backend)?
+        {
+            ForRun::Join(fs) => (Some(fs), None),
+            ForRun::Own(image) => (None, image),
+        };
         let spec = RunSpec {
             workload: req.workload,
             limits,
-            sandbox: Some(self.fs()?),
-            image: None,
+            sandbox,
+            image,
             cwd,
             env: req.env,
             executor: self.config.executor.clone(),
@@ -118,10 +132,22 @@ impl LocalSandbox {
             }
             (None, None) => &airlock_broker::NoTools,
         };
-        let result = match (held.as_mut(), &spec.workload) {
-            (Some(kernel), Workload::Python { .. }) => kernel.run(spec, handler, cancel).await,
-            _ => run_cancellable(spec, handler, cancel).await,
+        let sandbox = self.key.to_string();
+        let job = Job {
+            spec,
+            tools: handler,
+            cancel,
+            sandbox: &sandbox,
+            kernel: held.as_mut(),
         };
+        let result =
+            self.config
+                .runner
+                .run(job)
+                .await
+                .map_err(|refusal| SandboxError::OverCapacity {
+                    detail: refusal.to_string(),
+                })?;
         self.report_egress(&result);
         Ok(result)
     }

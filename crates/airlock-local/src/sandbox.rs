@@ -13,7 +13,7 @@
 //! running executor and waits for it (the broker returns only once every process of the run
 //! is gone) before the work dir is removed.
 
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_broker::{SandboxFs, ToolHandler, Workload, GUEST_WORK_DIR};
@@ -28,6 +28,7 @@ use tokio::sync::{watch, Mutex};
 
 use crate::config::LocalConfig;
 use crate::files;
+use crate::root::{Root, RootCell};
 
 /// Makes the tool handler for one run (so a per-run call cap starts at zero each run).
 pub trait ToolsForRun: Send + Sync {
@@ -39,7 +40,7 @@ pub trait ToolsForRun: Send + Sync {
 pub struct LocalSandbox {
     pub(crate) key: SandboxKey,
     pub(crate) spec_work_dir: String,
-    pub(crate) fs: StdMutex<Option<Arc<SandboxFs>>>,
+    pub(crate) root: RootCell,
     pub(crate) config: Arc<LocalConfig>,
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
@@ -63,7 +64,7 @@ impl std::fmt::Debug for LocalSandbox {
 pub(crate) struct Parts {
     pub(crate) key: SandboxKey,
     pub(crate) spec_work_dir: String,
-    pub(crate) fs: Arc<SandboxFs>,
+    pub(crate) root: Root,
     pub(crate) config: Arc<LocalConfig>,
     pub(crate) files_in: TransferLimits,
     pub(crate) tools: Option<Arc<dyn ToolsForRun>>,
@@ -85,7 +86,7 @@ impl LocalSandbox {
         LocalSandbox {
             key: p.key,
             spec_work_dir: p.spec_work_dir.trim_end_matches('/').to_owned(),
-            fs: StdMutex::new(Some(p.fs)),
+            root: RootCell::new(p.root),
             config: p.config,
             files_in: p.files_in,
             tools: p.tools,
@@ -108,7 +109,7 @@ impl LocalSandbox {
         Ok(LocalSandbox::new(Parts {
             key,
             spec_work_dir: spec.work_dir().to_owned(),
-            fs,
+            root: Root::Made(fs),
             config: Arc::new(config),
             files_in: *spec.files_in(),
             tools: None,
@@ -122,8 +123,7 @@ impl LocalSandbox {
     /// sandbox's root is an image.
     #[must_use]
     pub fn python(&self) -> Option<std::path::PathBuf> {
-        let on_image = self.fs().ok().is_some_and(|fs| fs.image().is_some());
-        if on_image {
+        if self.root.on_image() {
             self.config.image_python.clone()
         } else {
             self.config.python.clone()
@@ -136,13 +136,9 @@ impl LocalSandbox {
         GUEST_WORK_DIR
     }
 
-    /// The sandbox's filesystem, unless it was disposed.
-    pub(crate) fn fs(&self) -> Result<Arc<SandboxFs>, SandboxError> {
-        self.fs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| backend("the sandbox was disposed"))
+    /// The sandbox's filesystem (made now if it was not), unless it was disposed.
+    pub(crate) async fn fs(&self) -> Result<Arc<SandboxFs>, SandboxError> {
+        self.root.made(&self.config).await.map_err(backend)
     }
 
     /// The path of `rel` relative to the work dir for a `working_directory` argument: the
@@ -178,7 +174,7 @@ impl LocalSandbox {
         &self,
         f: impl FnOnce(&DirFd) -> Result<T, SandboxError> + Send + 'static,
     ) -> Result<T, SandboxError> {
-        let fs = self.fs()?;
+        let fs = self.fs().await?;
         tokio::task::spawn_blocking(move || fs.as_owner(f))
             .await
             .map_err(|e| backend(format!("file task failed: {e}")))?
@@ -191,12 +187,7 @@ impl LocalSandbox {
         if let Some(kernel) = gone.as_mut() {
             kernel.shut_down().await;
         }
-        let fs = self
-            .fs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        drop(fs);
+        drop(self.root.take());
     }
 }
 

@@ -213,6 +213,13 @@ pub enum SandboxError {
     /// The operation's bound expired.
     #[error("the operation timed out")]
     Timeout,
+    /// Every run slot was busy and the run could not wait: the queue was full, or the
+    /// run's deadline passed while it waited.
+    #[error("over capacity: {detail}")]
+    OverCapacity {
+        /// Which bound, and the figures.
+        detail: String,
+    },
     /// The backend failed in its own terms.
     #[error("backend failure: {detail}")]
     Backend {
@@ -231,6 +238,7 @@ impl ErrorKind for SandboxError {
             SandboxError::TooLarge { .. } => "SandboxFileTooLarge",
             SandboxError::QueuedTimeout => "SandboxQueuedTimeout",
             SandboxError::Timeout => "SandboxTimeout",
+            SandboxError::OverCapacity { .. } => "SandboxOverCapacity",
             SandboxError::Backend { .. } => "SandboxBackendFailure",
         }
     }

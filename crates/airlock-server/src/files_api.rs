@@ -33,6 +33,7 @@ pub fn file_error(e: &SandboxError) -> ErrorObject {
         SandboxError::Path(_) => ErrorCode::InvalidParams,
         // protocol.md: `not_found` is "no such sandbox, run or file".
         SandboxError::NotFound { .. } => ErrorCode::NotFound,
+        SandboxError::OverCapacity { .. } | SandboxError::QueuedTimeout => ErrorCode::OverCapacity,
         _ => ErrorCode::FileRefused,
     };
     // `data.kind` names the rule (`SandboxPathNotConfined`, `SandboxFileTooLarge`, ...), so a

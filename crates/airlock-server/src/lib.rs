@@ -20,6 +20,7 @@ pub mod auth;
 pub mod cancel;
 pub mod ceilings;
 pub(crate) mod dispatch;
+mod execute_sandbox;
 pub(crate) mod files_api;
 pub mod framed;
 #[doc(hidden)]
@@ -47,9 +48,9 @@ pub use audit::{AuditRecord, AuditSink};
 pub use auth::Auth;
 pub use cancel::CancelToken;
 pub use ceilings::{Ceilings, LimitRefusal, RequestedLimits};
-use tokio::sync::Semaphore;
 
 use airlock_broker::limits::Limits;
+use airlock_broker::{Runner, RunnerConfig};
 
 /// Everything a server is configured with.
 #[derive(Debug, Clone)]
@@ -62,8 +63,6 @@ pub struct ServerConfig {
     pub executor: PathBuf,
     /// The Python interpreter (`python3` on PATH when None).
     pub interpreter: Option<PathBuf>,
-    /// Runs executing at once, server-wide; more queue (and can still be cancelled).
-    pub max_concurrent_runs: usize,
     /// WebSocket connections served at once; more are closed on accept.
     pub max_connections: usize,
     /// How long the orchestrator has to answer one `call_tool`.
@@ -75,11 +74,10 @@ pub struct ServerConfig {
     /// The host's policy gate, asked before every run is spawned (None admits everything the
     /// sandbox itself allows). A refusal is answered `sandbox_refused` with its reason.
     pub admission: Option<Admission>,
-    /// Pre-started executors (each still used once); runs that do not fit it run cold.
-    pub pool: Option<Arc<airlock_broker::Pool>>,
-    /// The zygote that forks each run's process (runs that do not fit it, and every run when
-    /// None, exec the interpreter per run).
-    pub zygote: Option<Arc<airlock_broker::Zygote>>,
+    /// The front door of every run (`execute` and session runs alike): its slots and fair
+    /// queue, and how each run's process comes to be (zygote, warm pool, exec). The local
+    /// backend behind `sandboxes` must hold the same one.
+    pub runner: Arc<Runner>,
     /// Sandboxes that persist across runs (`sandbox.*`, `files.*`); those methods are not
     /// served when None.
     pub sandboxes: Option<Arc<sandboxes::Sandboxes>>,
@@ -109,14 +107,12 @@ impl ServerConfig {
             defaults: Limits::default(),
             executor,
             interpreter: None,
-            max_concurrent_runs: 2 * cores,
             max_connections: 256,
             tool_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(10),
             audit: None,
             admission: None,
-            pool: None,
-            zygote: None,
+            runner: Arc::new(Runner::new(RunnerConfig::exec_per_run(2 * cores))),
             sandboxes: None,
         }
     }
@@ -126,7 +122,6 @@ impl ServerConfig {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: ServerConfig,
-    pub(crate) runs: Arc<Semaphore>,
     pub(crate) shutdown: CancelToken,
     pub(crate) next_conn: AtomicU64,
     pub(crate) next_run: AtomicU64,
@@ -177,11 +172,9 @@ impl Server {
             .map(|d| d.as_millis())
             .unwrap_or(0);
         let epoch = base36(u64::try_from(start).unwrap_or(0));
-        let runs = Arc::new(Semaphore::new(config.max_concurrent_runs.max(1)));
         Self {
             shared: Arc::new(Shared {
                 config,
-                runs,
                 shutdown: CancelToken::new(),
                 next_conn: AtomicU64::new(1),
                 next_run: AtomicU64::new(1),

@@ -2,12 +2,11 @@
 //! persistent filesystem, with optional streaming and cancellation (`run.cancel`).
 //!
 //! One run at a time per sandbox (`busy`); runs in different sandboxes proceed concurrently
-//! (bounded by the server's run slots). Streaming is a tap on the captured output: chunks within
+//! (over the server's run slots they queue, fairly: see `airlock_broker::runner`). Streaming is a tap on the captured output: chunks within
 //! the output cap are sent as `output` notifications, in order, before the run's terminal
 //! response; a client that does not read them loses chunks (counted in `output_dropped_bytes`),
 //! never stalls the broker.
 use std::sync::Arc;
-use std::time::Instant;
 
 use airlock_broker::output::{OutputChunk, OutputTap};
 use airlock_broker::run::Cancel;
@@ -227,19 +226,7 @@ async fn run_inner(
         .resolve(&held.limits, &requested)
         .map_err(|r| ErrorObject::new(ErrorCode::InvalidParams, r.to_string()))?;
     let (workload, kind) = call.program.into_workload(config.interpreter.clone());
-    let queued = Instant::now();
     let shutdown = conn.shared.shutdown.clone();
-    // Over the server's run ceiling a session run is refused, never queued.
-    let Ok(permit) = conn.shared.runs.clone().try_acquire_owned() else {
-        return Err(ErrorObject::new(
-            ErrorCode::OverCapacity,
-            format!(
-                "all {} run slots of the server are busy; retry when a run ends",
-                config.max_concurrent_runs
-            ),
-        ));
-    };
-    let queued_ms = queued.elapsed().as_secs_f64() * 1000.0;
     let conn_gone = conn.conn_gone.clone();
     let cancel: Cancel = Box::pin(async move {
         tokio::select! {
@@ -297,16 +284,17 @@ async fn run_inner(
     req.tools = Some(tools);
     req.cancel = Some(cancel);
     req.output = tap;
+    // The runner queues the run for a slot (fair per sandbox, then FIFO, within its own
+    // deadline); the slot goes back as soon as every process of the run is gone, not once a
+    // listener that stopped reading has taken the last notifications — that could be never.
     let result = held.sandbox.run_request(req).await;
-    // The run is over (every process of it gone): its slot goes back now, not once a listener
-    // that stopped reading has taken the last notifications — that could be never.
-    drop(permit);
     // Whatever was streamed goes out before the response, but a stalled listener never holds
     // the sandbox: the forwarder gives up on a connection that takes nothing for STALL.
     if let Some(f) = forwarder {
         let _ = f.await;
     }
     let result = result.map_err(|e| crate::files_api::file_error(&e))?;
+    let queued_ms = result.queued_ms;
     if let Some(sink) = &config.audit {
         let facts = RunFacts {
             run_id,

@@ -231,6 +231,16 @@ impl Sandboxes {
         }
     }
 
+    /// The router every sandbox is made through.
+    pub(crate) fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The local backend behind the router.
+    pub(crate) fn backend(&self) -> &LocalBackend {
+        &self.backend
+    }
+
     /// Where policy events go.
     #[must_use]
     pub fn observers(&self) -> &airlock_router::Observers {

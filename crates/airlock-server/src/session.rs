@@ -7,7 +7,6 @@
 //! the session then waits for the run (so for the executor to be reaped) and still tries to
 //! send its terminal response.
 use std::sync::Arc;
-use std::time::Instant;
 
 use airlock_protocol::{ErrorCode, ErrorObject, Id, Message, Request, Response};
 use tokio::sync::mpsc;
@@ -24,7 +23,11 @@ use crate::sandbox_run::Conn;
 use crate::transport::{CloseKind, Inbound, Outbound};
 use crate::Shared;
 use airlock_broker::result::RunResult;
-use airlock_broker::run::{self, Cancel, RunSpec};
+use airlock_broker::result::RunStatus;
+use airlock_broker::run::{Cancel, RunSpec};
+use airlock_local::RunRequest;
+
+use crate::execute_sandbox::OneRun;
 
 /// Who is on the other end.
 #[derive(Debug, Clone)]
@@ -288,8 +291,8 @@ impl Session {
         };
         let run_id = self.shared.mint_run_id();
         let (workload, kind) = p.program.into_workload(config.interpreter.clone());
+        let uses_tools = p.tools.as_ref().is_none_or(|t| !t.is_empty());
         if let Some(admit) = &config.admission {
-            let uses_tools = p.tools.as_ref().is_none_or(|t| !t.is_empty());
             if let Err(why) = (admit.0)(&workload, uses_tools) {
                 return self
                     .send(reply::error(Some(id), ErrorCode::SandboxRefused, why))
@@ -303,16 +306,11 @@ impl Session {
             config.tool_timeout,
             p.tools,
         );
-        let spec = RunSpec {
+        let call = ExecuteCall {
             workload,
             limits,
-            sandbox: None,
-            image: None,
-            cwd: None,
             env: p.env,
-            executor: config.executor.clone(),
-            output: None,
-            restricted: None,
+            uses_tools,
         };
         let span = tracing::info_span!("run", run_id = %run_id);
         // `run.cancel {run_id}` reaches an `execute` run too.
@@ -328,7 +326,7 @@ impl Session {
             conn_gone: self.conn_gone.clone(),
             cancel,
         };
-        let task = tokio::spawn(job.run(spec, tools).instrument(span));
+        let task = tokio::spawn(job.run(call, tools).instrument(span));
         self.current = Some(Current {
             request_id: id,
             run_id,
@@ -352,6 +350,68 @@ struct Job {
     cancel: CancelToken,
 }
 
+impl Job {
+    /// Ends the run (or its wait for a slot) when the server shuts down, the connection goes,
+    /// or `run.cancel` names it.
+    fn cancel(&self) -> Cancel {
+        let shutdown = self.shared.shutdown.clone();
+        let conn_gone = self.conn_gone.clone();
+        let asked = self.cancel.clone();
+        Box::pin(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = conn_gone.cancelled() => {}
+                () = asked.cancelled() => {}
+            }
+        })
+    }
+
+    /// The run, through the runner: in a call-scoped sandbox the router made for it (when the
+    /// server holds sandboxes), else with a root of its own.
+    async fn run_in_sandbox(
+        &self,
+        call: ExecuteCall,
+        tools: &RemoteTools,
+    ) -> Result<RunResult, ErrorObject> {
+        let config = &self.shared.config;
+        let Some(sbs) = &config.sandboxes else {
+            let spec = RunSpec {
+                workload: call.workload,
+                limits: call.limits,
+                sandbox: None,
+                image: None,
+                cwd: None,
+                env: call.env,
+                executor: config.executor.clone(),
+                output: None,
+                restricted: None,
+            };
+            let job = airlock_broker::Job {
+                spec,
+                tools,
+                cancel: self.cancel(),
+                sandbox: &self.run_id,
+                kernel: None,
+            };
+            return config
+                .runner
+                .run(job)
+                .await
+                .map_err(|refusal| ErrorObject::new(ErrorCode::OverCapacity, refusal.to_string()));
+        };
+        let needs = crate::execute_sandbox::needs(&call.workload, call.uses_tools);
+        let one = OneRun::acquire(sbs, &self.run_id, needs).await?;
+        let mut req = RunRequest::new(call.workload, call.limits.timeout, call.env);
+        req.limits = Some(call.limits);
+        req.tools = Some(tools);
+        req.cancel = Some(self.cancel());
+        req.last = true;
+        let result = one.sandbox.run_request(req).await;
+        one.end(sbs).await;
+        result.map_err(|e| crate::files_api::file_error(&e))
+    }
+}
+
 /// Forgets a run's cancel token however its job ends.
 struct Registered(Arc<Shared>, String);
 
@@ -361,50 +421,37 @@ impl Drop for Registered {
     }
 }
 
+/// What an `execute` asked for.
+struct ExecuteCall {
+    workload: airlock_broker::Workload,
+    limits: airlock_broker::Limits,
+    env: Vec<(String, String)>,
+    uses_tools: bool,
+}
+
 impl Job {
-    async fn run(self, spec: RunSpec, tools: RemoteTools) -> RunOutcome {
+    async fn run(self, call: ExecuteCall, tools: RemoteTools) -> RunOutcome {
         let _registered = Registered(self.shared.clone(), self.run_id.clone());
-        let queued = Instant::now();
-        let shutdown = self.shared.shutdown.clone();
-        let permit = tokio::select! {
-            p = self.shared.runs.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return RunOutcome::NotStarted(ErrorObject::new(ErrorCode::Shutdown, "no run slots")),
-            },
-            () = shutdown.cancelled() => {
-                return RunOutcome::NotStarted(ErrorObject::new(
-                    ErrorCode::Shutdown, "the broker is shutting down; the queued run was not started"));
-            }
-            () = self.conn_gone.cancelled() => {
-                return RunOutcome::NotStarted(ErrorObject::new(
-                    ErrorCode::Shutdown, "the connection closed before the queued run started"));
-            }
-        };
-        let queued_ms = queued.elapsed().as_secs_f64() * 1000.0;
-        let limits = spec.limits.clone();
+        let limits = call.limits.clone();
         tracing::info!(
             workload = self.kind,
             timeout_s = limits.timeout.as_secs_f64(),
             memory_mb = limits.memory_bytes / (1024 * 1024),
-            queued_ms,
-            "run started"
+            "run asked"
         );
-        let conn_gone = self.conn_gone.clone();
-        let asked = self.cancel.clone();
-        let cancel: Cancel = Box::pin(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                () = conn_gone.cancelled() => {}
-                () = asked.cancelled() => {}
-            }
-        });
-        let config = &self.shared.config;
-        let result = match (&config.pool, &config.zygote) {
-            (Some(pool), _) => pool.run_cancellable(spec, &tools, cancel).await,
-            (None, Some(zygote)) => zygote.run_cancellable(spec, &tools, cancel).await,
-            (None, None) => run::run_cancellable(spec, &tools, cancel).await,
+        let result = match self.run_in_sandbox(call, &tools).await {
+            Ok(r) => r,
+            Err(e) => return RunOutcome::NotStarted(e),
         };
-        drop(permit);
+        // A run cancelled while it waited for a slot never started: no record, as before it.
+        if result.status == RunStatus::Cancelled && result.enforcement.is_empty() {
+            return RunOutcome::NotStarted(ErrorObject::new(
+                ErrorCode::Shutdown,
+                "the run was cancelled (connection closed or server shutting down) before it \
+                 started",
+            ));
+        }
+        let queued_ms = result.queued_ms;
         tracing::info!(
             status = result.status.as_str(),
             wall_time_ms = result.wall_time_ms,

@@ -253,6 +253,8 @@ pub fn result(o: Observed) -> RunResult {
         tool_calls: o.tool_calls,
         enforcement: o.enforcement,
         warm: false,
+        via: crate::result::Via::Exec,
+        queued_ms: 0.0,
         egress: Vec::new(),
         value: None,
         display: Vec::new(),

@@ -194,7 +194,7 @@ impl Zygote {
             .map(|(k, v)| (k, Value::String(v)))
             .collect();
         let via = Via::Zygote(&control);
-        relay::supervise_via(
+        let mut result = relay::supervise_via(
             prepared,
             &spec.limits,
             tools,
@@ -203,7 +203,9 @@ impl Zygote {
             via,
             Some(&env),
         )
-        .await
+        .await;
+        result.via = crate::result::Via::Zygote;
+        result
     }
 
     /// Launch a prepared run's stage through the zygote, if it fits (None: it does not; the
