@@ -160,6 +160,13 @@ pub struct DisplayItem {
 }
 
 impl RunResult {
+    /// Whether the run was cancelled before any process of it existed (while it waited for a
+    /// run slot): nothing ran, so there is nothing to record.
+    #[must_use]
+    pub fn cancelled_before_start(&self) -> bool {
+        self.status == RunStatus::Cancelled && self.enforcement.is_empty()
+    }
+
     /// The result of a run refused (or rejected as invalid) before any process existed:
     /// `refused` for [`ErrorCode::SandboxRefused`], `error` for anything else.
     pub fn not_started(code: ErrorCode, message: impl Into<String>) -> Self {

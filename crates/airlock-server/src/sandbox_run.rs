@@ -295,7 +295,11 @@ async fn run_inner(
     }
     let result = result.map_err(|e| crate::files_api::file_error(&e))?;
     let queued_ms = result.queued_ms;
-    if let Some(sink) = &config.audit {
+    if let Some(sink) = config
+        .audit
+        .as_ref()
+        .filter(|_| !result.cancelled_before_start())
+    {
         let facts = RunFacts {
             run_id,
             connection: &conn.info.id,

@@ -23,7 +23,6 @@ use crate::sandbox_run::Conn;
 use crate::transport::{CloseKind, Inbound, Outbound};
 use crate::Shared;
 use airlock_broker::result::RunResult;
-use airlock_broker::result::RunStatus;
 use airlock_broker::run::{Cancel, RunSpec};
 use airlock_local::RunRequest;
 
@@ -444,7 +443,7 @@ impl Job {
             Err(e) => return RunOutcome::NotStarted(e),
         };
         // A run cancelled while it waited for a slot never started: no record, as before it.
-        if result.status == RunStatus::Cancelled && result.enforcement.is_empty() {
+        if result.cancelled_before_start() {
             return RunOutcome::NotStarted(ErrorObject::new(
                 ErrorCode::Shutdown,
                 "the run was cancelled (connection closed or server shutting down) before it \

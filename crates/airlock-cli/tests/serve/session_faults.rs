@@ -381,8 +381,8 @@ async fn session_fault_sigkill_with_live_sandboxes_and_a_run_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn session_fault_runs_over_the_ceiling_are_refused_and_sigterm_answers_the_running_one() {
-    let mut server = WsServer::start(&["--max-concurrent-runs", "1"]);
+async fn session_fault_runs_over_the_ceiling_queue_a_full_queue_refuses_and_sigterm_answers_each() {
+    let mut server = WsServer::start(&["--max-concurrent-runs", "1", "--max-queued-runs", "2"]);
     let pid = server.pid();
     let client = Arc::new(Mux::new(server.connect().await.ws, no_tools()));
     let mut runs = Vec::new();
@@ -397,7 +397,7 @@ async fn session_fault_runs_over_the_ceiling_are_refused_and_sigterm_answers_the
             .await
         }));
     }
-    // One runs (it streams); the other four are refused at once (no queue).
+    // One runs (it streams), two wait in the queue (its bound), two are refused at once.
     let until = Instant::now() + Duration::from_secs(30);
     while client.outputs_seen() == 0 {
         assert!(Instant::now() < until, "no run started");
@@ -428,15 +428,16 @@ async fn session_fault_runs_over_the_ceiling_are_refused_and_sigterm_answers_the
         sorted,
         [
             "\"cancelled\"",
-            "error -32018",
-            "error -32018",
+            "\"cancelled\"",
+            "\"cancelled\"",
             "error -32018",
             "error -32018"
         ]
     );
     assert!(wait_gone(&seen, Duration::from_secs(10)).is_empty());
     let runs = run_records(&server);
-    // Only the run that held the slot started; the refused ones never spawned anything.
+    // Only the run that held the slot started; the queued ones were cancelled before they
+    // started and the refused ones never spawned anything.
     assert_eq!(runs.len(), 1, "{runs:?}");
     let client = Arc::try_unwrap(client).ok().unwrap();
     assert!(client.close().await.is_empty());

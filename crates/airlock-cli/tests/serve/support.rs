@@ -450,8 +450,17 @@ fn ppid_of(pid: &str) -> Option<String> {
     after.split_whitespace().nth(1).map(str::to_string)
 }
 
-/// Every live descendant of `pid` (walks /proc by ppid).
+/// Every live descendant of `pid` (walks /proc by ppid), but the server's zygote: it is the
+/// server's own long-lived helper (never runs untrusted code), not a run's process.
 pub fn descendants(pid: i32) -> Vec<i32> {
+    all_descendants(pid)
+        .into_iter()
+        .filter(|p| !is_zygote_of(pid, *p))
+        .collect()
+}
+
+/// Every live descendant of `pid`, the zygote included.
+pub fn all_descendants(pid: i32) -> Vec<i32> {
     let all: Vec<(String, String)> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
@@ -472,14 +481,32 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     out
 }
 
-/// Descendants whose command line names the executor stage.
+fn cmdline_has(pid: i32, needle: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| c.windows(needle.len()).any(|w| w == needle))
+        .unwrap_or(false)
+}
+
+/// Whether `child` is `server`'s zygote: the interpreter that loaded libairlock_zygote.so, in
+/// the server's own user namespace (a run forked from it has entered its sandbox's).
+pub fn is_zygote_of(server: i32, child: i32) -> bool {
+    let userns = |p: i32| std::fs::read_link(format!("/proc/{p}/ns/user")).ok();
+    cmdline_has(child, b"libairlock_zygote.so")
+        && ppid_of(&child.to_string()) == Some(server.to_string())
+        && userns(child).is_some()
+        && userns(child) == userns(server)
+}
+
+/// The run stages of `pid`: its children that are a spawned `airlock __executor` or a process
+/// the zygote forked for a run (each the server's child), not the zygote itself.
 pub fn executors(pid: i32) -> Vec<i32> {
-    descendants(pid)
+    all_descendants(pid)
         .into_iter()
         .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .map(|c| c.windows(10).any(|w| w == b"__executor"))
-                .unwrap_or(false)
+            cmdline_has(*p, b"__executor")
+                || (cmdline_has(*p, b"libairlock_zygote.so")
+                    && ppid_of(&p.to_string()) == Some(pid.to_string())
+                    && !is_zygote_of(pid, *p))
         })
         .collect()
 }

@@ -36,7 +36,7 @@ async fn layers_and_freshness(user: Option<&str>) {
 fn settle_to(pid: i32, n: usize, within: Duration) -> Vec<i32> {
     let end = std::time::Instant::now() + within;
     loop {
-        let left = descendants(pid);
+        let left = all_descendants(pid);
         if left.len() <= n || std::time::Instant::now() > end {
             return left;
         }
