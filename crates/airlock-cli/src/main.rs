@@ -10,6 +10,7 @@ mod run_cmd;
 mod serve_cmd;
 mod serve_sandboxes;
 mod usage;
+mod zygote_choice;
 
 fn main() -> std::process::ExitCode {
     if std::env::args_os()

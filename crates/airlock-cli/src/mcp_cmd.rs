@@ -4,7 +4,10 @@
 //! stdout carries the protocol; logs go to stderr (`RUST_LOG`, default `warn`).
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
+
+use airlock_broker::{Runner, RunnerConfig};
 
 use airlock_mcp::config_file::{parse_upstreams, MAX_CONFIG_BYTES};
 use airlock_mcp::{McpConfig, UpstreamSpec};
@@ -13,6 +16,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 
 use crate::policy_gate::Gate;
+use crate::zygote_choice::ZygoteChoice;
 
 /// How long a sandbox lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -60,9 +64,18 @@ pub struct McpOpts {
     /// Budget of an upstream's start-up (initialize and tools/list), seconds.
     #[arg(long, default_value_t = 20.0)]
     pub upstream_start_timeout: f64,
-    /// Runs executing at once; more wait.
+    /// Runs executing at once; more wait (fair per sandbox, then FIFO, each within its own
+    /// timeout).
     #[arg(long, default_value_t = 2)]
     pub max_concurrent_runs: usize,
+    /// Require the zygote (the default when libairlock_zygote.so is beside this binary): fail
+    /// to start without it instead of running exec-per-run.
+    #[arg(long, conflicts_with = "exec_per_run")]
+    pub zygote: bool,
+    /// Exec the interpreter for every run instead of forking it from the zygote (see
+    /// `airlock serve --help`).
+    #[arg(long)]
+    pub exec_per_run: bool,
 }
 
 fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -104,7 +117,6 @@ pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
     config.upstream_call_timeout = seconds(opts.upstream_timeout, "--upstream-timeout")?;
     config.upstream_start_timeout =
         seconds(opts.upstream_start_timeout, "--upstream-start-timeout")?;
-    config.max_concurrent_runs = opts.max_concurrent_runs.max(1);
     config.upstreams = opts
         .upstreams
         .iter()
@@ -120,7 +132,20 @@ pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(airlock_mcp::serve_stdio(config))?;
+    // An image's interpreter never runs outside its sandbox, so no zygote serves an image.
+    let zygote = match config.image {
+        Some(_) => ZygoteChoice::ExecPerRun,
+        None => ZygoteChoice::from_flags(opts.zygote, opts.exec_per_run),
+    };
+    runtime.block_on(async {
+        let mut rc = RunnerConfig::exec_per_run(opts.max_concurrent_runs.max(1));
+        rc.zygote = zygote
+            .start(config.executor.clone(), config.python.clone())
+            .await?;
+        config.runner = Arc::new(Runner::new(rc));
+        airlock_mcp::serve_stdio(config).await?;
+        anyhow::Ok(())
+    })?;
     // Upstreams are killed on drop; do not wait for a blocked stdin reader.
     runtime.shutdown_timeout(Duration::from_secs(2));
     Ok(ExitCode::SUCCESS)

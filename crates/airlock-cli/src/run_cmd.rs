@@ -1,5 +1,7 @@
 //! `airlock run` and `airlock exec`.
-use airlock_broker::{Limits, RunResult, RunSpec, RunStatus, SandboxFs, Workload};
+use airlock_broker::{
+    Job, Limits, RunResult, RunSpec, RunStatus, Runner, RunnerConfig, SandboxFs, Workload,
+};
 use airlock_policy::Egress;
 use airlock_protocol::ErrorCode;
 use anyhow::{bail, Context};
@@ -156,7 +158,19 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
         if let Some(t) = &transfers {
             t.put_all().await?;
         }
-        let result = airlock_broker::run(spec, &tools).await;
+        // A one-shot command has no long-lived process to keep a zygote in: the runner
+        // execs the interpreter (its one slot is always free).
+        let job = Job {
+            spec,
+            tools: &tools,
+            cancel: Box::pin(std::future::pending()),
+            sandbox: "cli",
+            kernel: None,
+        };
+        let result = Runner::new(RunnerConfig::exec_per_run(1))
+            .run(job)
+            .await
+            .unwrap_or_else(|r| RunResult::not_started(ErrorCode::OverCapacity, r.to_string()));
         let gets_ok = match &transfers {
             Some(t) => t.get_all().await,
             None => true,

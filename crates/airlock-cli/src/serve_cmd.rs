@@ -11,12 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_broker::Limits;
-use airlock_broker::{Pool, PoolConfig, Runner, RunnerConfig, Zygote, ZygoteConfig};
+use airlock_broker::{Pool, PoolConfig, Runner, RunnerConfig};
 use airlock_policy::{Capability, Egress};
 use airlock_server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use anyhow::{bail, Context};
 
 use crate::policy_gate::{needs, Gate};
+use crate::zygote_choice::ZygoteChoice;
 use clap::{Args, ValueEnum};
 use std::io::Write;
 
@@ -288,19 +289,9 @@ async fn runner(
     if let Some(n) = opts.max_queued_runs {
         rc.max_queued = n;
     }
-    if !opts.exec_per_run {
-        let mut zc = ZygoteConfig::new(config.executor.clone());
-        zc.interpreter = config.interpreter.clone();
-        match Zygote::start(zc).await {
-            Ok(z) => rc.zygote = Some(Arc::new(z)),
-            Err(e) if opts.zygote => return Err(e).context("--zygote"),
-            Err(e) => tracing::warn!(
-                error = %e,
-                "the zygote did not start; serving every run exec-per-run (--exec-per-run \
-                 silences this, --zygote makes it fatal)"
-            ),
-        }
-    }
+    rc.zygote = ZygoteChoice::from_flags(opts.zygote, opts.exec_per_run)
+        .start(config.executor.clone(), config.interpreter.clone())
+        .await?;
     if opts.warm > 0 {
         let mut pool = PoolConfig::new(opts.warm, config.executor.clone());
         pool.limits = config.defaults.clone();

@@ -2,9 +2,10 @@
 //! transfer ceilings) or the defaults, the sandbox scope, the executor binary, and the upstream
 //! MCP servers to start.
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_broker::Limits;
+use airlock_broker::{Limits, Runner, RunnerConfig};
 use airlock_policy::{IsolationScope, Policy, RunLimits, TransferLimits};
 
 use crate::error::McpError;
@@ -88,8 +89,9 @@ pub struct McpConfig {
     pub upstream_call_timeout: Duration,
     /// Budget of an upstream's start-up (initialize + tools/list).
     pub upstream_start_timeout: Duration,
-    /// Runs executing at once; more wait.
-    pub max_concurrent_runs: usize,
+    /// The front door of every run of every session: its slots and fair queue (runs over
+    /// the slots wait), and how a run's process comes to be (zygote, exec).
+    pub runner: Arc<Runner>,
 }
 
 impl McpConfig {
@@ -112,7 +114,7 @@ impl McpConfig {
             upstreams: Vec::new(),
             upstream_call_timeout: Duration::from_secs(30),
             upstream_start_timeout: Duration::from_secs(20),
-            max_concurrent_runs: 2,
+            runner: Arc::new(Runner::new(RunnerConfig::exec_per_run(2))),
         }
     }
 }

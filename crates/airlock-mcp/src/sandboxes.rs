@@ -85,6 +85,7 @@ impl Sandboxes {
     pub fn new(config: &McpConfig) -> Result<Sandboxes, McpError> {
         let mut local = LocalConfig::new(config.executor.clone());
         local.limits = config.limits.clone();
+        local.runner = std::sync::Arc::clone(&config.runner);
         if config.image.is_some() {
             local.image_python = config.python.clone();
         } else {

@@ -30,7 +30,6 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
-use tokio::sync::Semaphore;
 
 use crate::config::McpConfig;
 use crate::error::McpError;
@@ -48,7 +47,6 @@ struct Inner {
     config: McpConfig,
     upstreams: Arc<UpstreamTools>,
     sandboxes: Sandboxes,
-    runs: Semaphore,
     tools: Vec<Tool>,
     stubs: String,
 }
@@ -82,13 +80,11 @@ impl AirlockMcp {
         let sandboxes = Sandboxes::new(&config)?;
         let tools = tools::list(&upstreams, &sandboxes, config.limits.timeout.as_secs_f64());
         let stubs = stubs::module(&upstreams);
-        let permits = config.max_concurrent_runs.max(1);
         Ok(AirlockMcp {
             inner: Arc::new(Inner {
                 config,
                 upstreams: Arc::new(upstreams),
                 sandboxes,
-                runs: Semaphore::new(permits),
                 tools,
                 stubs,
             }),
@@ -116,9 +112,6 @@ impl AirlockMcp {
         let token = ctx.meta.get_progress_token();
         let peer = ctx.peer.clone();
         let task = tokio::spawn(async move {
-            let Ok(_permit) = inner.runs.acquire().await else {
-                return result::refusal("the server is shutting down");
-            };
             let lease = match inner.sandboxes.lease().await {
                 Ok(l) => l,
                 Err(why) => return result::refusal(why),
