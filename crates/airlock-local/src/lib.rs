@@ -21,6 +21,7 @@ pub mod files;
 pub mod run;
 pub mod rung;
 pub mod sandbox;
+mod sandbox_trait;
 pub mod sink;
 pub mod tools;
 

@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::audit::{AuditRecord, RunFacts};
 use crate::cancel::CancelToken;
+pub use crate::conn_info::ConnInfo;
 use crate::dispatch;
 use crate::params::{self, ParamsError};
 use crate::remote_tools::{Pending, RemoteTools};
@@ -25,17 +26,6 @@ use crate::transport::{CloseKind, Inbound, Outbound};
 use crate::Shared;
 use airlock_broker::result::RunResult;
 use airlock_broker::run::{self, Cancel, RunSpec};
-
-/// Who is on the other end.
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    /// Connection id, unique in this server process.
-    pub id: String,
-    /// Peer address, or `stdio`.
-    pub peer: String,
-    /// `websocket` or `stdio`.
-    pub transport: &'static str,
-}
 
 enum RunOutcome {
     Started(Box<RunResult>),
