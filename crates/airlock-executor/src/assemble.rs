@@ -20,11 +20,11 @@ use std::path::{Component, Path, PathBuf};
 use airlock_jail::mounts::{self, Attrs, Tmpfs};
 use airlock_jail::{fdpass, identity, ns, process, userns};
 
+use crate::assemble_error::at;
+pub use crate::assemble_error::AssembleError;
+use crate::bind_source::Source;
 use crate::config::{AssembleConfig, DataBounds, INSIDE_ID, ROOT_STAGING, SANDBOX_CHANNEL_FD};
 use crate::container;
-pub use crate::assemble_error::AssembleError;
-use crate::assemble_error::at;
-use crate::bind_source::Source;
 
 /// The skeleton (directories, mount points, a few /etc files) is tiny.
 const SKELETON: Tmpfs = Tmpfs {

@@ -25,7 +25,7 @@ pub mod stage;
 pub mod zygote;
 
 pub use attest::Attestation;
+pub use config::{AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec};
 pub use exit_status::EXIT_REFUSED;
 pub use guest_code::{BOOTSTRAP_PY, ZYGOTE_PY};
-pub use config::{AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec};
 pub use stage::stage_main;
