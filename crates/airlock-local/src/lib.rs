@@ -13,6 +13,7 @@
 //! configured: `container` where namespaces and cgroup limits both hold, else `os_process`
 //! ([`rung`]).
 
+pub mod assembly;
 pub mod backend;
 pub mod chunks;
 pub mod config;
@@ -25,6 +26,7 @@ mod sandbox_trait;
 pub mod sink;
 pub mod tools;
 
+pub use assembly::{assemble, Assembly, AssemblyError};
 pub use backend::LocalBackend;
 pub use config::LocalConfig;
 pub use run::RunRequest;
