@@ -57,7 +57,16 @@ pub fn assemble(
     if let Some(o) = &observer {
         config.observer = Observers::new(Some(Arc::clone(o)));
     }
-    let backend = Arc::new(LocalBackend::new(config).map_err(AssemblyError::Backend)?);
+    let backend = LocalBackend::new(config).map_err(AssemblyError::Backend)?;
+    route(Arc::new(backend), policy, observer)
+}
+
+/// The router over `backend`, under `policy` or the backend's own rung.
+fn route(
+    backend: Arc<LocalBackend>,
+    policy: Option<&Policy>,
+    observer: Option<Arc<dyn SandboxObserver>>,
+) -> Result<Assembly, AssemblyError> {
     let mut builder = Router::builder(vec![Arc::clone(&backend) as Arc<dyn Backend>]);
     if let Some(o) = observer {
         builder = builder.observer(o);
@@ -69,5 +78,52 @@ pub fn assemble(
     match builder.build() {
         Ok(router) => Ok(Assembly { backend, router }),
         Err(source) => Err(AssemblyError::Router { backend, source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use airlock_policy::Isolation;
+
+    use super::*;
+    use crate::rung::RungProbe;
+
+    /// A backend that declares `os_process`, over an executor path that exists.
+    fn os_process_backend() -> Arc<LocalBackend> {
+        let probe = RungProbe {
+            isolation: Isolation::OsProcess,
+            namespaces: false,
+            cgroups: false,
+            detail: "test: no namespaces".to_owned(),
+        };
+        let config = LocalConfig::new(std::env::current_exe().unwrap());
+        Arc::new(LocalBackend::with_probe(config, probe).unwrap())
+    }
+
+    #[test]
+    fn a_missing_executor_is_a_backend_error() {
+        let config = LocalConfig::new("/nonexistent/airlock");
+        let err = assemble(config, None, None).unwrap_err();
+        assert!(matches!(err, AssemblyError::Backend(_)), "{err:?}");
+    }
+
+    #[test]
+    fn without_a_policy_the_floor_is_the_backends_own_rung() {
+        assert!(route(os_process_backend(), None, None).is_ok());
+    }
+
+    #[test]
+    fn a_floor_above_the_rung_keeps_the_backend_and_the_refusal() {
+        let policy = Policy::default(); // floor microvm
+        let Err(AssemblyError::Router { backend, source }) =
+            route(os_process_backend(), Some(&policy), None)
+        else {
+            panic!("the router was built under a floor above the rung");
+        };
+        assert!(
+            matches!(source, RouterConfigError::NotPermitted(_)),
+            "{source}"
+        );
+        assert_eq!(backend.probe().detail, "test: no namespaces");
     }
 }
