@@ -57,6 +57,7 @@ trap 'rm -rf "$suite_tmp"' EXIT
 say "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+python3 scripts/import-circles.py
 
 say "cargo tests"
 logs="$(mktemp -d)"

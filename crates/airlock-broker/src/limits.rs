@@ -1,5 +1,12 @@
 //! Per-run limits and their defaults.
+//!
+//! The limits a user sets (timeout, memory, tool calls, output, disk) default to the one table,
+//! [`RunLimits::DEFAULT`]; the broker's other bounds are its own.
 use std::time::Duration;
+
+use airlock_policy::RunLimits;
+
+const MIB: u64 = 1024 * 1024;
 
 /// Everything that bounds one run. Defaults suit an agent's quick scripts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,17 +44,18 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        let table = RunLimits::DEFAULT;
         Self {
-            timeout: Duration::from_secs(30),
+            timeout: Duration::from_secs(table.timeout_seconds),
             grace: Duration::from_millis(500),
-            memory_bytes: 512 * 1024 * 1024,
-            max_output_bytes: 64 * 1024,
-            max_tool_calls: 128,
+            memory_bytes: table.memory_mb * MIB,
+            max_output_bytes: usize::try_from(table.max_output_bytes).unwrap_or(usize::MAX),
+            max_tool_calls: u32::try_from(table.max_tool_calls).unwrap_or(u32::MAX),
             max_tool_response_bytes: 256 * 1024,
-            max_file_bytes: 64 * 1024 * 1024,
+            max_file_bytes: 64 * MIB,
             max_open_files: 256,
             max_processes: 64,
-            max_disk_bytes: 1024 * 1024 * 1024,
+            max_disk_bytes: table.disk_mb * MIB,
             max_disk_entries: 100_000,
             cpu_millicores: None,
             egress: airlock_egress::EgressSpec::Closed,

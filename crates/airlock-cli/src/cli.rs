@@ -2,17 +2,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
-// `airlock mcp` lives in its own file, declared here to keep main.rs untouched.
-#[path = "mcp_cmd.rs"]
-mod mcp_cmd;
-// `airlock bench` too.
-#[path = "bench_cmd.rs"]
-mod bench_cmd;
-// And `airlock image`.
-#[path = "image_cmd.rs"]
-pub mod image_cmd;
+use crate::run_opts::RunOpts;
+use crate::{bench_cmd, image_cmd, mcp_cmd};
 
 /// Run untrusted code in a rootless, network-isolated, syscall-filtered sandbox.
 #[derive(Debug, Parser)]
@@ -59,71 +52,6 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-}
-
-/// Options shared by `run` and `exec`.
-#[derive(Debug, Args)]
-pub struct RunOpts {
-    /// Wall-clock limit in seconds [default: 30, or the policy's limits.timeout_seconds].
-    #[arg(long, allow_negative_numbers = true)]
-    pub timeout: Option<f64>,
-    /// Memory limit in MiB [default: 512, or the policy's limits.memory_mb].
-    #[arg(long, allow_negative_numbers = true)]
-    pub memory: Option<u64>,
-    /// The sandbox's disk in MiB: /work, /tmp and /dev/shm together, a kernel bound
-    /// [default: 1024, or the policy's limits.disk_mb].
-    #[arg(long, allow_negative_numbers = true)]
-    pub disk: Option<u64>,
-    /// Set an environment variable in the sandbox (repeatable); nothing else is inherited.
-    #[arg(long = "env", value_name = "K=V")]
-    pub env: Vec<String>,
-    /// Offer a tool: NAME=CMD runs `sh -c CMD` on the host with JSON args on stdin (repeatable).
-    #[arg(long = "tool", value_name = "NAME=CMD")]
-    pub tools: Vec<String>,
-    /// Copy a host file into the sandbox's /work before the run (repeatable; GUEST is relative
-    /// to /work, parents are created, links are never followed).
-    #[arg(long = "put", value_name = "LOCAL=GUEST")]
-    pub put: Vec<String>,
-    /// Collect a work-dir file after the run (repeatable; LOCAL must not exist yet).
-    #[arg(long = "get", value_name = "GUEST=LOCAL")]
-    pub get: Vec<String>,
-    /// Maximum tool calls per run [default: 128, or the policy's limits.max_tool_calls].
-    #[arg(long, allow_negative_numbers = true)]
-    pub max_tool_calls: Option<u32>,
-    /// Captured bytes kept per output stream [default: 65536, or the policy's
-    /// limits.max_output_bytes].
-    #[arg(long, allow_negative_numbers = true)]
-    pub max_output: Option<usize>,
-    /// A policy.toml (floor, denied capabilities, limits) to hold this run to; also read from
-    /// $AIRLOCK_POLICY. Its limits are defaults and ceilings; a run it does not admit is refused.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// CPU quota in cores (e.g. 0.5); needs a usable cpu cgroup, else the run is refused.
-    #[arg(long, allow_negative_numbers = true)]
-    pub cpus: Option<f64>,
-    /// Allowlist egress: let the program reach HOST[:PORT] through the broker's proxy
-    /// (repeatable). `*.example.org` matches names below it, not the apex; no port means 80
-    /// and 443. Without any, the sandbox has no network at all.
-    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
-    pub allow_hosts: Vec<String>,
-    /// Never let the program reach HOST[:PORT] (repeatable; deny wins over allow).
-    #[arg(long = "deny-host", value_name = "HOST[:PORT]")]
-    pub deny_hosts: Vec<String>,
-    /// Let allowed hosts resolve into this private/loopback/link-local range (repeatable;
-    /// such addresses are refused otherwise).
-    #[arg(long = "allow-private", value_name = "CIDR")]
-    pub allow_private: Vec<String>,
-    /// Run on this image's root (see `airlock image`) instead of the host's system
-    /// directories; the interpreter and commands are looked for inside it.
-    #[arg(long, value_name = "NAME")]
-    pub image: Option<String>,
-    /// The image store [default: $AIRLOCK_IMAGE_DIR, /var/lib/airlock/images as root, else
-    /// ~/.local/share/airlock/images].
-    #[arg(long, value_name = "DIR")]
-    pub image_dir: Option<PathBuf>,
-    /// Print exactly one JSON object describing the run.
-    #[arg(long)]
-    pub json: bool,
 }
 
 pub fn main() -> anyhow::Result<ExitCode> {

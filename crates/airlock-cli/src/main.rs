@@ -3,10 +3,14 @@
 //! `airlock __executor` is the hidden entry of the executor stage: it is dispatched before
 //! anything else (no runtime, no threads), because unsharing a user namespace needs a
 //! single-threaded process.
+mod bench_cmd;
 mod cli;
 mod doctor;
+mod image_cmd;
+mod mcp_cmd;
 mod policy_gate;
 mod run_cmd;
+mod run_opts;
 mod serve_cmd;
 mod serve_sandboxes;
 mod usage;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use airlock_broker::Workload;
 use airlock_local::backend::local_declarations;
 use airlock_policy::{
-    decide, BackendProfile, Capability, Egress, Policy, SandboxSpec, TransferLimits,
+    decide, BackendProfile, Capability, Egress, Policy, RunLimits, SandboxSpec, TransferLimits,
     MAX_POLICY_BYTES,
 };
 use anyhow::{bail, Context};
@@ -49,11 +49,8 @@ pub struct Asked {
     pub disk_mb: Option<u64>,
 }
 
-const DEFAULT_TIMEOUT_S: f64 = 30.0;
-const DEFAULT_MEMORY_MB: u64 = 512;
-const DEFAULT_TOOL_CALLS: u32 = 128;
-const DEFAULT_OUTPUT: usize = 64 * 1024;
-const DEFAULT_DISK_MB: u64 = 1024;
+/// What a run gets when neither a flag nor the policy says: the one table.
+const DEFAULTS: RunLimits = RunLimits::DEFAULT;
 
 impl Gate {
     /// Load `path`, else `$AIRLOCK_POLICY`, else no policy.
@@ -88,7 +85,7 @@ impl Gate {
         let timeout = pick(
             asked.timeout,
             limits.map(|l| l.timeout_seconds as f64),
-            DEFAULT_TIMEOUT_S,
+            DEFAULTS.timeout_seconds as f64,
             "--timeout",
             "limits.timeout_seconds",
         )?;
@@ -98,7 +95,7 @@ impl Gate {
         let memory_mb = pick(
             asked.memory_mb,
             limits.map(|l| l.memory_mb),
-            DEFAULT_MEMORY_MB,
+            DEFAULTS.memory_mb,
             "--memory",
             "limits.memory_mb",
         )?;
@@ -108,21 +105,21 @@ impl Gate {
         let max_tool_calls = pick(
             asked.max_tool_calls.map(u64::from),
             limits.map(|l| l.max_tool_calls),
-            u64::from(DEFAULT_TOOL_CALLS),
+            DEFAULTS.max_tool_calls,
             "--max-tool-calls",
             "limits.max_tool_calls",
         )?;
         let max_output = pick(
             asked.max_output.map(|v| v as u64),
             limits.map(|l| l.max_output_bytes),
-            DEFAULT_OUTPUT as u64,
+            DEFAULTS.max_output_bytes,
             "--max-output",
             "limits.max_output_bytes",
         )?;
         let disk_mb = pick(
             asked.disk_mb,
             limits.map(|l| l.disk_mb),
-            DEFAULT_DISK_MB,
+            DEFAULTS.disk_mb,
             "--disk",
             "limits.disk_mb",
         )?;
@@ -253,7 +250,7 @@ mod tests {
     fn no_policy_means_builtin_defaults() {
         let r = Gate::default().resolve(Asked::default()).unwrap();
         assert_eq!(r.timeout, Duration::from_secs(30));
-        assert_eq!(r.max_tool_calls, DEFAULT_TOOL_CALLS);
+        assert_eq!(u64::from(r.max_tool_calls), DEFAULTS.max_tool_calls);
         assert!(Gate::default()
             .admit(&[Capability::RunCode], Egress::Closed, &[])
             .is_ok());

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::cli::RunOpts;
+use crate::run_opts::RunOpts;
 
 #[path = "transfer.rs"]
 mod transfer;
@@ -122,7 +122,7 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
     }
     let image = match &opts.image {
         Some(name) => {
-            let store = crate::cli::image_cmd::store(opts.image_dir.clone())?;
+            let store = crate::image_cmd::store(opts.image_dir.clone())?;
             Some(Arc::new(store.get(name)?))
         }
         None => None,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use airlock_broker::Limits;
 use airlock_broker::{Pool, PoolConfig, Runner, RunnerConfig};
-use airlock_policy::{Capability, Egress};
+use airlock_policy::{Capability, Egress, RunLimits};
 use airlock_server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use anyhow::{bail, Context};
 
@@ -64,16 +64,16 @@ pub struct ServeOpts {
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_sandboxes: usize,
     /// Default wall-clock limit of a run, seconds (lowered to the ceiling if above it).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = RunLimits::DEFAULT.timeout_seconds as f64)]
     pub timeout: f64,
     /// Default memory limit of a run, MiB.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = RunLimits::DEFAULT.memory_mb)]
     pub memory: u64,
     /// Default tool calls per run.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = RunLimits::DEFAULT.max_tool_calls as u32)]
     pub max_tool_calls: u32,
     /// Default captured bytes per output stream.
-    #[arg(long, default_value_t = 64 * 1024)]
+    #[arg(long, default_value_t = RunLimits::DEFAULT.max_output_bytes as usize)]
     pub max_output: usize,
     /// Ceiling: the longest timeout a request may ask for, seconds.
     #[arg(long, default_value_t = 300.0)]

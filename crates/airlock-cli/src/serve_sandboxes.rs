@@ -4,13 +4,12 @@
 //! this machine's sandbox holds, and refuses anything that asks for more.
 use std::sync::Arc;
 
-use airlock_local::{LocalBackend, LocalConfig};
+use airlock_local::{assemble, Assembly, LocalConfig};
 use airlock_policy::Policy;
-use airlock_router::{Backend, Observers, Router, SandboxObserver};
+use airlock_router::{Observers, SandboxObserver};
 use airlock_server::audit_events::AuditObserver;
 use airlock_server::sandboxes::Sandboxes;
 use airlock_server::ServerConfig;
-use anyhow::Context;
 
 /// The registry for `config` (the server's run defaults, interpreter and executor);
 /// `allow_private`: the special ranges allowlisted hosts may resolve into.
@@ -31,25 +30,12 @@ pub fn build(
     // Session runs and `execute` share the server's one runner (slots, queue, zygote).
     local.runner = Arc::clone(&config.runner);
     local.python = config.interpreter.clone();
-    if let Some(p) = policy {
-        local.restricted = p.restricted.clone();
-    }
     // Policy events go to the audit log next to the run records.
     let observer = config
         .audit
         .as_ref()
         .map(|sink| Arc::new(AuditObserver(Arc::clone(sink))) as Arc<dyn SandboxObserver>);
-    local.observer = Observers::new(observer.clone());
-    let backend = Arc::new(LocalBackend::new(local).context("setting up the local backend")?);
-    let mut router = Router::builder(vec![Arc::clone(&backend) as Arc<dyn Backend>]);
-    if let Some(o) = &observer {
-        router = router.observer(Arc::clone(o));
-    }
-    router = match policy {
-        Some(p) => router.policy(p),
-        None => router.min_isolation(backend.isolation()),
-    };
-    let router = router.build().context("building the router")?;
+    let Assembly { backend, router } = assemble(local, policy, observer.clone())?;
     for w in router.warnings() {
         tracing::warn!(warning = %w, "router");
     }

@@ -20,9 +20,11 @@ use std::path::{Component, Path, PathBuf};
 use airlock_jail::mounts::{self, Attrs, Tmpfs};
 use airlock_jail::{fdpass, identity, ns, process, userns};
 
-use crate::config::{AssembleConfig, DataBounds, ROOT_STAGING, SANDBOX_CHANNEL_FD};
+use crate::assemble_error::at;
+pub use crate::assemble_error::AssembleError;
+use crate::bind_source::Source;
+use crate::config::{AssembleConfig, DataBounds, INSIDE_ID, ROOT_STAGING, SANDBOX_CHANNEL_FD};
 use crate::container;
-use crate::stage::INSIDE_ID;
 
 /// The skeleton (directories, mount points, a few /etc files) is tiny.
 const SKELETON: Tmpfs = Tmpfs {
@@ -46,29 +48,6 @@ const PASSWD: &str = "root:x:0:0:root:/root:/usr/sbin/nologin\n\
                       nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 const GROUP: &str = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
 const HOSTS: &str = "127.0.0.1 localhost airlock\n::1 localhost ip6-localhost\n";
-
-/// A bind source: a detached copy of its mount tree with the system attributes in force.
-pub(crate) struct Source {
-    pub(crate) guest: PathBuf,
-    pub(crate) tree: OwnedFd,
-    pub(crate) dir: bool,
-}
-
-/// A failed step, named by what it was doing.
-#[derive(Debug)]
-pub struct AssembleError {
-    /// The step.
-    pub step: &'static str,
-    /// What went wrong.
-    pub message: String,
-}
-
-pub(crate) fn at<E: std::fmt::Display>(step: &'static str) -> impl FnOnce(E) -> AssembleError {
-    move |e| AssembleError {
-        step,
-        message: e.to_string(),
-    }
-}
 
 /// Assemble the root and hand the namespaces and the work dir to the broker.
 pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use airlock_jail::dirfd::{DirFd, FileKind};
 use airlock_jail::mounts::{self, Attrs};
 
-use crate::assemble::{at, AssembleError, Source};
+use crate::assemble_error::{at, AssembleError};
+use crate::bind_source::Source;
 use crate::container;
 
 /// Top-level names the sandbox provides itself.

@@ -25,6 +25,8 @@ pub const SANDBOX_MNTNS_FD: i32 = 7;
 pub const ROOT_STAGING: &str = "/tmp";
 /// The guest path of the work dir, the same for every sandbox.
 pub const GUEST_WORK_DIR: &str = "/work";
+/// The uid/gid the guest has inside its user namespace: not 0, so execve drops every capability.
+pub const INSIDE_ID: u32 = 1000;
 
 /// What an assembling stage builds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

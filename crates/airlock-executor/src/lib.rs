@@ -12,35 +12,20 @@
 //! missing.
 
 pub mod assemble;
+mod assemble_error;
 mod assemble_image;
 pub mod attest;
+mod bind_source;
 pub mod channel;
 pub mod config;
 mod container;
+mod exit_status;
+mod guest_code;
 pub mod stage;
 pub mod zygote;
 
 pub use attest::Attestation;
 pub use config::{AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec};
+pub use exit_status::EXIT_REFUSED;
+pub use guest_code::{BOOTSTRAP_PY, ZYGOTE_PY};
 pub use stage::stage_main;
-
-/// The guest bootstrap that CPython runs with `-c` before the untrusted program: the protocol,
-/// seccomp, attestation and one-shot run (`guest/bootstrap.py`), the stateful kernel
-/// (`guest/kernel.py`), then `main()`.
-pub const BOOTSTRAP_PY: &str = concat!(
-    include_str!("guest/bootstrap.py"),
-    include_str!("guest/kernel.py"),
-    "\nmain()\n"
-);
-
-/// What a zygote's interpreter runs (`-c`, with the library's path and [`zygote::ABI`] as its
-/// arguments): the bootstrap and kernel, then `guest/zygote.py`, which forks a child per run
-/// and runs `main()` in each once it is isolated.
-pub const ZYGOTE_PY: &str = concat!(
-    include_str!("guest/bootstrap.py"),
-    include_str!("guest/kernel.py"),
-    include_str!("guest/zygote.py"),
-);
-
-/// Exit status of a stage that refused to run (a layer could not be applied).
-pub const EXIT_REFUSED: i32 = 70;

@@ -24,7 +24,8 @@ use crate::config::{
     SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD,
 };
 use crate::container;
-use crate::{BOOTSTRAP_PY, EXIT_REFUSED};
+use crate::exit_status::EXIT_REFUSED;
+use crate::guest_code::BOOTSTRAP_PY;
 
 /// fd of the socket inside the guest.
 pub const GUEST_SOCKET_FD: i32 = 3;
@@ -229,9 +230,6 @@ fn own_root(root: &AssembleConfig) -> Result<(), Refusal> {
         message: format!("{}: {}", e.step, e.message),
     })
 }
-
-/// The uid/gid the guest has inside its user namespace: not 0, so execve drops every capability.
-pub const INSIDE_ID: u32 = 1000;
 
 /// The stage after fork: forward termination signals, reap pid 1, exit the way it did.
 fn supervise(chan: Channel, child: i32) -> ! {

@@ -219,7 +219,7 @@ fn answer(control: &UnixStream, value: i32) {
 /// then the stage. Returns only in pid 1.
 fn become_stage(request: Held) {
     if process::own_process_group().is_err() {
-        process::exit_now(crate::EXIT_REFUSED);
+        process::exit_now(crate::exit_status::EXIT_REFUSED);
     }
     for tasks in request.tasks {
         let _ = cgroup::enter_self(tasks);
@@ -227,7 +227,7 @@ fn become_stage(request: Held) {
     drop(request.cgroup2);
     let targets: Vec<i32> = request.placed.iter().map(|(_, t)| *t).collect();
     if fdpass::place_fds(request.placed).is_err() || process::close_fds_except(&targets).is_err() {
-        process::exit_now(crate::EXIT_REFUSED);
+        process::exit_now(crate::exit_status::EXIT_REFUSED);
     }
     stage::zygote_stage();
 }

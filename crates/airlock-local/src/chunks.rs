@@ -5,11 +5,11 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 
-use airlock_jail::dirfd::{fstat, DirFd, FileKind, Meta};
+use airlock_jail::dirfd::{fstat, DirFd};
 use airlock_policy::GuestRelPath;
 use airlock_router::SandboxError;
 
-use crate::files::map_err;
+use crate::files::{map_err, plain_file};
 use crate::sandbox::LocalSandbox;
 
 /// One chunk read from a file.
@@ -19,24 +19,6 @@ pub struct Chunk {
     pub data: Vec<u8>,
     /// The file's size when it was read.
     pub size: u64,
-}
-
-/// Refuses anything but a regular file with one link (a shared inode may be a host file's).
-pub(crate) fn plain_file(rel: &str, m: &Meta) -> Result<(), SandboxError> {
-    if m.kind != FileKind::Regular {
-        return Err(SandboxError::Backend {
-            detail: format!("guest path {rel:?} is not a regular file ({:?})", m.kind),
-        });
-    }
-    if m.nlink != 1 {
-        return Err(SandboxError::Backend {
-            detail: format!(
-                "guest file {rel:?} has {} hard links; it is not served",
-                m.nlink
-            ),
-        });
-    }
-    Ok(())
 }
 
 /// Up to `len` bytes of `rel` from `offset`, refused when the file is larger than `max_size`.

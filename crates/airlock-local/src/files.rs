@@ -49,6 +49,24 @@ pub(crate) fn map_err(op: &'static str, rel: &str, e: &io::Error) -> SandboxErro
     }
 }
 
+/// Refuses anything but a regular file with one link (a shared inode may be a host file's).
+pub(crate) fn plain_file(rel: &str, m: &Meta) -> Result<(), SandboxError> {
+    if m.kind != FileKind::Regular {
+        return Err(SandboxError::Backend {
+            detail: format!("guest path {rel:?} is not a regular file ({:?})", m.kind),
+        });
+    }
+    if m.nlink != 1 {
+        return Err(SandboxError::Backend {
+            detail: format!(
+                "guest file {rel:?} has {} hard links; it is not served",
+                m.nlink
+            ),
+        });
+    }
+    Ok(())
+}
+
 // errno values (Linux, all architectures this crate builds for).
 const ENOENT: i32 = 2;
 const EEXIST: i32 = 17;
@@ -180,7 +198,7 @@ pub fn read_file(root: &DirFd, rel: &str, max_bytes: u64) -> Result<Vec<u8>, San
     use std::os::fd::AsFd;
     let f = root.open_read(rel).map_err(|e| map_err("open", rel, &e))?;
     let m = fstat(f.as_fd()).map_err(|e| map_err("stat", rel, &e))?;
-    crate::chunks::plain_file(rel, &m)?;
+    plain_file(rel, &m)?;
     if m.size > max_bytes {
         return Err(SandboxError::TooLarge {
             path: shown(rel),

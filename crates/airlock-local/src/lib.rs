@@ -13,6 +13,7 @@
 //! configured: `container` where namespaces and cgroup limits both hold, else `os_process`
 //! ([`rung`]).
 
+pub mod assembly;
 pub mod backend;
 pub mod chunks;
 pub mod config;
@@ -22,9 +23,11 @@ mod root;
 pub mod run;
 pub mod rung;
 pub mod sandbox;
+mod sandbox_trait;
 pub mod sink;
 pub mod tools;
 
+pub use assembly::{assemble, Assembly, AssemblyError};
 pub use backend::LocalBackend;
 pub use config::LocalConfig;
 pub use run::RunRequest;

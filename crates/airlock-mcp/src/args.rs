@@ -6,8 +6,6 @@ use airlock_policy::GuestRelPath;
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
-use crate::outputs;
-
 /// Most declared outputs one call may name.
 pub const MAX_DECLARED_OUTPUTS: usize = 64;
 /// Most environment variables `exec` may be given.
@@ -64,6 +62,12 @@ pub fn parse_path(p: &str) -> Result<GuestRelPath, String> {
     })
 }
 
+/// A declared output's path, checked before the run (so a bad one refuses the call, not the
+/// result).
+fn output_path(path: &str) -> Result<GuestRelPath, String> {
+    parse_path(path).map_err(|e| format!("output {e}"))
+}
+
 /// The declared outputs.
 pub fn declared_outputs(args: &JsonObject) -> Result<Vec<GuestRelPath>, String> {
     match args.get("outputs") {
@@ -77,7 +81,7 @@ pub fn declared_outputs(args: &JsonObject) -> Result<Vec<GuestRelPath>, String> 
             items
                 .iter()
                 .map(|v| match v {
-                    Value::String(s) => outputs::check(s),
+                    Value::String(s) => output_path(s),
                     _ => Err("outputs must be strings".to_owned()),
                 })
                 .collect()

@@ -47,11 +47,6 @@ fn refused(path: &str, why: impl Into<String>) -> Output {
     }
 }
 
-/// Check a declared path before the run (so a bad one refuses the call, not the result).
-pub fn check(path: &str) -> Result<GuestRelPath, String> {
-    crate::args::parse_path(path).map_err(|e| format!("output {e}"))
-}
-
 /// A file error in words for the model, naming only the guest path.
 pub fn why(e: &SandboxError) -> String {
     match e {

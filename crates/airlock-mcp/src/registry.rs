@@ -349,6 +349,23 @@ mod tests {
 
     use super::*;
 
+    /// A tool body for tools that are listed, never called.
+    struct Uncalled;
+
+    #[async_trait]
+    impl ToolBody for Uncalled {
+        async fn call(&self, _: ToolCall) -> Result<Value, ToolBodyError> {
+            unreachable!("these tests only list tools")
+        }
+    }
+
+    /// The upstream `up`'s `listed` tools as `airlock mcp` registers them.
+    fn offered(listed: &[Tool]) -> UpstreamTools {
+        let body =
+            |_: usize, _: &UpstreamTool, _: bool| -> Arc<dyn ToolBody> { Arc::new(Uncalled) };
+        UpstreamTools::from_listed(&[("up", listed)], HostToolLimits::default(), body)
+    }
+
     /// Found by the `mcp_upstream_reply` soak: an upstream listing one name twice (the first
     /// entry's schema unusable) had the second registered, so the schema the registry checks a
     /// call against was not the first the upstream listed. A repeated name is ambiguous:
@@ -364,7 +381,7 @@ mod tests {
             Tool::new("again", "two", serde_json::Map::new()),
             Tool::new("once", "", serde_json::Map::new()),
         ];
-        let offer = crate::fuzzing::offered("up", &listed, Vec::new(), HostToolLimits::default());
+        let offer = offered(&listed);
         let names: Vec<&str> = offer.tools().map(|t| t.qualified.as_str()).collect();
         assert_eq!(names, ["up.once"]);
     }
@@ -377,7 +394,7 @@ mod tests {
             Tool::new("", "nameless", serde_json::Map::new()),
             Tool::new("ok", "named", serde_json::Map::new()),
         ];
-        let offer = crate::fuzzing::offered("up", &listed, Vec::new(), HostToolLimits::default());
+        let offer = offered(&listed);
         let names: Vec<&str> = offer.tools().map(|t| t.qualified.as_str()).collect();
         assert_eq!(names, ["up.ok"]);
     }

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use airlock_local::{LocalBackend, LocalConfig, LocalSandbox};
+use airlock_local::{assemble, Assembly, AssemblyError, LocalBackend, LocalConfig, LocalSandbox};
 use airlock_policy::{Capability, Identity, IsolationScope, SandboxKey, SandboxSpec};
 use airlock_router::{Backend, Router, RouterConfigError};
 
@@ -94,23 +94,19 @@ impl Sandboxes {
         if let Some(dir) = &config.image_dir {
             local.images = Some(airlock_image::Store::open(dir));
         }
-        if let Some(p) = &config.policy {
-            local.restricted = p.restricted.clone();
-        }
-        let backend = Arc::new(
-            LocalBackend::new(local)
-                .map_err(|e| McpError::Session(format!("local backend: {e}")))?,
-        );
-        let mut router = Router::builder(vec![Arc::clone(&backend) as Arc<dyn Backend>]);
-        router = match &config.policy {
-            Some(p) => router.policy(p),
-            None => router.min_isolation(backend.isolation()),
+        let (backend, router) = match assemble(local, config.policy.as_ref(), None) {
+            Ok(Assembly { backend, router }) => (backend, Ok(router)),
+            Err(AssemblyError::Backend(e)) => {
+                return Err(McpError::Session(format!("local backend: {e}")))
+            }
+            Err(AssemblyError::Router { backend, source }) => {
+                let why = match source {
+                    RouterConfigError::NotPermitted(r) => refused(&r, &backend.probe().detail),
+                    other => format!("refused: the router cannot be built: {other}"),
+                };
+                (backend, Err(why))
+            }
         };
-        let detail = &backend.probe().detail;
-        let router = router.build().map_err(|e| match e {
-            RouterConfigError::NotPermitted(r) => refused(&r, detail),
-            other => format!("refused: the router cannot be built: {other}"),
-        });
         if let Err(why) = &router {
             tracing::warn!("every tool call will be refused: {why}");
         }

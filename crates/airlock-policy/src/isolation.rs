@@ -2,8 +2,6 @@
 
 use crate::vocab::vocabulary;
 
-pub(crate) const VOCABULARY: &str = "isolation rung";
-
 /// How strong a boundary a backend draws, weakest to strongest.
 ///
 /// The only ordering is [`Isolation::rank`]; `Ord` is derived from it, never from the

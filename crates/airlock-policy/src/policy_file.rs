@@ -13,44 +13,12 @@ use crate::decide::HostPolicy;
 use crate::isolation::Isolation;
 use crate::limits::TransferLimits;
 use crate::reclaim::FailedReclaimPolicy;
+pub use crate::run_limits::RunLimits;
 use crate::scope::IsolationScope;
 
 /// Largest accepted policy file. A policy is a few hundred bytes; 64 KiB is generous and keeps
 /// the parser's work bounded when the path points somewhere unexpected.
 pub const MAX_POLICY_BYTES: usize = 64 * 1024;
-
-/// Per-run resource limits the broker enforces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunLimits {
-    /// Wall-clock bound on one run, in seconds (1..=86400).
-    pub timeout_seconds: u64,
-    /// Memory ceiling, in MiB (16..=1048576).
-    pub memory_mb: u64,
-    /// Most host-tool calls one run may make, refusals included (0..=100000).
-    pub max_tool_calls: u64,
-    /// Captured stdout/stderr cap, in bytes (1..=16777216).
-    pub max_output_bytes: u64,
-    /// The sandbox's writable filesystem (/work, /tmp, /dev/shm together), in MiB (1..=1048576).
-    pub disk_mb: u64,
-}
-
-impl RunLimits {
-    /// 30 s, 512 MiB, 64 tool calls, 512 KiB of output (below the default 1 MiB message cap),
-    /// 1 GiB of disk.
-    pub const DEFAULT: RunLimits = RunLimits {
-        timeout_seconds: 30,
-        memory_mb: 512,
-        max_tool_calls: 64,
-        max_output_bytes: 512 * 1024,
-        disk_mb: 1024,
-    };
-}
-
-impl Default for RunLimits {
-    fn default() -> Self {
-        RunLimits::DEFAULT
-    }
-}
 
 /// Server-wide ceilings for `airlock serve` (the server serves one token, so per token and per
 /// server are the same).

@@ -90,13 +90,16 @@ macro_rules! vocabulary {
 }
 pub(crate) use vocabulary;
 
+/// The vocabulary of [`crate::Isolation`] (its `vocabulary!` table names it the same way).
+const ISOLATION_RUNG: &str = "isolation rung";
+
 /// Refuses retired spellings before the table is consulted.
 ///
 /// `"process"` once meant "no boundary at all" and is now spelled `none`; the real separate
 /// process rung is `os_process`. Aliasing the old string would rank a declaration two rungs
 /// higher than the boundary it draws, so it is refused in every vocabulary, forever.
 pub(crate) fn retired(vocabulary: &'static str, value: &str) -> Result<(), VocabError> {
-    if vocabulary == crate::isolation::VOCABULARY && value == "process" {
+    if vocabulary == ISOLATION_RUNG && value == "process" {
         return Err(VocabError::Retired {
             vocabulary,
             value: value.to_owned(),

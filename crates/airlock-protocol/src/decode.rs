@@ -12,8 +12,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::error_code::ErrorCode;
-use crate::message::{ErrorObject, Id, Message, Notification, Request, Response};
-use crate::JSONRPC_VERSION;
+use crate::message::{ErrorObject, Id, Message, Notification, Request, Response, JSONRPC_VERSION};
 
 /// Longest member name echoed back in a [`ShapeError`], so an error never carries a large
 /// attacker-chosen string.
@@ -322,5 +321,21 @@ impl Envelope {
             (None, None) => return Err(ShapeError::NotAMessage),
         };
         Ok(Message::Response(Response { id, outcome }))
+    }
+}
+
+impl Message {
+    /// Strictly decodes one message from a complete body (see `docs/protocol.md`).
+    pub fn from_slice(body: &[u8]) -> Result<Message, DecodeError> {
+        decode_message(body)
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    /// Applies the same shape rules as [`Message::from_slice`] (batches are rejected because a
+    /// message must be an object); errors become the deserializer's custom error.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let envelope = Envelope::deserialize(d)?;
+        envelope.into_message().map_err(serde::de::Error::custom)
     }
 }

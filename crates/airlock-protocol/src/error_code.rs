@@ -8,8 +8,6 @@
 use std::fmt;
 use std::ops::RangeInclusive;
 
-use crate::message::ErrorObject;
-
 /// The band JSON-RPC 2.0 reserves for implementation-defined server errors.
 pub const APPLICATION_CODE_RANGE: RangeInclusive<i64> = -32099..=-32000;
 
@@ -165,11 +163,6 @@ impl ErrorCode {
     /// Whether the code is one of airlock's own (in [`APPLICATION_CODE_RANGE`]).
     pub fn is_application(self) -> bool {
         APPLICATION_CODE_RANGE.contains(&self.code())
-    }
-
-    /// An [`ErrorObject`] with this code and `message`.
-    pub fn with_message(self, message: impl Into<String>) -> ErrorObject {
-        ErrorObject::new(self, message)
     }
 }
 

@@ -12,6 +12,7 @@
 
 mod decode;
 pub mod error_code;
+mod error_object;
 pub mod frame;
 pub mod message;
 pub mod method;
@@ -21,19 +22,11 @@ pub use error_code::ErrorCode;
 pub use frame::{
     encode_frame, encode_message, write_frame, write_frame_with, write_message, write_message_with,
     FrameError, FrameLimits, FramePart, FrameReader, DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
 };
 #[cfg(feature = "tokio")]
 pub use frame::{
     write_frame_async, write_frame_async_with, write_message_async, write_message_async_with,
     AsyncFrameReader,
 };
-pub use message::{ErrorObject, Id, Message, Notification, Request, Response};
-
-/// The one message-size cap, in bytes, that holds on both hops (1 MiB).
-///
-/// A frame body larger than this is refused by readers and writers alike; the outer
-/// WebSocket transport uses the same number as its maximum message size.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1024 * 1024;
-
-/// The value of the `jsonrpc` member every message carries.
-pub const JSONRPC_VERSION: &str = "2.0";
+pub use message::{ErrorObject, Id, Message, Notification, Request, Response, JSONRPC_VERSION};

@@ -9,9 +9,10 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::decode::{self, DecodeError};
-use crate::error_code::ErrorCode;
-use crate::JSONRPC_VERSION;
+pub use crate::error_object::ErrorObject;
+
+/// The value of the `jsonrpc` member every message carries.
+pub const JSONRPC_VERSION: &str = "2.0";
 
 /// A request id: a JSON integer that fits in `i64`, or a JSON string.
 ///
@@ -83,18 +84,6 @@ pub struct Response {
     pub outcome: Result<Value, ErrorObject>,
 }
 
-/// The `error` member of a failed [`Response`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ErrorObject {
-    /// A code from [`ErrorCode`] (the decoder accepts any `i64`, so a newer peer's codes survive).
-    pub code: i64,
-    /// A short human- and model-readable description.
-    pub message: String,
-    /// Optional structured detail.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
 /// Any JSON-RPC 2.0 message airlock sends or accepts (batches are not supported).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -104,29 +93,6 @@ pub enum Message {
     Notification(Notification),
     /// The answer to a request.
     Response(Response),
-}
-
-impl ErrorObject {
-    /// An error object with a code from the table and no `data`.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ErrorObject {
-            code: code.code(),
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    /// Attaches structured `data`.
-    #[must_use]
-    pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
-        self
-    }
-
-    /// The table entry for [`ErrorObject::code`], if the code is one airlock knows.
-    pub fn error_code(&self) -> Option<ErrorCode> {
-        ErrorCode::from_code(self.code)
-    }
 }
 
 impl Response {
@@ -192,11 +158,6 @@ impl Message {
             Message::Notification(n) => Some(&n.method),
             Message::Response(_) => None,
         }
-    }
-
-    /// Strictly decodes one message from a complete body (see `docs/protocol.md`).
-    pub fn from_slice(body: &[u8]) -> Result<Message, DecodeError> {
-        decode::decode_message(body)
     }
 
     /// Serializes the message to compact JSON (no framing).
@@ -268,14 +229,5 @@ impl Serialize for Message {
             Message::Notification(n) => n.serialize(s),
             Message::Response(r) => r.serialize(s),
         }
-    }
-}
-
-impl<'de> Deserialize<'de> for Message {
-    /// Applies the same shape rules as [`Message::from_slice`] (batches are rejected because a
-    /// message must be an object); errors become the deserializer's custom error.
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let envelope = decode::Envelope::deserialize(d)?;
-        envelope.into_message().map_err(serde::de::Error::custom)
     }
 }

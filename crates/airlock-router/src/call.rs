@@ -7,46 +7,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use airlock_policy::{
-    CallerContext, DisposalCode, FailedReclaimPolicy, GuestRelPath, IsolationScope, KeyError,
-    SandboxKey, SandboxSpec,
+    CallerContext, FailedReclaimPolicy, GuestRelPath, IsolationScope, KeyError, SandboxKey,
+    SandboxSpec,
 };
 use futures_util::FutureExt;
 use thiserror::Error;
 
 use crate::ids::fresh_id;
 use crate::observe::{type_kind, ErrorKind, ToolCallEnded};
+pub use crate::reclaim_failure::{ReclaimDisposal, ReclaimFailure};
 use crate::router::{AcquireError, Router};
 use crate::sandbox::{Sandbox, SandboxError};
 
 /// The directory, under the work dir, that holds per-call guest paths.
 pub const CALLS_DIR: &str = ".airlock-calls";
-
-/// What became of a sandbox whose reclaim failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReclaimDisposal {
-    /// It was disposed.
-    Disposed,
-    /// Disposal was attempted and did not land; the key is refused until one does.
-    Failed(DisposalCode),
-    /// The host opted down (`failed_reclaim = "keep"`); it stays warm.
-    Kept,
-}
-
-/// A per-call guest path that could not be removed. A data-retention failure: acquire is
-/// get-or-create, so a surviving path is readable by later calls in the same sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReclaimFailure {
-    /// The sandbox's address.
-    pub key: SandboxKey,
-    /// The path that survived, relative to the work dir.
-    pub path: GuestRelPath,
-    /// The failure's kind.
-    pub failure: &'static str,
-    /// What the framework did about it, before telling the host.
-    pub disposal: ReclaimDisposal,
-}
 
 /// A call that did not complete.
 #[derive(Debug, Error)]

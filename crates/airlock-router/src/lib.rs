@@ -17,18 +17,20 @@ mod ids;
 pub mod names;
 pub mod observe;
 pub mod outputs;
+mod reclaim_failure;
 pub mod router;
 pub mod sandbox;
 pub mod scope_guard;
 pub mod sinks;
 
 pub use backend::{Backend, BackendError, ScopePurge};
-pub use call::{CallError, CallSession, ReclaimDisposal, ReclaimFailure, CALLS_DIR};
+pub use call::{CallError, CallSession, CALLS_DIR};
 pub use disposal::ScopeRecord;
 pub use observe::{
     EgressDecided, ErrorKind, HostToolCalled, HostToolOutcome, Observers, OutputsCollected,
     SandboxAcquired, SandboxDisposed, SandboxObserver, StoreFileRead, ToolCallEnded,
 };
+pub use reclaim_failure::{ReclaimDisposal, ReclaimFailure};
 pub use router::{AcquireError, ReclaimHook, Router, RouterBuilder, RouterConfigError, Selection};
 pub use sandbox::{
     DirEntry, EntryKind, ExecOptions, ExecResult, FileStat, RunOptions, RunResult, RunStatus,

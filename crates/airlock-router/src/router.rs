@@ -13,8 +13,8 @@ use airlock_policy::{
 use thiserror::Error;
 
 use crate::backend::{Backend, BackendError};
-use crate::call::ReclaimFailure;
 use crate::observe::{ErrorKind, Observers, SandboxAcquired, SandboxObserver};
+use crate::reclaim_failure::ReclaimFailure;
 use crate::sandbox::Sandbox;
 
 /// How the router picks a backend.

@@ -2,81 +2,17 @@
 //! order (declaration, stat and cap, read with the caps re-checked against the bytes read) by
 //! `airlock_router::outputs::collect_outputs`, and returned to the orchestrator with their
 //! bytes. Outputs named at call time are accepted only when the spec says so.
-use airlock_policy::GuestRelPath;
 use airlock_protocol::{ErrorCode, ErrorObject};
-use airlock_router::outputs::{collect_outputs, CollectContext, Collected, DeclaredOutput};
+use airlock_router::outputs::{collect_outputs, CollectContext, Collected};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::sandboxes::Held;
+pub(crate) use crate::wire_outputs::{declared, parse_collect, MAX_OUTPUTS};
 
-/// Most outputs one spec or call may name.
-pub const MAX_OUTPUTS: usize = 32;
 /// Most artifact bytes one response carries (base64 makes it 4/3 of this, under the cap).
 pub const MAX_RESPONSE_BYTES: u64 = 640 * 1024;
-
-/// One output as the wire names it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireOutput {
-    path: String,
-    name: Option<String>,
-    media_type: String,
-    #[serde(default = "yes")]
-    required: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// The declared outputs of a spec, checked.
-pub fn declared(outputs: Vec<WireOutput>) -> Result<Vec<DeclaredOutput>, String> {
-    if outputs.len() > MAX_OUTPUTS {
-        return Err(format!("at most {MAX_OUTPUTS} outputs may be declared"));
-    }
-    outputs
-        .into_iter()
-        .map(|o| {
-            let path =
-                GuestRelPath::parse(&o.path).map_err(|e| format!("output {:?}: {e}", o.path))?;
-            // The name it will be returned under is checked now, not at the first collect.
-            let name = o.name.as_deref().unwrap_or(&o.path);
-            airlock_router::names::validate_artifact_name(name)
-                .map_err(|e| format!("output name {name:?}: {e}"))?;
-            let mut d = DeclaredOutput::new(path, o.media_type).consume();
-            if let Some(n) = o.name {
-                d = d.named(n);
-            }
-            if !o.required {
-                d = d.optional();
-            }
-            Ok(d)
-        })
-        .collect()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CollectParams {
-    #[allow(dead_code, reason = "routed on before the method runs")]
-    sandbox_id: String,
-    outputs: Option<Vec<WireOutput>>,
-}
-
-/// The outputs an `outputs.collect` names at call time (`None`: the declared ones), unchecked
-/// (they are checked by [`declared`] once the sandbox is known to accept them).
-pub(crate) fn parse_collect(v: Value) -> Result<Option<Vec<WireOutput>>, ErrorObject> {
-    let p: CollectParams = serde_json::from_value(v).map_err(|e| {
-        ErrorObject::new(
-            ErrorCode::InvalidParams,
-            format!("outputs.collect params: {e}"),
-        )
-    })?;
-    Ok(p.outputs)
-}
 
 /// `outputs.collect {sandbox_id, outputs?}`.
 pub async fn collect(

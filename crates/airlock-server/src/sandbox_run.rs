@@ -20,11 +20,11 @@ use tokio::sync::mpsc;
 
 use crate::audit::{AuditRecord, RunFacts};
 use crate::cancel::CancelToken;
+use crate::conn_info::ConnInfo;
 use crate::params::{self, ParamsError, Program};
 use crate::remote_tools::{Pending, RemoteTools};
 use crate::reply;
 use crate::sandboxes::Held;
-use crate::session::ConnInfo;
 use crate::transport::Outbound;
 use crate::Shared;
 

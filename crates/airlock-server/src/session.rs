@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use crate::audit::{AuditRecord, RunFacts};
 use crate::cancel::CancelToken;
+pub use crate::conn_info::ConnInfo;
 use crate::dispatch;
 use crate::params::{self, ParamsError};
 use crate::remote_tools::{Pending, RemoteTools};
@@ -27,17 +28,6 @@ use airlock_broker::run::{Cancel, RunSpec};
 use airlock_local::RunRequest;
 
 use crate::execute_sandbox::OneRun;
-
-/// Who is on the other end.
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    /// Connection id, unique in this server process.
-    pub id: String,
-    /// Peer address, or `stdio`.
-    pub peer: String,
-    /// `websocket` or `stdio`.
-    pub transport: &'static str,
-}
 
 enum RunOutcome {
     Started(Box<RunResult>),

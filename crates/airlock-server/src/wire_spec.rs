@@ -59,7 +59,7 @@ struct RawSpec {
     files_out: Option<TransferLimits>,
     idle_timeout_s: Option<f64>,
     #[serde(default)]
-    declared_outputs: Vec<crate::outputs_api::WireOutput>,
+    declared_outputs: Vec<crate::wire_outputs::WireOutput>,
     #[serde(default)]
     outputs_named_at_call_time: bool,
     #[serde(default)]
@@ -171,7 +171,7 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
     );
     let spec = b.build().map_err(|e| format!("spec: {e}"))?;
     let outputs = Outputs {
-        declared: crate::outputs_api::declared(s.declared_outputs)
+        declared: crate::wire_outputs::declared(s.declared_outputs)
             .map_err(|e| format!("spec.declared_outputs: {e}"))?,
         at_call_time: s.outputs_named_at_call_time,
     };

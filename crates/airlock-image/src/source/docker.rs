@@ -3,7 +3,8 @@
 //! IDs; the config against its own name when that is a digest.
 use serde_json::Value;
 
-use super::{read_capped, Format, LayerRef, Plan, MAX_DOC_BYTES};
+use super::layout_files::read_capped;
+use super::layout_plan::{Format, LayerRef, Plan, MAX_DOC_BYTES, MAX_LAYERS};
 use crate::bounds::Bounds;
 use crate::config;
 use crate::digest::Digest;
@@ -59,12 +60,12 @@ pub fn plan(dir: &DirFd) -> Result<Plan> {
     }
     let cfg = config::parse(&cfg_bytes)?;
     let layers = image["Layers"].as_array().ok_or_else(|| bad("no Layers"))?;
-    if layers.len() != cfg.diff_ids.len() || layers.len() > super::MAX_LAYERS {
+    if layers.len() != cfg.diff_ids.len() || layers.len() > MAX_LAYERS {
         return Err(bad(format!(
             "{} layers but {} diff ids (at most {})",
             layers.len(),
             cfg.diff_ids.len(),
-            super::MAX_LAYERS
+            MAX_LAYERS
         )));
     }
     let layers = layers

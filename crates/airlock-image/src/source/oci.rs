@@ -2,7 +2,8 @@
 //! manifest, one per platform (the one for this machine is taken), or a nested index.
 use serde_json::Value;
 
-use super::{read_blob, read_capped, Format, LayerRef, Plan, MAX_DOC_BYTES, MAX_LAYERS};
+use super::layout_files::{blob_path, read_blob, read_capped};
+use super::layout_plan::{Format, LayerRef, Plan, MAX_DOC_BYTES, MAX_LAYERS};
 use crate::config;
 use crate::digest::Digest;
 use crate::error::{ImageError, Result};
@@ -68,7 +69,7 @@ pub fn plan(dir: &DirFd) -> Result<Plan> {
         .map(|(l, diff)| {
             let d = digest(l)?;
             Ok(LayerRef {
-                path: super::blob_path(&d),
+                path: blob_path(&d),
                 blob: Some(d),
                 diff_id: diff.clone(),
             })

@@ -25,7 +25,7 @@
 
 use libc::c_long;
 
-use super::{Network, Profile};
+use super::profile::{Network, Profile};
 
 /// `open_tree_attr(2)` (Linux 6.15); not in the `libc` crate yet. x86_64 table number.
 const SYS_OPEN_TREE_ATTR: c_long = 467;

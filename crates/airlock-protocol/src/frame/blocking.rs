@@ -4,8 +4,9 @@ use std::fmt;
 use std::io::{ErrorKind, Read, Write};
 
 use super::decoder::{FrameDecoder, READ_CHUNK};
+use super::encode::{encode_frame, encode_message};
 use super::error::FrameError;
-use super::{encode_frame, encode_message, FrameLimits};
+use super::limits::FrameLimits;
 use crate::message::Message;
 
 /// Reads Content-Length frames from a blocking source, with its own bounded buffering.

@@ -12,7 +12,7 @@ use std::fmt;
 
 use super::error::{FrameError, FramePart};
 use super::header::{find_terminator, parse_header_block, TERMINATOR};
-use super::FrameLimits;
+use super::limits::FrameLimits;
 
 /// Largest single read a shell performs (also the size of its scratch buffer).
 pub(crate) const READ_CHUNK: usize = 32 * 1024;

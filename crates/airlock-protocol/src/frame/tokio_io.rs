@@ -8,8 +8,9 @@ use std::io::ErrorKind;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::decoder::{FrameDecoder, READ_CHUNK};
+use super::encode::{encode_frame, encode_message};
 use super::error::FrameError;
-use super::{encode_frame, encode_message, FrameLimits};
+use super::limits::FrameLimits;
 use crate::message::Message;
 
 /// Reads Content-Length frames from an async source, with its own bounded buffering.

@@ -2,7 +2,7 @@
 
 use airlock_policy::{GuestRelPath, IsolationScope, SandboxKey, SandboxSpec};
 
-use super::{check, ConformanceReport};
+use super::report::{check, ConformanceReport};
 use crate::backend::Backend;
 use crate::sandbox::{ExecOptions, Sandbox};
 

@@ -1,6 +1,6 @@
 //! The egress suite: the mode a backend declares is the mode it enforces.
 
-use super::{check, ConformanceReport};
+use super::report::{check, ConformanceReport};
 use crate::sandbox::{ExecOptions, RunOptions, Sandbox};
 
 /// How the suite fetches a URL inside the guest; success is exit code zero.

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{check, ConformanceReport, Scratch};
+use super::report::{check, ConformanceReport};
+use super::scratch::Scratch;
 use crate::sandbox::{ExecOptions, Sandbox};
 
 fn argv(parts: &[&str]) -> Vec<String> {

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use airlock_policy::GuestRelPath;
 
-use super::{check, ConformanceReport, Scratch};
+use super::report::{check, ConformanceReport};
+use super::scratch::Scratch;
 use crate::sandbox::{ExecOptions, Sandbox, SandboxError};
 
 async fn cat(

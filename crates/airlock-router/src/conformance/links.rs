@@ -6,7 +6,8 @@
 
 use airlock_policy::GuestRelPath;
 
-use super::{check, ConformanceReport, Scratch};
+use super::report::{check, ConformanceReport};
+use super::scratch::Scratch;
 use crate::sandbox::{EntryKind, ExecOptions, Sandbox, SandboxError};
 
 async fn ln(sandbox: &dyn Sandbox, target: &str, link: &str) -> Result<(), String> {

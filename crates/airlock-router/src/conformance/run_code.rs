@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{check, ConformanceReport};
+use super::report::{check, ConformanceReport};
 use crate::sandbox::{RunOptions, RunStatus, Sandbox};
 
 /// Probes `run_code` with small Python programs.

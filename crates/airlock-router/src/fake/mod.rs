@@ -7,8 +7,10 @@
 //! [`Fault`]s make it misbehave on purpose, so the conformance suites can be shown to fail.
 
 mod backend;
+mod fault;
 mod interp;
 mod sandbox;
 
-pub use backend::{fake_declarations, FakeBackend, Fault};
+pub use backend::{fake_declarations, FakeBackend};
+pub use fault::Fault;
 pub use sandbox::{FakeOutput, FakeSandbox};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use airlock_policy::{Egress, GuestRelPath, SandboxKey, SandboxSpec};
 use async_trait::async_trait;
 
-use super::backend::Fault;
+use super::fault::Fault;
 use super::interp::{allowed, statement, url_host, Stmt};
 use crate::router::lock;
 use crate::sandbox::{

@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use super::declaration::{HostTool, ToolBody, ToolDeclaration, UserIdentity};
-use super::run::HostToolRun;
 use crate::observe::Observers;
 
 /// Host-tool calls a run may make by default (refusals included).
@@ -280,11 +279,5 @@ impl SealedRegistry {
     #[must_use]
     pub fn limits(&self) -> HostToolLimits {
         self.inner.limits
-    }
-
-    /// The door for one run, with its own call and response counters.
-    #[must_use]
-    pub fn run(&self, key: Option<SandboxKey>) -> HostToolRun {
-        HostToolRun::new(self.clone(), key)
     }
 }

@@ -34,6 +34,14 @@ pub struct HostToolRun {
     user: OnceCell<Option<UserIdentity>>,
 }
 
+impl SealedRegistry {
+    /// The door for one run, with its own call and response counters.
+    #[must_use]
+    pub fn run(&self, key: Option<SandboxKey>) -> HostToolRun {
+        HostToolRun::new(self.clone(), key)
+    }
+}
+
 impl std::fmt::Debug for HostToolRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostToolRun")

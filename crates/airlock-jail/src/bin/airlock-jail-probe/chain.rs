@@ -8,7 +8,7 @@ use airlock_jail::ns::{self, Namespaces};
 use airlock_jail::process::{self, Fork};
 use airlock_jail::{caps, landlock, net, rlimits, seccomp, userns};
 
-use crate::check;
+use crate::report::check;
 
 fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()

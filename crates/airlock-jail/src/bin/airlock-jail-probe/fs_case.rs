@@ -7,7 +7,7 @@ use std::path::Path;
 
 use airlock_jail::landlock::{self, FsPolicy};
 
-use crate::check;
+use crate::report::{check, errno};
 
 fn denied<T>(r: std::io::Result<T>, what: &str) -> bool {
     let kind = r.as_ref().err().map(std::io::Error::kind);
@@ -68,7 +68,7 @@ pub(crate) fn landlock(args: &[String]) -> Result<bool, String> {
         let r = unsafe { libc::kill(libc::getppid(), 0) };
         ok &= check(
             "kill(parent, 0) denied (signal scoping)",
-            r == -1 && crate::errno() == libc::EPERM,
+            r == -1 && errno() == libc::EPERM,
         );
     }
     Ok(ok)

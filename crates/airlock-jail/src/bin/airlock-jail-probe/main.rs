@@ -9,6 +9,7 @@
 mod chain;
 mod fs_case;
 mod nproc;
+mod report;
 mod sec;
 mod sec_ipc;
 
@@ -78,15 +79,4 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Prints a check and returns whether it held.
-fn check(what: &str, ok: bool) -> bool {
-    println!("{} {what}", if ok { "ok  " } else { "FAIL" });
-    ok
-}
-
-/// The errno of the last failed call.
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }

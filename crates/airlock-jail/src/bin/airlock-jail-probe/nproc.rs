@@ -79,7 +79,7 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
         match fork_sleeper() {
             Some(p) => bomb.push(p),
             None => {
-                last_err = crate::errno();
+                last_err = crate::report::errno();
                 break;
             }
         }

@@ -4,7 +4,7 @@
 use airlock_jail::seccomp::{self, Profile};
 use airlock_jail::{caps, process};
 
-use crate::{check, errno};
+use crate::report::{check, errno};
 
 fn denied(ret: libc::c_long, want: i32, what: &str) -> bool {
     let e = errno();

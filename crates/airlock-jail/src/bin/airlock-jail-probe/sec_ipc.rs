@@ -11,7 +11,7 @@ use std::time::Duration;
 use airlock_jail::caps;
 use airlock_jail::seccomp::{self, Profile};
 
-use crate::{check, errno};
+use crate::report::{check, errno};
 
 const PAYLOAD: &[u8] = b"GET / HTTP/1.0\r\n\r\n";
 

@@ -1,0 +1,12 @@
+//! Who is on the other end of a connection.
+
+/// Who is on the other end.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// Connection id, unique in this server process.
+    pub id: String,
+    /// Peer address, or `stdio`.
+    pub peer: String,
+    /// `websocket` or `stdio`.
+    pub transport: &'static str,
+}
