@@ -11,6 +11,7 @@ pub mod fs_policy;
 pub mod fuzzing;
 pub mod interpreter;
 pub mod interpreter_cache;
+pub(crate) mod interpreter_facts;
 pub mod interpreter_image;
 pub mod kernel;
 pub mod limits;
