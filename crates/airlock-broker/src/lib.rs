@@ -7,6 +7,7 @@
 //! internal failures are statuses, not errors.
 
 pub mod fs_policy;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod interpreter;

@@ -22,6 +22,7 @@ pub mod ceilings;
 pub(crate) mod dispatch;
 pub(crate) mod files_api;
 pub mod framed;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod outputs_api;
