@@ -59,7 +59,9 @@ pub(super) enum Phase {
     Reported { by: Instant },
 }
 
-/// What is sent once the stage proved its isolation (see [`Start::Cold`]).
+/// What is sent once the stage proved its isolation (see [`Start::Cold`]); nothing for a
+/// stage that already got its program ([`Start::Attested`]).
+#[derive(Default)]
 pub(super) struct Program<'a> {
     pub(super) code: Option<&'a str>,
     pub(super) sys_path: &'a [PathBuf],
@@ -122,24 +124,16 @@ impl<'a> Supervisor<'a> {
                 sys_path,
                 restricted,
                 env,
-            } => {
-                let program = Program {
+            } => (
+                Program {
                     code,
                     sys_path,
                     restricted,
                     env,
-                };
-                (program, Phase::AwaitReady)
-            }
-            Start::Attested => {
-                let program = Program {
-                    code: None,
-                    sys_path: &[],
-                    restricted: None,
-                    env: None,
-                };
-                (program, Phase::Running)
-            }
+                },
+                Phase::AwaitReady,
+            ),
+            Start::Attested => (Program::default(), Phase::Running),
         };
         Supervisor {
             s,
