@@ -1,5 +1,5 @@
 //! What a running guest sends the broker, as a one-shot Python run's supervision handles it
-//! (`run::relay::drive`, its `Running` arm): `call_tool` requests through the run's tool relay
+//! (`run::supervise::drive`, the `Running` arms in `run/inbound.rs`): `call_tool` requests through the run's tool relay
 //! (`run::tool_relay`, shared with a kernel's cells), the report answering `execute` into the
 //! run's result, anything else named in the run's protocol error; and the guest's stdout
 //! through the capture (`output::capture`) into the result's text.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use airlock_executor::config::GUEST_WORK_DIR;
 use airlock_executor::FsSpec;
 
-use crate::interpreter::Interpreter;
+use crate::interpreter_facts::Interpreter;
 
 /// System directories holding programs and shared libraries (public, not private data).
 const SYSTEM_EXEC: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/usr/lib64"];

@@ -10,10 +10,11 @@ use std::process::Stdio;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
 use crate::interpreter_cache::DiskCache;
+pub use crate::interpreter_facts::Interpreter;
 
 /// Also compiles the guest bootstrap (read from stdin) with this very interpreter, so a run
 /// hands it over as a code object instead of paying for its compilation every time.
@@ -53,21 +54,6 @@ fn last_line(bytes: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(bytes);
     let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
     Some(line.chars().take(300).collect())
-}
-
-/// What a run needs to know about an interpreter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Interpreter {
-    /// The canonical path of the binary to execve.
-    pub executable: PathBuf,
-    /// `sys.prefix`, `sys.base_prefix` and the exec prefixes.
-    pub prefixes: Vec<PathBuf>,
-    /// `sys.path` entries (site-packages among them).
-    pub path: Vec<PathBuf>,
-    /// `sys.version_info[:3]`.
-    pub version: Vec<u32>,
-    /// The guest bootstrap compiled by this interpreter (`marshal`), hex-encoded.
-    pub bootstrap: String,
 }
 
 /// Why an interpreter could not be used.

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use airlock_jail::identity::effective_uid;
 use serde::{Deserialize, Serialize};
 
-use crate::interpreter::Interpreter;
+use crate::interpreter_facts::Interpreter;
 
 /// Cap on the cache file (a few entries of a few tens of KiB each).
 const MAX_FILE_BYTES: u64 = 4 << 20;

@@ -15,11 +15,21 @@ use airlock_image::digest::Digest;
 use airlock_image::Image;
 use serde::{Deserialize, Serialize};
 
-use crate::interpreter::{Interpreter, InterpreterError};
+use airlock_executor::DataBounds;
+use futures_util::future::BoxFuture;
+
+use crate::interpreter::InterpreterError;
+use crate::interpreter_facts::Interpreter;
 use crate::limits::Limits;
-use crate::run::{RunSpec, Workload};
+use crate::result::{RunResult, RunStatus};
+use crate::run::image_env::merged;
+use crate::run::spec::{RunSpec, Workload};
 use crate::sandbox_fs::{RootSpec, SandboxFs};
-use crate::{DataBounds, NoTools, RunStatus};
+
+/// How the probe runs: a whole run of a command, without tools, to its one result (the run
+/// itself, `airlock_broker::run`). A function value, passed in by whoever prepares a run, because
+/// preparing a run on an image needs this answer first.
+pub type RunProbe = fn(RunSpec) -> BoxFuture<'static, RunResult>;
 
 /// The probe: the same facts as the host probe, the bootstrap source from argv (an exec-mode
 /// run has no stdin), the executable with its links resolved inside the sandbox.
@@ -64,11 +74,12 @@ fn note_key(name: &str) -> String {
 }
 
 /// The interpreter `requested` (a name on the image's PATH or a guest path; `python3` when
-/// None) of `image`, probed in a throwaway sandbox run by `executor`.
+/// None) of `image`, probed in a throwaway sandbox run by `executor`, the run made by `run`.
 pub async fn discover(
     image: &Arc<Image>,
     requested: Option<&Path>,
     executor: &Path,
+    run: RunProbe,
 ) -> Result<Interpreter, InterpreterError> {
     let name = requested.map_or("python3".into(), |p| p.to_string_lossy().into_owned());
     let key = (image.id.clone(), name.clone());
@@ -84,7 +95,7 @@ pub async fn discover(
     let found = match noted {
         Some(i) => i,
         None => {
-            let i = probe(image, &name, executor).await?;
+            let i = probe(image, &name, executor, run).await?;
             let note = serde_json::to_vec(&Note {
                 made_with: made,
                 interpreter: i.clone(),
@@ -105,6 +116,7 @@ async fn probe(
     image: &Arc<Image>,
     name: &str,
     executor: &Path,
+    run: RunProbe,
 ) -> Result<Interpreter, InterpreterError> {
     let not_cpython = |detail: String| InterpreterError::NotCpython {
         path: format!("{name} in image {}", image.name),
@@ -136,12 +148,12 @@ async fn probe(
         sandbox: Some(Arc::new(fs)),
         image: None,
         cwd: None,
-        env: crate::run::prepare_image::merged(&image.config.env, &[]),
+        env: merged(&image.config.env, &[]),
         executor: executor.to_path_buf(),
         output: None,
         restricted: None,
     };
-    let r = Box::pin(crate::run::run(spec, &NoTools)).await;
+    let r = run(spec).await;
     if r.status != RunStatus::Completed || r.exit_code != Some(0) || r.stdout_truncated {
         let why = r
             .error

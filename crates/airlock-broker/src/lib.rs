@@ -7,10 +7,12 @@
 //! internal failures are statuses, not errors.
 
 pub mod fs_policy;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod interpreter;
 pub mod interpreter_cache;
+pub(crate) mod interpreter_facts;
 pub mod interpreter_image;
 pub mod kernel;
 pub mod limits;

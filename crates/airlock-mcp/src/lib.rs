@@ -17,6 +17,7 @@ pub mod config;
 pub mod config_file;
 pub mod error;
 pub mod file_tools;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod media;

@@ -24,6 +24,7 @@ pub(crate) mod dispatch;
 mod execute_sandbox;
 pub(crate) mod files_api;
 pub mod framed;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod outputs_api;

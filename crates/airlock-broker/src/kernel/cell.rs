@@ -6,18 +6,22 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Instant;
 
+use airlock_executor::config::GUEST_WORK_DIR;
 use airlock_jail::{process, procfs};
 use airlock_protocol::{Id, Message};
 use serde_json::{json, Value};
 
 use super::display::Displays;
-use super::{Cell, Live};
-use crate::result::{CellValue, RunResult};
+use super::live::{Cell, Live};
+use crate::result::{CellValue, RunResult, RunStatus};
 use crate::run::disk_watch;
-use crate::run::relay::{describe, WATCHDOG_PERIOD};
-use crate::run::tool_relay::ToolRelay;
+use crate::run::guest_messages::describe;
+use crate::run::launched::Launched;
+use crate::run::spec::Cancel;
+use crate::run::supervise::WATCHDOG_PERIOD;
+use crate::run::teardown;
+use crate::run::tool_relay::{self, ToolRelay};
 use crate::run::verdict::{self, End, Hint, Observed};
-use crate::run::{teardown, Cancel};
 use crate::tools::ToolHandler;
 
 const SIGINT: i32 = 2;
@@ -99,8 +103,8 @@ fn execute(id: Id, n: i64, cell: &Cell<'_>, live: &Live) -> Message {
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect();
     let cwd = match &cell.spec.cwd {
-        Some(rel) => format!("{}/{rel}", crate::GUEST_WORK_DIR),
-        None => crate::GUEST_WORK_DIR.to_string(),
+        Some(rel) => format!("{}/{rel}", GUEST_WORK_DIR),
+        None => GUEST_WORK_DIR.to_string(),
     };
     let params = json!({
         "code": cell.code, "cell": n, "sys_path": live.sys_path, "env": env, "cwd": cwd,
@@ -194,7 +198,7 @@ pub(super) async fn run(
     result.display_dropped = displays.dropped;
     // A memory limit ends the kernel even when the program survived it (a `MemoryError` under
     // the address-space backstop): the state that filled it is what the next cell would inherit.
-    result.kernel_restarted = restarted || result.status == crate::RunStatus::MemoryLimit;
+    result.kernel_restarted = restarted || result.status == RunStatus::MemoryLimit;
     result
 }
 
@@ -288,7 +292,7 @@ async fn supervise(
                     }
                     Message::Request(req) if req.method == "call_tool" => {
                         // Interrupted: no new tool work; answer at once so the guest unwinds.
-                        let r = crate::run::tool_relay::error_response(
+                        let r = tool_relay::error_response(
                             req.id, airlock_protocol::ErrorCode::Shutdown, "the cell was interrupted");
                         let _ = l.send(r);
                     }
@@ -324,7 +328,7 @@ pub(crate) fn bounded(mut v: CellValue) -> CellValue {
 /// Time ran out or the caller cancelled: interrupt the program (`KeyboardInterrupt`), answer
 /// a tool call in flight so the guest is not left waiting, and kill after `grace`.
 fn interrupt(
-    l: &crate::run::relay::Launched,
+    l: &Launched,
     relay: &mut ToolRelay<'_>,
     stage_pid: i32,
     interrupted: &mut Option<(End, tokio::time::Instant)>,

@@ -10,37 +10,23 @@
 pub(crate) mod cell;
 pub(crate) mod display;
 mod guard;
+mod live;
 mod start;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use airlock_protocol::ErrorCode;
 
+use live::{Cell, Live};
+
 pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
 
-use crate::limits::Limits;
 use crate::result::RunResult;
-use crate::run::relay::Launched;
-use crate::run::{program_fits, teardown, Cancel, RunSpec, Workload};
+use crate::run::plan::program_fits;
+use crate::run::spec::{Cancel, RunSpec, Workload};
+use crate::run::teardown;
 use crate::tools::ToolHandler;
-
-/// One cell: its code and the spec it came with.
-struct Cell<'a> {
-    code: String,
-    spec: &'a RunSpec,
-}
-
-/// A live kernel process.
-struct Live {
-    launched: Launched,
-    sys_path: Vec<PathBuf>,
-    /// Its memory ceiling (fixed at start).
-    limits: Limits,
-    /// Watches it while it is stopped between cells.
-    guard: Option<guard::Guard>,
-}
 
 /// The kernel of one stateful sandbox; it starts on the first cell.
 #[derive(Default)]

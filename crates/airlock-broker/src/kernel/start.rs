@@ -6,11 +6,15 @@ use std::time::Instant;
 use airlock_executor::attest::own_namespaces;
 use airlock_protocol::Message;
 
-use super::Live;
+use super::live::Live;
 use crate::result::RunResult;
-use crate::run::relay::{self, check_ready, Launched};
+use crate::run::cold::run_probe;
+use crate::run::guest_messages::{check_ready, describe, refusal_of};
+use crate::run::launch::launch_with;
+use crate::run::launched::Launched;
+use crate::run::spec::{Cancel, RunSpec, Workload};
 use crate::run::verdict::{self, End, Observed};
-use crate::run::{prepare, teardown, Cancel, RunSpec, Workload};
+use crate::run::{prepare, teardown};
 
 /// Start a kernel for `cell`; Err is the cell's result (refused, timed out, cancelled).
 pub(super) async fn start(
@@ -30,10 +34,10 @@ pub(super) async fn start(
         output: None,
         ..cell.clone()
     };
-    let prepared = prepare::prepare(&spec)
+    let prepared = prepare::prepare(&spec, run_probe)
         .await
         .map_err(|r| verdict::before_spawn(r, started))?;
-    let mut launched = relay::launch_with(&prepared, &cell.limits, true)
+    let mut launched = launch_with(&prepared, &cell.limits, true)
         .map_err(|r| verdict::before_spawn(r, started))?;
     let deadline = tokio::time::Instant::from_std(started + cell.limits.timeout);
     let end = tokio::select! {
@@ -63,10 +67,10 @@ async fn attest(l: &mut Launched, cpu: bool) -> Result<(), End> {
             l.attached(cpu).await.map_err(End::Refused)
         }
         Some(Message::Notification(n)) if n.method == "refused" => {
-            Err(End::Refused(relay::refusal_of(n.params)))
+            Err(End::Refused(refusal_of(n.params)))
         }
         Some(other) => {
-            let what = relay::describe(&other);
+            let what = describe(&other);
             Err(End::Protocol(format!("unexpected message: {what}")))
         }
         None => Err(End::Refused(

@@ -7,7 +7,7 @@
 //! the broker verified its attestation. It then waits, blocked on its socket, for `execute`. A
 //! run takes one (the run's clock starts then), sends the program (with the run's environment,
 //! which the trusted bootstrap applies before any untrusted code), and supervises it with the
-//! same code as a cold run (`run::relay::drive`). Nothing is shared between runs: not a
+//! same code as a cold run (`run::supervise::drive`). Nothing is shared between runs: not a
 //! process, not an address space, not a work dir. The pool refills in the background.
 //!
 //! A spec the pool was not prepared for — another interpreter, a host work dir, a command
@@ -16,58 +16,25 @@
 //!
 //! **Invariant:** a pooled executor is handed to at most one run; once the pool is dropped or
 //! shut down, none of its executors survives.
+mod config;
 mod profile;
 mod warm;
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::limits::Limits;
 use crate::result::RunResult;
 use crate::run::{self, Cancel, RunSpec};
 use crate::tools::ToolHandler;
+pub use config::PoolConfig;
 use warm::Warm;
 
 /// Pause after a failed pre-start before the filler tries again.
 const RETRY_AFTER: Duration = Duration::from_millis(500);
-
-/// What the pool's executors are prepared for.
-#[derive(Debug, Clone)]
-pub struct PoolConfig {
-    /// Executors kept ready.
-    pub size: usize,
-    /// The limits every pooled executor is started under; a run whose kernel-side limits differ
-    /// runs cold (its timeout, grace and tool-call limits may differ freely).
-    pub limits: Limits,
-    /// The interpreter (`python3` on PATH when None); runs asking for another one run cold.
-    pub interpreter: Option<PathBuf>,
-    /// The `airlock` binary whose `__executor` subcommand is the stage.
-    pub executor: PathBuf,
-    /// How long one executor may take from spawn to verified attestation.
-    pub startup_timeout: Duration,
-    /// Where the executors come from: forked by this zygote (those it can fork), or spawned
-    /// one by one (exec per executor) when None.
-    pub zygote: Option<Arc<crate::zygote::Zygote>>,
-}
-
-impl PoolConfig {
-    /// A pool of `size` executors with default limits and `python3` from PATH.
-    pub fn new(size: usize, executor: PathBuf) -> Self {
-        Self {
-            size,
-            limits: Limits::default(),
-            interpreter: None,
-            executor,
-            startup_timeout: Duration::from_secs(10),
-            zygote: None,
-        }
-    }
-}
 
 /// Counters of what the pool did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

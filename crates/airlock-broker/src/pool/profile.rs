@@ -6,9 +6,10 @@
 //! broker enforces during the run (timeout, grace, tool-call limits, the RSS ceiling's clock)
 //! comes from the run's own spec.
 use crate::limits::Limits;
-use crate::run::{program_fits, RunSpec, Workload};
+use crate::run::plan::program_fits;
+use crate::run::spec::{RunSpec, Workload};
 
-use super::PoolConfig;
+use super::config::PoolConfig;
 
 /// Whether `spec` can run on an executor started for `config`.
 pub(super) fn fits(config: &PoolConfig, spec: &RunSpec) -> bool {

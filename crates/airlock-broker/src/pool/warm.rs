@@ -5,11 +5,16 @@ use airlock_executor::attest::own_namespaces;
 use airlock_protocol::{Id, Message};
 use serde_json::{json, Map, Value};
 
-use super::PoolConfig;
+use super::config::PoolConfig;
 use crate::result::RunResult;
-use crate::run::prepare::{self, Prepared};
-use crate::run::relay::{self, Launched, Start, EXECUTE_ID};
-use crate::run::{Cancel, RunSpec, Workload};
+use crate::run::cold::run_probe;
+use crate::run::guest_messages::{check_ready, EXECUTE_ID};
+use crate::run::launch::launch;
+use crate::run::launched::Launched;
+use crate::run::prepare;
+use crate::run::prepared::Prepared;
+use crate::run::spec::{Cancel, RunSpec, Workload};
+use crate::run::supervise::{drive, Start};
 use crate::tools::ToolHandler;
 
 /// An attested executor waiting for `execute`, with the fresh work dir it was started in.
@@ -37,14 +42,16 @@ impl Warm {
             output: None,
             restricted: None,
         };
-        let mut prepared = prepare::prepare(&spec).await.map_err(|n| n.message)?;
+        let mut prepared = prepare::prepare(&spec, run_probe)
+            .await
+            .map_err(|n| n.message)?;
         let forked = match &config.zygote {
             Some(z) => z.launch(&mut prepared, &config.limits).await,
             None => None,
         };
         let launched = match forked {
             Some(l) => l,
-            None => relay::launch(&prepared, &config.limits).await,
+            None => launch(&prepared, &config.limits).await,
         };
         let mut launched = launched.map_err(|n| n.message)?;
         let ready = tokio::time::timeout(config.startup_timeout, await_ready(&mut launched))
@@ -114,7 +121,7 @@ impl Warm {
         );
         // A closed socket is seen by supervision as the executor's exit.
         let _ = self.launched.send(execute);
-        let result = relay::drive(
+        let result = drive(
             self.launched,
             Start::Attested,
             &spec.limits,
@@ -132,10 +139,8 @@ impl Warm {
 async fn await_ready(launched: &mut Launched) -> Result<(), String> {
     let broker_ns = own_namespaces();
     match launched.recv().await {
-        Some(Message::Notification(n)) if n.method == "ready" => {
-            relay::check_ready(n.params, &broker_ns)
-                .map_err(|why| format!("the sandbox could not prove its isolation: {why}"))
-        }
+        Some(Message::Notification(n)) if n.method == "ready" => check_ready(n.params, &broker_ns)
+            .map_err(|why| format!("the sandbox could not prove its isolation: {why}")),
         Some(Message::Notification(n)) if n.method == "refused" => {
             let params = n.params.unwrap_or(Value::Null);
             let layer = params["layer"].as_str().unwrap_or("unknown");

@@ -21,6 +21,18 @@ use tokio::task::JoinHandle;
 /// The cgroup being set up.
 pub(crate) type Attach = JoinHandle<Result<RunCgroup, String>>;
 
+/// The cgroup a run gets (where the machine allows): its name and limits.
+pub(super) fn cgroup_for(stage_pid: i32, limits: &Limits) -> (String, CgroupLimits) {
+    (
+        format!("airlock-{stage_pid}-{}", std::process::id()),
+        CgroupLimits {
+            memory_bytes: Some(limits.memory_bytes),
+            pids: Some(limits.max_processes),
+            cpu_millicores: limits.cpu_millicores,
+        },
+    )
+}
+
 /// Create `name` with `limits` and move the stage's tree into it, off the run's critical path.
 pub(crate) fn start(name: String, limits: CgroupLimits, stage_pid: i32) -> Attach {
     tokio::task::spawn_blocking(move || {
@@ -43,7 +55,7 @@ pub(crate) fn start(name: String, limits: CgroupLimits, stage_pid: i32) -> Attac
 pub(crate) fn create(limits: &Limits) -> Result<RunCgroup, String> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let (_, cg_limits) = super::relay::cgroup_for(0, limits);
+    let (_, cg_limits) = cgroup_for(0, limits);
     let name = format!("airlock-z{n}-{}", std::process::id());
     RunCgroup::create(&name, &cg_limits).map_err(|e| e.to_string())
 }

@@ -18,7 +18,7 @@ use airlock_protocol::ErrorCode;
 use tokio::io::Interest;
 use tokio::task::JoinHandle;
 
-use super::prepare::{NotStarted, Prepared};
+use super::prepared::{NotStarted, Prepared};
 use crate::limits::Limits;
 
 /// The guest environment: the caller's, with the proxy variables set (and any the caller

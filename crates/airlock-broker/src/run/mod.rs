@@ -1,99 +1,38 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
+//!
+//! Preparing: `spec` (the request), `prepare` (`plan`, `prepare_image`, `image_env`)
+//! into `prepared`. Launching — how a stage comes to exist: `spawn` (the process, its
+//! socket and pipes), `launch` (cgroup, `setup` frame, a one-shot run's root) into a
+//! `launched` stage. Supervising it to the end: `supervise` (the loop), `supervisor` (the
+//! run's state and one handler per event), `inbound` (one handler per message from the
+//! guest), `conclude` (teardown and the verdict). `cold` puts the three together.
 mod cgroup_attach;
 pub(crate) mod channel;
 mod clock;
+pub(crate) mod cold;
+mod conclude;
 pub(crate) mod disk_watch;
-
 mod egress;
+pub(crate) mod guest_messages;
+pub(crate) mod image_env;
+mod inbound;
+pub(crate) mod launch;
+pub(crate) mod launched;
+pub(crate) mod plan;
 pub(crate) mod prepare;
 pub(crate) mod prepare_image;
-pub(crate) mod relay;
+pub(crate) mod prepared;
+pub(crate) mod spawn;
+pub(crate) mod spec;
 pub(crate) mod stage_proc;
+pub(crate) mod supervise;
+mod supervisor;
 pub(crate) mod teardown;
 pub(crate) mod tool_relay;
 pub(crate) mod verdict;
 
-use std::future::Future;
-use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Instant;
-
-pub use prepare::{program_fits, root_for, NotStarted, Prepared, RunRoot};
-
-use crate::limits::Limits;
-use crate::result::RunResult;
-use crate::sandbox_fs::SandboxFs;
-use crate::tools::ToolHandler;
-
-/// What to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Workload {
-    /// A Python program, run by CPython with `call_tool` available.
-    Python {
-        /// The program text.
-        code: String,
-        /// The interpreter; `python3` on PATH when None. With an image, a name on the image's
-        /// PATH or a guest path.
-        interpreter: Option<PathBuf>,
-    },
-    /// A command (argv[0] resolved on the broker's PATH).
-    Command {
-        /// The command and its arguments.
-        argv: Vec<String>,
-    },
-}
-
-/// A complete run request.
-#[derive(Debug, Clone)]
-pub struct RunSpec {
-    /// The workload.
-    pub workload: Workload,
-    /// Its limits.
-    pub limits: Limits,
-    /// The sandbox to run in (its filesystem persists across runs); a fresh one, dropped
-    /// after the run, when None.
-    pub sandbox: Option<Arc<SandboxFs>>,
-    /// The image a fresh sandbox's root comes from (the host's system directories when None);
-    /// a given `sandbox` brings its own.
-    pub image: Option<Arc<airlock_image::Image>>,
-    /// The guest working directory, relative to /work (None: /work itself).
-    pub cwd: Option<String>,
-    /// The guest's entire environment.
-    pub env: Vec<(String, String)>,
-    /// The `airlock` binary, whose hidden `__executor` subcommand is the stage.
-    pub executor: PathBuf,
-    /// A live copy of the captured output (streamed to a client), when someone listens.
-    pub output: Option<crate::output::OutputTap>,
-    /// Python programs run under this restricted language profile (a guard inside the OS
-    /// layers, not a boundary).
-    pub restricted: Option<Restricted>,
-}
-
-/// The restricted language profile as the guest applies it: the builtins a program keeps
-/// (exception classes always stay) and the modules it may not import (with their submodules).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
-pub struct Restricted {
-    /// Builtin names a program may use.
-    pub builtins: Vec<String>,
-    /// Module names a program may not import.
-    pub blocked_imports: Vec<String>,
-}
-
-/// A future that, when it resolves, cancels the run.
-pub type Cancel = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// Run to the end. Always returns exactly one result, after every process of the run is gone.
-pub async fn run(spec: RunSpec, tools: &dyn ToolHandler) -> RunResult {
-    run_cancellable(spec, tools, Box::pin(std::future::pending())).await
-}
-
-/// [`run`], ended early (status `cancelled`) when `cancel` resolves.
-pub async fn run_cancellable(spec: RunSpec, tools: &dyn ToolHandler, cancel: Cancel) -> RunResult {
-    let started = Instant::now();
-    let prepared = match prepare::prepare(&spec).await {
-        Ok(p) => p,
-        Err(refusal) => return verdict::before_spawn(refusal, started),
-    };
-    relay::supervise(prepared, &spec.limits, tools, cancel, started).await
-}
+pub use cold::{run, run_cancellable};
+pub use plan::program_fits;
+pub use prepare::root_for;
+pub use prepared::{NotStarted, Prepared, RunRoot};
+pub use spec::{Cancel, Restricted, RunSpec, Workload};

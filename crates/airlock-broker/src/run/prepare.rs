@@ -1,104 +1,24 @@
 //! Everything decided before a process exists: size check, interpreter, work dir, executor
 //! config. A failure here is a result (`refused` or `error`), never a spawn.
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use airlock_executor::config::GUEST_WORK_DIR;
-use airlock_executor::{
-    AssembleConfig, DataBounds, ExecutorConfig, FsSpec, HostId, Mode, RlimitSpec,
-};
-use airlock_protocol::{ErrorCode, DEFAULT_MAX_MESSAGE_BYTES};
+use airlock_executor::{AssembleConfig, DataBounds, ExecutorConfig, Mode, RlimitSpec};
+use airlock_protocol::ErrorCode;
 
-use super::{RunSpec, Workload};
-use crate::interpreter::Interpreter;
+use super::plan::{absolute, check_size, command_path, guest_cwd, Plan, GUEST_SEARCH};
+use super::prepared::{not_started, NotStarted, Prepared, RunRoot};
+use super::spec::{RunSpec, Workload};
+use super::{egress, prepare_image};
+use crate::interpreter_facts::Interpreter;
+use crate::interpreter_image::RunProbe;
 use crate::sandbox_fs::{sandbox_identity, RootSpec, SandboxFs};
 use crate::{fs_policy, interpreter};
 
-/// Envelope headroom kept under the frame cap for an `execute` request around a program.
-const EXECUTE_ENVELOPE_BYTES: usize = 1024;
-
-/// A run ready to spawn.
-#[derive(Debug)]
-pub struct Prepared {
-    /// The first frame the stage receives.
-    pub config: ExecutorConfig,
-    /// The program text (Python mode).
-    pub code: Option<String>,
-    /// The interpreter's `sys.path` as discovered with `site` (Python mode): the guest starts
-    /// with `-S` and the bootstrap adds these before the program runs.
-    pub sys_path: Vec<PathBuf>,
-    /// The `airlock` binary.
-    pub executor: PathBuf,
-    /// The sandbox the run joins, or the one it builds for itself.
-    pub sandbox: RunRoot,
-    /// A live copy of the output, when someone listens.
-    pub output: Option<crate::output::OutputTap>,
-    /// The restricted language profile (Python mode).
-    pub restricted: Option<super::Restricted>,
-}
-
-/// Where a run's root comes from.
-#[derive(Debug)]
-pub enum RunRoot {
-    /// A sandbox that outlives the run (the spec's): the stage joins its namespaces.
-    Shared(Arc<SandboxFs>),
-    /// A one-shot run: its stage builds the root itself ([`ExecutorConfig::root`]) and hands
-    /// the namespaces and the work dir back; these are what the run's `SandboxFs` will hold.
-    Own {
-        /// The host identity the sandbox runs as.
-        owner: Option<HostId>,
-        /// The canonical bound paths.
-        binds: Vec<PathBuf>,
-    },
-}
-
-impl RunRoot {
-    /// The host identity the run's sandbox has.
-    fn owner(&self) -> Option<HostId> {
-        match self {
-            RunRoot::Shared(sb) => sb.owner(),
-            RunRoot::Own { owner, .. } => *owner,
-        }
-    }
-}
-
-/// Why nothing was spawned.
-#[derive(Debug)]
-pub struct NotStarted {
-    /// The error code to report.
-    pub code: ErrorCode,
-    /// What happened and how to fix it.
-    pub message: String,
-}
-
-pub(crate) fn not_started(code: ErrorCode, message: impl Into<String>) -> NotStarted {
-    NotStarted {
-        code,
-        message: message.into(),
-    }
-}
-
-/// Largest program accepted: what fits one frame with its JSON escaping and envelope.
-pub fn program_fits(code: &str) -> bool {
-    let escaped = serde_json::to_string(code)
-        .map(|s| s.len())
-        .unwrap_or(usize::MAX);
-    escaped.saturating_add(EXECUTE_ENVELOPE_BYTES) <= DEFAULT_MAX_MESSAGE_BYTES
-}
-
-/// What a run needs, decided before its stage exists.
-pub(super) struct Plan {
-    pub(super) mode: Mode,
-    pub(super) fs: FsSpec,
-    pub(super) code: Option<String>,
-    pub(super) sys_path: Vec<PathBuf>,
-    pub(super) cwd: PathBuf,
-    pub(super) env: Vec<(String, String)>,
-    /// The interpreter comes from an image (see [`ExecutorConfig::untrusted_interpreter`]).
-    pub(super) untrusted_interpreter: bool,
-}
-
-pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
+/// Everything `spec` needs decided before its stage exists; `probe` runs the probe that finds
+/// an image's interpreter (a whole run of its own, passed in so that preparing does not name
+/// the run that prepares).
+pub(crate) async fn prepare(spec: &RunSpec, probe: RunProbe) -> Result<Prepared, NotStarted> {
     cwd_exists(spec).await?;
     let image = match &spec.sandbox {
         Some(sb) => sb.image().cloned(),
@@ -119,7 +39,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         Some(image) => {
             let root = RootSpec::of_image(Arc::clone(&image), data_bounds(spec));
             let sandbox = sandbox_or_new(spec, root).await?;
-            let plan = super::prepare_image::plan(spec, &image, &sandbox).await?;
+            let plan = prepare_image::plan(spec, &image, &sandbox, probe).await?;
             (plan, RunRoot::Shared(sandbox), None)
         }
     };
@@ -128,7 +48,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         mode: plan.mode,
         cwd: plan.cwd,
         identity: sandbox.owner(),
-        env: super::egress::guest_env(&plan.env, &limits.egress),
+        env: egress::guest_env(&plan.env, &limits.egress),
         rlimits: RlimitSpec {
             address_space: Some(limits.address_space_backstop()),
             file_size: Some(limits.max_file_bytes),
@@ -137,7 +57,7 @@ pub(crate) async fn prepare(spec: &RunSpec) -> Result<Prepared, NotStarted> {
         },
         fs: plan.fs,
         hostname: "airlock".into(),
-        egress_proxy_port: super::egress::proxy_port(&limits.egress)?,
+        egress_proxy_port: egress::proxy_port(&limits.egress)?,
         untrusted_interpreter: plan.untrusted_interpreter,
         root,
     };
@@ -185,19 +105,6 @@ async fn sandbox_or_new(spec: &RunSpec, root: RootSpec) -> Result<Arc<SandboxFs>
         .await
         .map(Arc::new)
         .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))
-}
-
-/// A refusal unless `code` fits one `execute` frame.
-pub(super) fn check_size(code: &str) -> Result<(), NotStarted> {
-    if program_fits(code) {
-        return Ok(());
-    }
-    let msg = format!(
-        "program too large: {} bytes does not fit the {} byte message cap",
-        code.len(),
-        DEFAULT_MAX_MESSAGE_BYTES
-    );
-    Err(not_started(ErrorCode::ProgramTooLarge, msg))
 }
 
 /// The plan of a run on the host's system directories, the interpreter it found, and the
@@ -259,11 +166,6 @@ async fn plan_on_host(
     Ok((plan, interp, extra_binds))
 }
 
-/// The absolute entries of a `sys.path`.
-pub(super) fn absolute(path: &[PathBuf]) -> Vec<PathBuf> {
-    path.iter().filter(|p| p.is_absolute()).cloned().collect()
-}
-
 /// The root a fresh sandbox for `spec` needs (the image's, or the host's system directories
 /// with the interpreter's tree or the command), for a caller that creates the sandbox itself
 /// to move files in before the run.
@@ -291,22 +193,6 @@ pub async fn root_for(spec: &RunSpec) -> Result<RootSpec, NotStarted> {
         data: data_bounds(spec),
         image: None,
     })
-}
-
-/// The guest working directory: /work, or a relative directory beneath it.
-pub(super) fn guest_cwd(rel: Option<&str>) -> Result<PathBuf, NotStarted> {
-    let base = PathBuf::from(GUEST_WORK_DIR);
-    let Some(rel) = rel.filter(|r| !r.is_empty() && *r != ".") else {
-        return Ok(base);
-    };
-    let plain = Path::new(rel)
-        .components()
-        .all(|c| matches!(c, Component::Normal(_)));
-    if !plain {
-        let msg = format!("working directory {rel:?} must be a relative path beneath the work dir");
-        return Err(not_started(ErrorCode::InvalidParams, msg));
-    }
-    Ok(base.join(rel))
 }
 
 /// A missing interpreter is the request's problem (`not_found`); one that is there but is not
@@ -349,53 +235,4 @@ async fn cwd_exists(spec: &RunSpec) -> Result<(), NotStarted> {
         // Anything else (a link on the way, ...) the stage's chdir decides, in the sandbox.
         _ => Ok(()),
     }
-}
-
-/// The guest's default `PATH` directories.
-static GUEST_SEARCH: std::sync::LazyLock<Vec<PathBuf>> =
-    std::sync::LazyLock::new(|| fs_policy::GUEST_PATH.iter().map(PathBuf::from).collect());
-
-/// The guest path of a command. A bare name is searched in `search` (guest directories) in
-/// the sandbox's root (a one-shot sandbox on the host's directories, not yet built, binds what
-/// the broker's PATH finds); a name with a `/` is a guest path, relative ones to the guest's
-/// cwd, never resolved on the host.
-pub(super) fn command_path(
-    first: &str,
-    cwd: &Path,
-    sandbox: Option<&SandboxFs>,
-    search: &[PathBuf],
-) -> Result<PathBuf, NotStarted> {
-    let missing = || not_started(ErrorCode::NotFound, format!("command not found: {first}"));
-    if first.contains('/') {
-        let p = Path::new(first);
-        let p = if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            cwd.join(p)
-        };
-        // Known before the sandbox runs: a fresh sandbox's /work is empty; a path in a kept
-        // sandbox's /work is looked up there without following a link (the stage's execve
-        // decides the rest); a system path is there or not.
-        let there = match (p.strip_prefix(GUEST_WORK_DIR), sandbox) {
-            (Ok(_), None) => false,
-            (Ok(rel), Some(sb)) => !matches!(
-                sb.work()
-                    .open_path(&rel.to_string_lossy())
-                    .map_err(|e| e.kind()),
-                Err(std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
-            ),
-            (Err(_), Some(sb)) => sb.has_executable(&p),
-            (Err(_), None) => interpreter::which(&p.to_string_lossy()).is_some(),
-        };
-        return if there { Ok(p) } else { Err(missing()) };
-    }
-    let found = match sandbox {
-        Some(sb) => search
-            .iter()
-            .map(|d| d.join(first))
-            .find(|p| sb.has_executable(p)),
-        None => interpreter::which(first).and_then(|p| std::fs::canonicalize(p).ok()),
-    };
-    // Not a missing layer: the request names something that is not there (the CLI exits 127).
-    found.ok_or_else(missing)
 }

@@ -9,19 +9,20 @@ use airlock_image::Image;
 use airlock_jail::dirfd::FileKind;
 use airlock_protocol::ErrorCode;
 
-use super::prepare::{
-    absolute, check_size, command_path, guest_cwd, not_started, NotStarted, Plan,
-};
-use super::{RunSpec, Workload};
+use super::image_env::{merged, search_path};
+use super::plan::{absolute, check_size, command_path, guest_cwd, Plan};
+use super::prepared::{not_started, NotStarted};
+use super::spec::{RunSpec, Workload};
 use crate::fs_policy;
-use crate::interpreter_image;
+use crate::interpreter_image::{self, RunProbe};
 use crate::sandbox_fs::SandboxFs;
 
-/// The plan of `spec` on `image` (whose root `sandbox` has).
+/// The plan of `spec` on `image` (whose root `sandbox` has); `probe` runs the interpreter probe.
 pub(super) async fn plan(
     spec: &RunSpec,
     image: &Arc<Image>,
     sandbox: &SandboxFs,
+    probe: RunProbe,
 ) -> Result<Plan, NotStarted> {
     let image_dir = working_dir(image, sandbox).filter(|_| spec.cwd.is_none());
     let cwd = match &image_dir {
@@ -33,7 +34,7 @@ pub(super) async fn plan(
         Workload::Python { code, interpreter } => {
             check_size(code)?;
             let mut interp =
-                interpreter_image::discover(image, interpreter.as_deref(), &spec.executor)
+                interpreter_image::discover(image, interpreter.as_deref(), &spec.executor, probe)
                     .await
                     .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
             // The probe's answer is the image's: `/` (or a link to it) as a prefix or a
@@ -90,73 +91,4 @@ fn working_dir(image: &Image, sandbox: &SandboxFs) -> Option<PathBuf> {
         .in_image(d)
         .is_some_and(|m| m.kind == FileKind::Directory);
     (dir && !sandbox.is_image_root(d)).then(|| d.to_path_buf())
-}
-
-/// The image's environment with the caller's on top (a name the caller sets replaces the
-/// image's), and the default guest `PATH` when neither sets one (as container runtimes do).
-pub(crate) fn merged(
-    image: &[(String, String)],
-    caller: &[(String, String)],
-) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = image
-        .iter()
-        .filter(|(k, _)| !caller.iter().any(|(c, _)| c == k))
-        .cloned()
-        .collect();
-    out.extend(caller.iter().cloned());
-    if !out.iter().any(|(k, _)| k == "PATH") {
-        out.insert(0, ("PATH".into(), fs_policy::GUEST_PATH.join(":")));
-    }
-    out
-}
-
-/// Where a bare command is looked for: the guest's `PATH` (its plain absolute entries), else
-/// the default guest directories.
-fn search_path(env: &[(String, String)]) -> Vec<PathBuf> {
-    let from_env: Vec<PathBuf> = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| {
-            v.split(':')
-                .filter(|d| airlock_image::config::is_plain_absolute(d))
-                .map(PathBuf::from)
-                .collect()
-        })
-        .unwrap_or_default();
-    if from_env.is_empty() {
-        fs_policy::GUEST_PATH.iter().map(PathBuf::from).collect()
-    } else {
-        from_env
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_caller_env_wins_and_path_is_searched_in_order() {
-        let image = vec![
-            ("PATH".into(), "/opt/venv/bin:/usr/bin".into()),
-            ("A".into(), "1".into()),
-        ];
-        let caller = vec![("A".into(), "2".into())];
-        let env = merged(&image, &caller);
-        assert_eq!(
-            env,
-            vec![
-                ("PATH".into(), "/opt/venv/bin:/usr/bin".into()),
-                ("A".into(), "2".into())
-            ]
-        );
-        assert_eq!(
-            search_path(&env),
-            vec![PathBuf::from("/opt/venv/bin"), PathBuf::from("/usr/bin")]
-        );
-        assert_eq!(search_path(&[]).len(), fs_policy::GUEST_PATH.len());
-        assert_eq!(merged(&[], &[])[0].1, fs_policy::GUEST_PATH.join(":"));
-        let odd = vec![("PATH".into(), "relative:/a/../b".to_string())];
-        assert_eq!(search_path(&odd).len(), fs_policy::GUEST_PATH.len());
-    }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use airlock_protocol::ErrorCode;
 use serde::Deserialize;
 
-use super::prepare::NotStarted;
+use super::prepared::NotStarted;
 use crate::output::Captured;
 use crate::result::{RunError, RunResult, RunStatus};
 

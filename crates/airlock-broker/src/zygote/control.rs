@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -15,7 +15,8 @@ use airlock_jail::cgroup::EntryHandles;
 use airlock_jail::fdpass;
 use tokio::io::AsyncReadExt;
 
-use super::ZygoteError;
+use super::error::ZygoteError;
+use crate::run::spawn::StageForker;
 use crate::run::stage_proc::{Adopted, StageProcess};
 
 /// How long the zygote may take to answer one request (it forks and answers in well under a
@@ -101,10 +102,23 @@ impl Control {
         self.process.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Stop the zygote and reap it.
+    pub(super) async fn stop(&self) {
+        let _ = self.process().start_kill();
+        for _ in 0..200 {
+            if !self.running() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl StageForker for Control {
     /// Ask the zygote for a run's stage: `socket` becomes its stdin and each of `maps` its
     /// number; returns the stage (the broker's child) and the read ends of its stdout and
     /// stderr. Blocks for the zygote's answer (a fork: well under a millisecond).
-    pub(crate) fn fork_stage(
+    fn fork_stage(
         &self,
         socket: OwnedFd,
         maps: Vec<(OwnedFd, i32)>,
@@ -150,17 +164,6 @@ impl Control {
         let stage = StageProcess::Adopted(Adopted::new(pid)?);
         Ok((stage, out_r.into(), err_r.into()))
     }
-
-    /// Stop the zygote and reap it.
-    pub(super) async fn stop(&self) {
-        let _ = self.process().start_kill();
-        for _ in 0..200 {
-            if !self.running() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
 }
 
 /// Send one request (each descriptor with its tag, then [`END`]) and read the zygote's answer.
@@ -200,15 +203,3 @@ async fn diagnostic(child: &mut tokio::process::Child) -> String {
         t => format!(": {t}"),
     }
 }
-
-/// Where `libairlock_zygote.so` is: beside the `airlock` binary (an install), or in its
-/// `deps` directory (a cargo build).
-pub(super) fn locate(executor: &Path) -> Option<PathBuf> {
-    let dir = executor.parent()?;
-    [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)]
-        .into_iter()
-        .find(|p| p.is_file())
-}
-
-/// The library's file name.
-pub(super) const LIBRARY: &str = "libairlock_zygote.so";

@@ -20,6 +20,8 @@
 //! anything else runs the exec-per-run way, with the same layers. A zygote that died is
 //! started again before the next run.
 mod control;
+mod error;
+mod library;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,14 +30,20 @@ use std::time::{Duration, Instant};
 use airlock_executor::Mode;
 use serde_json::{Map, Value};
 
-pub(crate) use control::Control;
+use control::Control;
+pub use error::ZygoteError;
 
 use crate::interpreter;
 use crate::limits::Limits;
 use crate::result::RunResult;
-use crate::run::prepare::{NotStarted, Prepared};
-use crate::run::relay::{self, Launched, Via};
-use crate::run::{prepare, verdict, Cancel, RunSpec};
+use crate::run::cold::run_probe;
+use crate::run::launch::launch_via;
+use crate::run::launched::Launched;
+use crate::run::prepared::{not_started, NotStarted, Prepared};
+use crate::run::spawn::Via;
+use crate::run::spec::{Cancel, RunSpec};
+use crate::run::supervise::{supervise, supervise_via};
+use crate::run::{prepare, verdict};
 use crate::tools::ToolHandler;
 
 /// What the zygote is started with.
@@ -76,25 +84,6 @@ impl ZygoteConfig {
     }
 }
 
-/// Why a zygote could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ZygoteError {
-    /// The interpreter could not be found or used.
-    #[error("zygote interpreter: {0}")]
-    Interpreter(String),
-    /// The library is not where it was looked for.
-    #[error(
-        "{} not found beside {}: it ships with the binary (reinstall airlock, or `cargo build \
-         -p airlock-zygote` in a source tree), or run exec-per-run without --zygote",
-        control::LIBRARY,
-        .0.display()
-    )]
-    Library(PathBuf),
-    /// The zygote process failed to start or to load the library.
-    #[error("the zygote did not start: {0}")]
-    Start(String),
-}
-
 /// Counters of what the zygote did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ZygoteStats {
@@ -125,7 +114,7 @@ impl Zygote {
             .map_err(|e| ZygoteError::Interpreter(e.to_string()))?;
         let library = match &config.library {
             Some(l) => l.clone(),
-            None => control::locate(&config.executor)
+            None => library::locate(&config.executor)
                 .ok_or_else(|| ZygoteError::Library(config.executor.clone()))?,
         };
         let control = Control::start(
@@ -177,13 +166,13 @@ impl Zygote {
         cancel: Cancel,
     ) -> RunResult {
         let started = Instant::now();
-        let mut prepared = match prepare::prepare(&spec).await {
+        let mut prepared = match prepare::prepare(&spec, run_probe).await {
             Ok(p) => p,
             Err(refusal) => return verdict::before_spawn(refusal, started),
         };
         if !self.fits(&prepared.config) {
             self.stats_mut().exec_runs += 1;
-            return relay::supervise(prepared, &spec.limits, tools, cancel, started).await;
+            return supervise(prepared, &spec.limits, tools, cancel, started).await;
         }
         let control = match self.forking(&mut prepared).await {
             Ok(c) => c,
@@ -193,8 +182,8 @@ impl Zygote {
             .into_iter()
             .map(|(k, v)| (k, Value::String(v)))
             .collect();
-        let via = Via::Zygote(&control);
-        let mut result = relay::supervise_via(
+        let via = Via::Zygote(&*control);
+        let mut result = supervise_via(
             prepared,
             &spec.limits,
             tools,
@@ -224,15 +213,16 @@ impl Zygote {
             Ok(c) => c,
             Err(refusal) => return Some(Err(refusal)),
         };
-        Some(relay::launch_via(prepared, limits, Via::Zygote(&control)).await)
+        Some(launch_via(prepared, limits, Via::Zygote(&*control)).await)
     }
 
     /// The live zygote, counted, with `prepared` made ready for it: the interpreter runs
     /// already, so no code object is handed over.
     async fn forking(&self, prepared: &mut Prepared) -> Result<Arc<Control>, NotStarted> {
-        let control = self.live_control().await.map_err(|e| {
-            prepare::not_started(airlock_protocol::ErrorCode::SandboxRefused, e.to_string())
-        })?;
+        let control = self
+            .live_control()
+            .await
+            .map_err(|e| not_started(airlock_protocol::ErrorCode::SandboxRefused, e.to_string()))?;
         self.stats_mut().forked_runs += 1;
         if let Mode::Python { bootstrap, .. } = &mut prepared.config.mode {
             *bootstrap = None;

@@ -1,0 +1,23 @@
+//! A live kernel process, and one cell given to it.
+use std::path::PathBuf;
+
+use super::guard::Guard;
+use crate::limits::Limits;
+use crate::run::launched::Launched;
+use crate::run::spec::RunSpec;
+
+/// One cell: its code and the spec it came with.
+pub(super) struct Cell<'a> {
+    pub(super) code: String,
+    pub(super) spec: &'a RunSpec,
+}
+
+/// A live kernel process.
+pub(super) struct Live {
+    pub(super) launched: Launched,
+    pub(super) sys_path: Vec<PathBuf>,
+    /// Its memory ceiling (fixed at start).
+    pub(super) limits: Limits,
+    /// Watches it while it is stopped between cells.
+    pub(super) guard: Option<Guard>,
+}

@@ -1,0 +1,99 @@
+//! What the guest's messages mean to the broker: the attestation in `ready`, a `refused`
+//! layer, the `execute` result, and a stray message named for an error; and what is still
+//! queued on the socket once the stage exited.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use airlock_executor::attest::Attestation;
+use airlock_protocol::{Id, Message};
+use serde_json::Value;
+
+use super::channel::Inbox;
+use super::verdict::Hint;
+
+/// Request id of the `execute` request.
+pub(crate) const EXECUTE_ID: i64 = 1;
+/// How long to look for a message still queued once the stage exited.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Check the attestation a `ready` notification carries against the broker's own namespaces.
+pub(crate) fn check_ready(
+    params: Option<Value>,
+    broker_ns: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let proof: Result<Attestation, _> = serde_json::from_value(params.unwrap_or(Value::Null));
+    match proof {
+        Ok(a) => a.verify(broker_ns).map_err(|v| v.join("; ")),
+        Err(e) => Err(format!("unreadable attestation: {e}")),
+    }
+}
+
+/// A `refused` notification's layer and message, as the run's refusal.
+pub(crate) fn refusal_of(params: Option<Value>) -> String {
+    let params = params.unwrap_or(Value::Null);
+    let layer = params["layer"].as_str().unwrap_or("unknown");
+    let message = params["message"].as_str().unwrap_or("");
+    format!("sandbox layer {layer} unavailable: {message}")
+}
+
+/// A `refused` notification still queued after the stage exited.
+pub(super) async fn drain_refusal(inbox: &mut Inbox) -> Option<String> {
+    let until = tokio::time::Instant::now() + DRAIN;
+    loop {
+        match tokio::time::timeout_at(until, inbox.recv()).await {
+            Ok(Some(Ok(Some(Message::Notification(n))))) if n.method == "refused" => {
+                return Some(refusal_of(n.params));
+            }
+            Ok(Some(Ok(Some(_)))) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// Read what is left on the socket after the executor exited, looking for the execute result.
+pub(super) async fn drain_hint(inbox: &mut Inbox) -> Option<Hint> {
+    let until = tokio::time::Instant::now() + DRAIN;
+    loop {
+        match tokio::time::timeout_at(until, inbox.recv()).await {
+            Ok(Some(Ok(Some(Message::Response(r))))) if r.id == Some(Id::Number(EXECUTE_ID)) => {
+                return r.outcome.ok().and_then(|v| serde_json::from_value(v).ok());
+            }
+            Ok(Some(Ok(Some(_)))) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// A guest's message named for an error message, within bounds whatever the guest chose.
+pub(crate) fn describe(m: &Message) -> String {
+    match m {
+        Message::Request(r) => format!("request {:?}", truncate(&r.method)),
+        Message::Notification(n) => format!("notification {:?}", truncate(&n.method)),
+        Message::Response(r) => format!("response to {}", truncate(&format!("{:?}", r.id))),
+    }
+}
+
+/// At most 64 characters of `s`.
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use airlock_protocol::Response;
+
+    use super::*;
+
+    /// Found by the `guest_messages` fuzz target: a guest's stray response was named with its
+    /// whole id, so a guest chose up to a frame (1 MiB) of the run's protocol error message.
+    #[test]
+    fn a_stray_message_is_named_within_bounds_whatever_its_id() {
+        let id = Id::String("x".repeat(1 << 20));
+        let named = describe(&Message::Response(Response::success(id, Value::Null)));
+        assert!(named.len() <= 300, "{} bytes", named.len());
+        assert!(named.starts_with("response to "), "{named}");
+        let method = "\u{1b}".repeat(1 << 16);
+        let named = describe(&Message::notification(&method, None));
+        assert!(named.len() <= 700, "{} bytes", named.len());
+    }
+}
