@@ -119,6 +119,10 @@ class RunResult:
     run_id: str
     enforcement: List[str] = field(default_factory=list)
     warm: bool = False
+    #: How the run's process came to be: "exec", "zygote", "pool" or "kernel".
+    via: str = "exec"
+    #: How long the run waited for a run slot before it started (counted in its timeout).
+    queued_ms: float = 0.0
     egress: List[EgressDecision] = field(default_factory=list)
     sandbox_id: Optional[str] = None
     output_dropped_bytes: Optional[int] = None
@@ -165,6 +169,8 @@ class RunResult:
             run_id=str(v.get("run_id", "")),
             enforcement=[str(e) for e in v.get("enforcement") or []],
             warm=bool(v.get("warm", False)),
+            via=str(v.get("via", "exec")),
+            queued_ms=float(v.get("queued_ms", 0.0)),
             egress=[EgressDecision.from_wire(d) for d in v.get("egress") or []],
             sandbox_id=str(sid) if sid is not None else None,
             output_dropped_bytes=_opt_int(v.get("output_dropped_bytes")),
