@@ -64,6 +64,11 @@ logs="$(mktemp -d)"
 cargo build --workspace --all-targets
 cargo test --workspace 2>&1 | tee "$logs/cargo.log"
 
+say "the sandbox attack suite again, every Python run forked from a zygote"
+# `airlock serve` and `airlock mcp` fork runs from the zygote by default; this pass holds that
+# path to the same attacks, as root and as airlock-test (the suite switches identity per test).
+AIRLOCK_TEST_ZYGOTE=1 cargo test -p airlock-cli --test sandbox_all 2>&1 | tee "$logs/cargo-zygote.log"
+
 # The in-process attack suites (the library drives the sandbox from the test process itself)
 # run again as the unprivileged user; the binary-spawning suites switch identity per test.
 if [ "$(id -u)" = 0 ]; then

@@ -15,6 +15,7 @@ use crate::run_opts::RunOpts;
 #[path = "transfer.rs"]
 mod transfer;
 use crate::policy_gate::{needs, Asked, Gate};
+use crate::zygote_choice::ZygoteChoice;
 
 /// A program file larger than this is refused before it is read in full.
 const MAX_PROGRAM_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -159,7 +160,10 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
             t.put_all().await?;
         }
         // A one-shot command has no long-lived process to keep a zygote in: the runner
-        // execs the interpreter (its one slot is always free).
+        // execs the interpreter unless --zygote asks for one (its one slot is always free).
+        let mut rc = RunnerConfig::exec_per_run(1);
+        rc.zygote = zygote_for(&opts, &spec).await?;
+        let runner = Runner::new(rc);
         let job = Job {
             spec,
             tools: &tools,
@@ -167,10 +171,11 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
             sandbox: "cli",
             kernel: None,
         };
-        let result = Runner::new(RunnerConfig::exec_per_run(1))
+        let result = runner
             .run(job)
             .await
             .unwrap_or_else(|r| RunResult::not_started(ErrorCode::OverCapacity, r.to_string()));
+        runner.shutdown().await;
         let gets_ok = match &transfers {
             Some(t) => t.get_all().await,
             None => true,
@@ -179,6 +184,21 @@ fn execute(opts: RunOpts, workload: Workload) -> anyhow::Result<ExitCode> {
     })?;
     let code = report(&result, opts.json)?;
     Ok(if gets_ok { code } else { ExitCode::from(2) })
+}
+
+/// The zygote `--zygote` asks for, for a Python run on the host's interpreter (none else fits).
+async fn zygote_for(
+    opts: &RunOpts,
+    spec: &RunSpec,
+) -> anyhow::Result<Option<Arc<airlock_broker::Zygote>>> {
+    match &spec.workload {
+        Workload::Python { interpreter, .. } if opts.zygote && spec.image.is_none() => {
+            ZygoteChoice::Required
+                .start(spec.executor.clone(), interpreter.clone())
+                .await
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A fresh sandbox filesystem for `spec`, or the result that says why none could be made.

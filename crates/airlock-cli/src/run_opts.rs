@@ -66,4 +66,10 @@ pub struct RunOpts {
     /// Print exactly one JSON object describing the run.
     #[arg(long)]
     pub json: bool,
+    /// Fork the run from a zygote started for it — the path `airlock serve` and `airlock mcp`
+    /// take by default — instead of exec-ing the interpreter. Slower for one run (the zygote
+    /// starts first); it exists so both paths can be held to the same suites. A run the
+    /// zygote cannot serve (a command, an image's interpreter) is exec'd as without it.
+    #[arg(long)]
+    pub zygote: bool,
 }

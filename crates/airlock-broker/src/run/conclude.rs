@@ -17,25 +17,31 @@ impl Supervisor<'_> {
         let tool_calls = self.relay.calls;
         // The call in flight, if any, is dropped (its handler cancelled); nothing is sent.
         let _ = self.relay.abandon("the run ended");
-        self.drain_after_exit(&end).await;
+        let end = self.drain_after_exit(end).await;
         let end = self.final_end(end);
         self.reap(&end).await;
         self.observed(end, tool_calls).await
     }
 
-    /// What a stage that exited may have left on its socket.
-    async fn drain_after_exit(&mut self, end: &End) {
+    /// What a stage that exited may have left on its socket; the ending it makes.
+    async fn drain_after_exit(&mut self, end: End) -> End {
         let running = matches!(self.phase, Phase::Running);
         // The guest writes its result and then exits: the exit can be seen before the result was
         // read. Every writer is gone once the stage exited, so this drain ends at EOF promptly.
-        if *end == End::Exited && self.python && self.hint.is_none() && running {
-            self.hint = drain_hint(&mut self.s.inbox).await;
+        // A message the loop would have refused is refused here too, whichever it saw first.
+        if end == End::Exited && self.python && self.hint.is_none() && running {
+            let left = drain_hint(&mut self.s.inbox).await;
+            self.hint = left.hint;
+            if let Some(stray) = left.stray {
+                return End::Protocol(format!("unexpected message: {stray}"));
+            }
         }
         // Likewise a stage that refused and exited: its refusal may still be in the inbox.
         let awaiting = matches!(self.phase, Phase::AwaitReady);
-        if *end == End::Exited && self.refusal.is_none() && awaiting {
+        if end == End::Exited && self.refusal.is_none() && awaiting {
             self.refusal = drain_refusal(&mut self.s.inbox).await;
         }
+        end
     }
 
     /// How the run ended, a refusal from trusted code taken into account.

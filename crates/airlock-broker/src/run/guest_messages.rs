@@ -50,16 +50,33 @@ pub(super) async fn drain_refusal(inbox: &mut Inbox) -> Option<String> {
     }
 }
 
-/// Read what is left on the socket after the executor exited, looking for the execute result.
-pub(super) async fn drain_hint(inbox: &mut Inbox) -> Option<Hint> {
+/// What a running Python program's stage left on its socket when it exited.
+#[derive(Default)]
+pub(super) struct Leftover {
+    /// The `execute` result, if it was there.
+    pub(super) hint: Option<Hint>,
+    /// A message the program had no business sending (named): the same protocol error the
+    /// supervision loop would have called it, had it read it before it saw the exit.
+    pub(super) stray: Option<String>,
+}
+
+/// Read what is left on the socket after the executor exited, looking for the execute result
+/// and for anything the loop would have refused (a forged `refused`, say); an unanswered
+/// `call_tool` of a program that died is neither.
+pub(super) async fn drain_hint(inbox: &mut Inbox) -> Leftover {
     let until = tokio::time::Instant::now() + DRAIN;
+    let mut left = Leftover::default();
     loop {
         match tokio::time::timeout_at(until, inbox.recv()).await {
             Ok(Some(Ok(Some(Message::Response(r))))) if r.id == Some(Id::Number(EXECUTE_ID)) => {
-                return r.outcome.ok().and_then(|v| serde_json::from_value(v).ok());
+                left.hint = r.outcome.ok().and_then(|v| serde_json::from_value(v).ok());
+                return left;
             }
-            Ok(Some(Ok(Some(_)))) => continue,
-            _ => return None,
+            Ok(Some(Ok(Some(Message::Request(r))))) if r.method == "call_tool" => continue,
+            Ok(Some(Ok(Some(other)))) => {
+                left.stray.get_or_insert_with(|| describe(&other));
+            }
+            _ => return left,
         }
     }
 }
@@ -95,5 +112,44 @@ mod tests {
         let method = "\u{1b}".repeat(1 << 16);
         let named = describe(&Message::notification(&method, None));
         assert!(named.len() <= 700, "{} bytes", named.len());
+    }
+
+    /// What a program left queued when the broker saw its exit first.
+    async fn left_after_exit(messages: &[Message]) -> Leftover {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let mut theirs = theirs;
+        for m in messages {
+            airlock_protocol::write_message(&mut theirs, m).unwrap();
+        }
+        drop(theirs);
+        let (mut inbox, _outbox, _flusher) =
+            super::super::channel::open(tokio::net::UnixStream::from_std(ours).unwrap());
+        drain_hint(&mut inbox).await
+    }
+
+    /// A program that forges a `refused` and exits before the broker read it gets the same
+    /// verdict as when the loop reads it first: a stray message, not a quiet completion.
+    #[tokio::test]
+    async fn a_forged_message_left_after_the_exit_is_stray_and_the_result_still_found() {
+        let forged = Message::notification(
+            "refused",
+            Some(serde_json::json!({"layer": "landlock", "message": "FORGED"})),
+        );
+        let result = Message::Response(Response::success(
+            Id::Number(EXECUTE_ID),
+            serde_json::json!({"ok": true}),
+        ));
+        let left = left_after_exit(&[forged, result.clone()]).await;
+        assert_eq!(left.stray.as_deref(), Some("notification \"refused\""));
+        assert!(
+            left.hint.is_some(),
+            "the execute result after it is still read"
+        );
+        // An unanswered call_tool of a program that died is no protocol error.
+        let call = Message::request(Id::Number(7), "call_tool", None);
+        let left = left_after_exit(&[call, result]).await;
+        assert!(left.stray.is_none());
+        assert!(left.hint.is_some());
     }
 }

@@ -190,11 +190,15 @@ fn a_cpu_quota_is_enforced_or_the_run_is_refused() {
 fn host_view_of_the_guests_memory_cgroup(done: &AtomicBool) -> Option<String> {
     let mut last = None;
     while !done.load(Ordering::Relaxed) {
-        for found in survivors(GUEST_MARK) {
+        for found in guests() {
             let pid = found.split(':').next().unwrap_or_default();
             if let Ok(cg) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
+                // On the zygote pass the zygote itself is found too: the guest is the process
+                // in a run's cgroup, when there is one.
                 if let Some(l) = cg.lines().find(|l| l.contains(":memory:")) {
-                    last = Some(l.to_owned());
+                    if l.contains("/airlock-") || last.is_none() {
+                        last = Some(l.to_owned());
+                    }
                 }
             }
         }

@@ -68,15 +68,29 @@ pub fn binary() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let dst = dir.join("airlock");
-        if std::fs::metadata(&dst).ok().map(|m| m.len()) != Some(meta.len()) {
-            // Copied aside, then renamed: a concurrent test process sees all of it or none.
-            let part = dir.join(format!("airlock.{}", std::process::id()));
-            std::fs::copy(&src, &part).unwrap();
-            std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o755)).unwrap();
-            std::fs::rename(&part, &dst).unwrap();
+        copy_beside(&src, &dst);
+        // The zygote's library ships beside the binary (the zygote pass needs it).
+        let lib = src.with_file_name("libairlock_zygote.so");
+        if lib.exists() {
+            copy_beside(&lib, &dir.join("libairlock_zygote.so"));
         }
         dst
     })
+}
+
+/// Copy `src` to `dst` (mode 0755) unless a copy of its size is there: copied aside, then
+/// renamed, so a concurrent test process sees all of it or none.
+fn copy_beside(src: &Path, dst: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let len = std::fs::metadata(src).unwrap().len();
+    if std::fs::metadata(dst).ok().map(|m| m.len()) == Some(len) {
+        return;
+    }
+    let name = dst.file_name().unwrap().to_string_lossy();
+    let part = dst.with_file_name(format!("{name}.{}", std::process::id()));
+    std::fs::copy(src, &part).unwrap();
+    std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&part, dst).unwrap();
 }
 
 /// The interpreter each identity uses (the user cannot reach a pyenv under /root).
@@ -134,8 +148,19 @@ pub fn exclusive() -> Exclusive {
     Exclusive(guard)
 }
 
+/// Whether this pass holds the zygote path to the suite: `AIRLOCK_TEST_ZYGOTE=1` makes every
+/// `airlock run` fork its run from a zygote (`--zygote`, the path `serve` and `mcp` take by
+/// default); the test command runs the suite once each way.
+pub fn zygote_pass() -> bool {
+    std::env::var_os("AIRLOCK_TEST_ZYGOTE").is_some_and(|v| v == "1")
+}
+
 /// Run `airlock <args>` with `stdin`, returning the raw output.
 pub fn airlock(who: As, args: &[&str], stdin: &str) -> Output {
+    let mut args = args.to_vec();
+    if zygote_pass() && args.first() == Some(&"run") {
+        args.insert(1, "--zygote");
+    }
     let _shared = if EXCLUSIVE.with(Cell::get) {
         None
     } else {
@@ -166,7 +191,13 @@ pub fn run_py(who: As, code: &str, extra: &[&str]) -> Value {
     args.extend_from_slice(extra);
     args.push("-");
     let out = airlock(who, &args, code);
-    parse_one(&out)
+    let v = parse_one(&out);
+    // The zygote pass really takes the zygote path: a Python run on the host's interpreter
+    // that got as far as running was forked.
+    if zygote_pass() && !extra.contains(&"--image") && v["exit_code"].is_number() {
+        assert_eq!(v["via"], "zygote", "the zygote pass exec'd a run: {v}");
+    }
+    v
 }
 
 /// `airlock exec --json [extra] -- argv...`.
@@ -239,11 +270,22 @@ pub fn survivors(marker: &str) -> Vec<String> {
     found
 }
 
+/// Live Python guests of the binary under test: exec'd ones (their argv holds the loader) and,
+/// on the zygote pass, forked ones (their command line is the zygote's, naming the library
+/// beside the binary under test) — the zygote of an `airlock run --zygote` included, which
+/// must be gone with its run too.
+pub fn guests() -> Vec<String> {
+    let mut all = survivors(GUEST_MARK);
+    let zygote_lib = binary().with_file_name("libairlock_zygote.so");
+    all.extend(survivors(&zygote_lib.display().to_string()));
+    all
+}
+
 /// Any process of a sandbox run: a stage of the binary under test (another checkout's
 /// `airlock` on the same machine is not ours), a guest interpreter, or something tagged
 /// `marker`.
 pub fn run_survivors(marker: &str) -> Vec<String> {
-    let mut all = survivors(GUEST_MARK);
+    let mut all = guests();
     all.extend(survivors(&format!("{}\0__executor", binary().display())));
     all.extend(survivors(marker));
     all
