@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The `airlock` wheel: the stripped release binary (the `airlock` command), beside it
-# libairlock_zygote.so (for `airlock serve --zygote`), and the Python SDK (`import airlock_client`;
+# libairlock_zygote.so (the zygote `airlock serve` and `airlock mcp` fork runs from), and the Python SDK (`import airlock_client`;
 # extras langchain, openai-agents, smolagents), like ruff and uv ship.
 # Needs a Rust toolchain and python3 >= 3.11 to build; installing it needs neither.
 #

@@ -1,5 +1,5 @@
 """Builds the `airlock` wheel: the release binary (installed as the `airlock` command), the
-library `airlock serve --zygote` loads (installed beside it), and the Python SDK
+library the zygote of `airlock serve` and `airlock mcp` loads (installed beside it), and the Python SDK
 (`airlock_client`, with the framework adapters as extras), the way ruff and uv ship.
 
 Both ELF files go under `.data/scripts/`: every installer (pip, uv; venv, --user, --prefix)
