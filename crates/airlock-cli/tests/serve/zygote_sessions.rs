@@ -408,3 +408,234 @@ async fn a_forked_session_run_equals_a_cold_one_field_by_field() {
 async fn a_forked_session_run_equals_a_cold_one_field_by_field_as_airlock_test() {
     equal_to_cold(IDENTITIES[1]).await;
 }
+
+// ---- attacks on forked session runs ----
+
+async fn new_sandbox(c: &mut WsClient) -> String {
+    let r = c.call("sandbox.create", json!({"spec": {}})).await;
+    result_of(&r)["sandbox_id"].as_str().unwrap().to_string()
+}
+
+/// Many sandboxes run at once through two slots (most runs queue): each forked run sees its
+/// own sandbox's files and namespace only, and writes only there — no descriptor of one
+/// sandbox reaches another's run however the queue interleaves them.
+async fn no_mix_up_under_concurrency(user: Option<&str>) {
+    const N: usize = 8;
+    let server = WsServer::start_as(user, &["--max-concurrent-runs", "2"]);
+    let mut clients = Vec::new();
+    for i in 0..N {
+        let mut c = server.connect().await;
+        let sid = new_sandbox(&mut c).await;
+        let w = c
+            .call(
+                "files.write",
+                json!({"sandbox_id": sid, "path": format!("own-{i}"), "data": b64(format!("{i}").as_bytes())}),
+            )
+            .await;
+        result_of(&w);
+        clients.push((c, sid, i));
+    }
+    let code = "import os, time\nnames = sorted(os.listdir('/work'))\ntext = [open(n).read() for n in names]\nopen('ran-' + text[0], 'w').write('x')\ntime.sleep(0.3)\nprint(names, text, os.readlink('/proc/self/ns/user'))";
+    let runs = clients.into_iter().map(|(mut c, sid, i)| {
+        tokio::spawn(async move {
+            let r = c
+                .call("sandbox.run_code", json!({"sandbox_id": sid, "code": code}))
+                .await;
+            let r = result_of(&r).clone();
+            let l = c.call("files.list", json!({"sandbox_id": sid})).await;
+            let names: Vec<String> = result_of(&l)["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["name"].as_str().unwrap_or("").to_string())
+                .collect();
+            (i, r, names)
+        })
+    });
+    let mut userns = std::collections::BTreeSet::new();
+    let mut queued = 0;
+    for run in runs.collect::<Vec<_>>() {
+        let (i, r, mut names) = run.await.unwrap();
+        assert_eq!(r["status"], "completed", "{r}");
+        assert_eq!(r["via"], "zygote", "{r}");
+        let out = r["stdout"].as_str().unwrap();
+        let want = format!("['own-{i}'] ['{i}'] user:[");
+        assert!(out.starts_with(&want), "sandbox {i} saw {out:?}");
+        userns.insert(out.trim_end().rsplit(' ').next().unwrap().to_string());
+        names.sort();
+        assert_eq!(
+            names,
+            [format!("own-{i}"), format!("ran-{i}")],
+            "sandbox {i}"
+        );
+        if r["queued_ms"].as_f64().unwrap() > 0.5 {
+            queued += 1;
+        }
+    }
+    assert_eq!(userns.len(), N, "user namespaces shared: {userns:?}");
+    assert!(queued >= N / 2, "only {queued} runs queued");
+    assert!(settle(server.pid(), Duration::from_secs(5)).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_forked_session_runs_see_only_their_own_sandbox() {
+    no_mix_up_under_concurrency(IDENTITIES[0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_forked_session_runs_see_only_their_own_sandbox_as_airlock_test() {
+    no_mix_up_under_concurrency(IDENTITIES[1]).await;
+}
+
+/// A forked session run signals everything it can name (every pid, every process group, -1):
+/// the zygote, the server and another sandbox's live run are untouched.
+async fn signals_reach_only_the_run(user: Option<&str>) {
+    let server = WsServer::start_as(user, &[]);
+    let mut warm = server.connect().await;
+    let sb = new_sandbox(&mut warm).await;
+    // A first run starts the zygote's use; note the zygote.
+    let r = warm
+        .call(
+            "sandbox.run_code",
+            json!({"sandbox_id": sb, "code": "print(1)"}),
+        )
+        .await;
+    assert_eq!(result_of(&r)["via"], "zygote");
+    let zygote: Vec<i32> = all_descendants(server.pid())
+        .into_iter()
+        .filter(|p| is_zygote_of(server.pid(), *p))
+        .collect();
+    assert_eq!(zygote.len(), 1);
+    let victim_code = "import time\nprint('up', flush=True)\ntime.sleep(4)\nprint('survived')";
+    let victim = warm
+        .request(
+            "sandbox.run_code",
+            json!({"sandbox_id": sb, "code": victim_code, "stream": true}),
+        )
+        .await;
+    loop {
+        let m = warm.recv().await.unwrap();
+        if m["method"] == "output" {
+            break;
+        }
+        warm.stash.push(m);
+    }
+    let mut attacker = server.connect().await;
+    let sa = new_sandbox(&mut attacker).await;
+    let code = format!(
+        "import os, signal\nhit = []\nfor p in list(range(2, 5000)) + {zygote:?} + [{server}]:\n    for f in (os.kill, os.killpg):\n        try:\n            f(p, signal.SIGKILL); hit.append((f.__name__, p))\n        except OSError:\n            pass\nprint(hit)\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError as e:\n    print('kill -1', e.errno)\nprint('alive')",
+        server = server.pid()
+    );
+    let r = attacker
+        .call("sandbox.run_code", json!({"sandbox_id": sa, "code": code}))
+        .await;
+    let r = result_of(&r);
+    assert_eq!(r["via"], "zygote", "{r}");
+    assert!(r["stdout"].as_str().unwrap().starts_with("[]\n"), "{r}");
+    let (v, _) = warm.wait_for(victim, &no_tools).await;
+    let v = result_of(&v);
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!(v["stdout"].as_str().unwrap().ends_with("survived\n"), "{v}");
+    assert_eq!(still_alive(&zygote), zygote, "the zygote was killed");
+    assert!(all_descendants(server.pid()).contains(&zygote[0]));
+    // The same zygote still serves.
+    let r = attacker
+        .call(
+            "sandbox.run_code",
+            json!({"sandbox_id": sa, "code": "print(2)"}),
+        )
+        .await;
+    assert_eq!(result_of(&r)["stdout"], "2\n");
+    let after: Vec<i32> = all_descendants(server.pid())
+        .into_iter()
+        .filter(|p| is_zygote_of(server.pid(), *p))
+        .collect();
+    assert_eq!(after, zygote, "the zygote was replaced");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forked_session_run_cannot_signal_the_zygote_or_another_run() {
+    signals_reach_only_the_run(IDENTITIES[0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forked_session_run_cannot_signal_the_zygote_or_another_run_as_airlock_test() {
+    signals_reach_only_the_run(IDENTITIES[1]).await;
+}
+
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    if after.trim_start().starts_with('Z') {
+        return None;
+    }
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// SIGKILL the server while session runs are live in two sandboxes: every process it had (the
+/// zygote, the stages, the guests, the sandboxes' holders) is gone, as with exec per run.
+async fn killed_server_leaves_nothing(user: Option<&str>, flags: &[&str], via: &str) {
+    let mut server = WsServer::start_as(user, flags);
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let mut c = server.connect().await;
+        let sid = new_sandbox(&mut c).await;
+        let code = "import time\nprint('up', flush=True)\ntime.sleep(60)";
+        c.request(
+            "sandbox.run_code",
+            json!({"sandbox_id": sid, "code": code, "stream": true}),
+        )
+        .await;
+        loop {
+            let m = c.recv().await.unwrap();
+            if m["method"] == "output" {
+                break;
+            }
+        }
+        clients.push(c);
+    }
+    let seen: Vec<(i32, u64)> = all_descendants(server.pid())
+        .into_iter()
+        .filter_map(|p| start_time(p).map(|t| (p, t)))
+        .collect();
+    // The live guests (pid 1 of their namespaces) are among them.
+    let guests = seen
+        .iter()
+        .filter(|(p, _)| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .map(|s| {
+                    s.lines()
+                        .any(|l| l.starts_with("NSpid:") && l.ends_with("\t1"))
+                })
+                .unwrap_or(false)
+        })
+        .count();
+    assert_eq!(guests, 2, "{via}: live guests {seen:?}");
+    signal(server.pid(), 9);
+    let _ = server.child.wait();
+    let end = Instant::now() + Duration::from_secs(5);
+    let left = loop {
+        let left: Vec<i32> = seen
+            .iter()
+            .filter(|(p, t)| start_time(*p) == Some(*t))
+            .map(|(p, _)| *p)
+            .collect();
+        if left.is_empty() || Instant::now() > end {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        left.is_empty(),
+        "{via}: survived the server: {left:?} of {seen:?}"
+    );
+    drop(clients);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_server_leaves_no_forked_session_run_behind() {
+    for user in IDENTITIES {
+        killed_server_leaves_nothing(user, &[], "zygote").await;
+        killed_server_leaves_nothing(user, &["--exec-per-run"], "exec").await;
+    }
+}
