@@ -11,3 +11,4 @@ mod session_faults;
 mod session_limits;
 mod sessions;
 mod zygote;
+mod zygote_sessions;

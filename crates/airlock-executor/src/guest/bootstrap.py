@@ -12,6 +12,10 @@ FILTER_FD = 4
 MAX_FRAME = 1 << 20
 MAX_HEADER = 4096
 _buf = bytearray()
+# What this interpreter's own start-up put in its environment: PEP 538's locale coercion sets
+# LC_CTYPE when none of LC_ALL, LC_CTYPE, LANG chose a locale. A cold guest gets it on top of
+# the run's environment; a forked or pooled one started with another environment (see main).
+_COERCED_LC_CTYPE = os.environ.get("LC_CTYPE")
 
 
 class _JsonContext:
@@ -391,6 +395,12 @@ def main():
     if isinstance(env, dict):  # a pooled (warm) executor gets the run's environment here
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
+        # A cold interpreter started with this environment would have coerced the locale
+        # exactly when it names none (the template started with none and did): the same
+        # LC_CTYPE, so that a forked run's environment is a cold run's.
+        ctype = os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "C"
+        if _COERCED_LC_CTYPE and not os.environ.get("LC_ALL") and ctype in ("C", "POSIX"):
+            os.environ["LC_CTYPE"] = _COERCED_LC_CTYPE
     for entry in params.get("sys_path") or ():  # site-packages, as discovered with `site`
         if isinstance(entry, str) and entry not in sys.path:
             sys.path.append(entry)
