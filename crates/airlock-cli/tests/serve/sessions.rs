@@ -1193,6 +1193,60 @@ async fn max_sandboxes_bounds_the_live_ones() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn execute_is_a_call_scoped_sandbox_of_its_own_that_nothing_else_can_address() {
+    // One live sandbox is the server's maximum: an `execute` is not held among them.
+    let server = WsServer::start(&["--max-sandboxes", "1"]);
+    let mut c = server.connect().await;
+    let held = create(&mut c, json!({"spec": {}})).await;
+    let code = "open('/work/mine', 'w').write('x')\nimport time; time.sleep(1)\nprint('ran')";
+    let mut e = server.connect().await;
+    e.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "execute", "params": {"code": code, "tools": []}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // While it runs, nothing names it: not its run id, not the keyless scope.
+    let events = server.audit_events();
+    let acquired: Vec<&Value> = events
+        .iter()
+        .filter(|ev| ev["event"] == "sandbox_acquired" && ev["scope"] == "call")
+        .collect();
+    assert_eq!(
+        acquired.len(),
+        1,
+        "the policy layer saw the execute: {events:?}"
+    );
+    let key = acquired[0]["key"].as_str().unwrap().to_owned();
+    for guess in [key.as_str(), "airlock-keyless", &held] {
+        let r = c.call("files.list", json!({"sandbox_id": guess})).await;
+        if guess == held {
+            // The held sandbox never sees the execute's file.
+            let names = result_of(&r).to_string();
+            assert!(!names.contains("mine"), "{r}");
+        } else {
+            assert_eq!(error_code(&r), NOT_FOUND, "{guess}: {r}");
+        }
+    }
+    let done = e.finish(1, &echo_tools).await;
+    assert_eq!(result_of(&done)["stdout"], "ran\n", "{done}");
+    let run_id = result_of(&done)["run_id"].as_str().unwrap().to_owned();
+    let r = c
+        .call("sandbox.connect", json!({"sandbox_id": run_id}))
+        .await;
+    assert_eq!(error_code(&r), NOT_FOUND, "{r}");
+    // Made through the router and disposed when its run ended.
+    let events = server.audit_events();
+    assert!(
+        events
+            .iter()
+            .any(|ev| ev["event"] == "sandbox_disposed" && ev["key"] == key.as_str()),
+        "{events:?}"
+    );
+    assert_eq!(
+        run_code(&mut c, &held, "print('still one')").await["stdout"],
+        "still one\n"
+    );
+}
+
 // ---- malformed params ----
 
 /// `method params` that must be `invalid_params` (`SID` stands for a live sandbox's id). The
