@@ -42,14 +42,12 @@ fn assert_served(result: &Value, python: bool) {
     assert!(queued.is_some_and(|q| q >= 0.0), "queued_ms: {result}");
 }
 
-/// The run cgroups `server` made that exist now: `airlock-*` directories named after its pid
-/// (`airlock-<stage>-<pid>`, `airlock-z<n>-<pid>`, prefixed `airlock-` by airlock-jail) in its
-/// own cgroup of every hierarchy mounted whole (where `airlock_jail::cgroup` creates them).
-fn run_cgroups(server: i32) -> BTreeSet<PathBuf> {
+/// `server`'s own cgroup in every hierarchy mounted whole: where `airlock_jail::cgroup`
+/// creates a run's cgroups.
+fn own_cgroup_dirs(server: i32) -> Vec<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let own = std::fs::read_to_string(format!("/proc/{server}/cgroup")).unwrap();
-    let suffix = format!("-{server}");
-    let mut dirs = BTreeSet::new();
+    let mut dirs = Vec::new();
     for line in mountinfo.lines() {
         let Some((pre, post)) = line.split_once(" - ") else {
             continue;
@@ -74,8 +72,29 @@ fn run_cgroups(server: i32) -> BTreeSet<PathBuf> {
             };
             fits.then(|| path.trim_start_matches('/').to_string())
         });
-        let Some(path) = path else { continue };
-        let dir = std::path::Path::new(mountpoint).join(path);
+        if let Some(path) = path {
+            dirs.push(std::path::Path::new(mountpoint).join(path));
+        }
+    }
+    dirs
+}
+
+/// Whether a child cgroup can be made beside `server`'s runs' (then its runs have cgroups,
+/// and the leak check is not vacuous).
+fn cgroups_writable(server: i32) -> bool {
+    own_cgroup_dirs(server).iter().any(|d| {
+        let probe = d.join(format!("serve-load-probe-{}", std::process::id()));
+        std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+    })
+}
+
+/// The run cgroups `server` made that exist now: `airlock-*` directories named after its pid
+/// (`airlock-<stage>-<pid>`, `airlock-z<n>-<pid>`, prefixed `airlock-` by airlock-jail) in its
+/// own cgroup of every hierarchy.
+fn run_cgroups(server: i32) -> BTreeSet<PathBuf> {
+    let suffix = format!("-{server}");
+    let mut dirs = BTreeSet::new();
+    for dir in own_cgroup_dirs(server) {
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("airlock-") && name.ends_with(&suffix) {
@@ -84,6 +103,23 @@ fn run_cgroups(server: i32) -> BTreeSet<PathBuf> {
         }
     }
     dirs
+}
+
+/// Samples `server`'s run cgroups every 50 ms until `stop`; the most seen at once beyond
+/// `before` (proof the probe finds them while runs are alive).
+fn sample_run_cgroups(
+    server: i32,
+    before: BTreeSet<PathBuf>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut most = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            most = most.max(run_cgroups(server).difference(&before).count());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        most
+    })
 }
 
 /// Wait (bounded: their removal is off the run's path) until `server`'s run cgroups are only
@@ -165,6 +201,8 @@ async fn load_50_connections_x_20_runs_leak_nothing() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let fds_before = fd_count(pid);
     let cgroups_before = run_cgroups(pid);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cgroup_sampler = sample_run_cgroups(pid, cgroups_before.clone(), stop.clone());
 
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -182,6 +220,8 @@ async fn load_50_connections_x_20_runs_leak_nothing() {
         }
     }
     let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let cgroups_seen = cgroup_sampler.join().unwrap();
     assert_eq!(all.len(), CONNECTIONS * RUNS);
     assert!(took < Duration::from_secs(100), "load took {took:?}");
 
@@ -193,6 +233,10 @@ async fn load_50_connections_x_20_runs_leak_nothing() {
     assert!(
         cgroups_left.is_empty(),
         "run cgroups left: {cgroups_left:?}"
+    );
+    assert!(
+        cgroups_seen > 0 || !cgroups_writable(pid),
+        "no run cgroup of the server was ever seen: the probe looks in the wrong place"
     );
     let end = Instant::now() + Duration::from_secs(10);
     while fd_count(pid) > fds_before && Instant::now() < end {
@@ -211,7 +255,10 @@ async fn load_50_connections_x_20_runs_leak_nothing() {
         .map(|a| a["run_id"].as_str().unwrap().to_string())
         .collect();
     assert!(all.is_subset(&audited));
-    eprintln!("load: {} runs in {took:?}", CONNECTIONS * RUNS);
+    eprintln!(
+        "load: {} runs in {took:?}; run cgroups at most {cgroups_seen} at once, none left",
+        CONNECTIONS * RUNS
+    );
 }
 
 // ---- sandboxes that persist, over the session methods: 8 sandboxes x 10 runs over one
@@ -226,7 +273,9 @@ mod sessions {
 
     use super::support::session_probes::*;
     use super::support::*;
-    use super::{assert_served, cgroups_gone, run_cgroups, SERIAL};
+    use super::{
+        assert_served, cgroups_gone, cgroups_writable, run_cgroups, sample_run_cgroups, SERIAL,
+    };
 
     /// Run slots: on 2 cores more only queue in the kernel instead of the server.
     const SLOTS: &str = "4";
@@ -506,8 +555,9 @@ mod sessions {
         let rss_before = rss_kib(pid);
         let cgroups_before = run_cgroups(pid);
 
-        // Sample the server's RSS while the load runs.
+        // Sample the server's RSS and run cgroups while the load runs.
         let stop = Arc::new(AtomicBool::new(false));
+        let cgroup_sampler = sample_run_cgroups(pid, cgroups_before.clone(), Arc::clone(&stop));
         let sampler = {
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
@@ -539,6 +589,7 @@ mod sessions {
         let took = started.elapsed();
         stop.store(true, Ordering::Relaxed);
         let peak_sampled = sampler.join().unwrap();
+        let cgroups_seen = cgroup_sampler.join().unwrap();
         let total = load.conns * load.per_conn * load.runs;
         assert_eq!(tally.runs.load(Ordering::Relaxed), total);
 
@@ -575,7 +626,8 @@ mod sessions {
              result) p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; queued p50 {:.0} ms, p99 {:.0} \
              ms; in the sandbox p50 {:.0} ms, p99 {:.0} ms; tool calls {}; streamed runs checked \
              whole {}, with drops {}; server RSS {} KiB before, peak {} KiB, {} KiB after; \
-             server fds {fds_before} before, {fds_after} after; run cgroups {} before, {} left",
+             server fds {fds_before} before, {fds_after} after; run cgroups at most \
+             {cgroups_seen} at once, {} left",
             took.as_secs_f64(),
             total as f64 / took.as_secs_f64(),
             load.conns,
@@ -594,12 +646,15 @@ mod sessions {
             rss_before,
             peak,
             rss_after,
-            cgroups_before.len(),
             cgroups_left.len(),
         );
         assert!(
             cgroups_left.is_empty(),
             "run cgroups left: {cgroups_left:?}"
+        );
+        assert!(
+            cgroups_seen > 0 || !cgroups_writable(pid),
+            "no run cgroup of the server was ever seen: the probe looks in the wrong place"
         );
         assert!(
             fds_after <= fds_before + 2,
