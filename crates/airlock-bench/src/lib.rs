@@ -7,7 +7,10 @@
 //! program, each timed inside the guest); throughput with both cores busy; memory of an idle
 //! sandbox; kill latency from a timeout firing to the whole tree reaped; and sessions (a cell in a
 //! live stateful sandbox, a sandbox created and its first cell, against a local Jupyter kernel on
-//! the same interpreter, the reference of those rows). Every latency row
+//! the same interpreter, the reference of those rows; and a run in a live sandbox that is not
+//! stateful, against the floor). airlock's in-process rows go through a `Runner`, as every
+//! caller's runs do; the `airlock serve` rows (`execute`, the live sandbox's run) drive a real
+//! `airlock serve --stdio` (`serve.rs` says why). Every latency row
 //! reports the median and p99 and its ratio to the floor. Timings are reported, never asserted.
 pub mod airlock;
 mod host;
