@@ -19,7 +19,9 @@ if [[ " $* " != *" --image "* ]] && [ "$(id -u)" = 0 ]; then
     fixture="$(FORMATS=oci bash scripts/image-fixture.sh 2>/dev/null | tail -1)" || fixture=""
     [ -f "$fixture/root.tar" ] && image_args=(--image "$fixture/root.tar")
 fi
-cargo build --release -p airlock-cli
+# The zygote rows (and `airlock serve`, which forks from it by default) need
+# libairlock_zygote.so beside the binary: build it too.
+cargo build --release -p airlock-cli -p airlock-zygote
 bin="${CARGO_TARGET_DIR:-target}/release/airlock"
 "$bin" bench --json "${image_args[@]}" "$@" > docs/bench.json.new
 mv docs/bench.json.new docs/bench.json

@@ -9,8 +9,9 @@
 //! | throughput (N runs, two at a time) | tool (one warm run making N `echo` calls). Prints the
 //! scenario's figure.
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use airlock_bench::airlock::{self, Via};
+use airlock_bench::airlock::{self, Door};
 
 fn main() -> Result<(), String> {
     // PROFILE_WORKERS: the broker's runtime — 0 a current-thread one, N a multi-thread one with
@@ -41,34 +42,32 @@ async fn scenario() -> Result<(), String> {
     };
     let exe = PathBuf::from(exe);
     let n: usize = n.parse().map_err(|e| format!("N: {e}"))?;
-    let zygote = match via.as_str() {
-        "zygote" => Some(airlock::zygote(&exe).await?),
-        _ => None,
+    let door = match via.as_str() {
+        "zygote" => Door::zygote(Arc::new(airlock::zygote(&exe).await?), 2),
+        "warm" => Door::warm(airlock::pool(&exe, 2, airlock::limits(0)), 2),
+        _ => Door::cold(2),
     };
-    let pool = (via == "warm").then(|| airlock::pool(&exe, 2, airlock::limits(0)));
-    let via = match (&zygote, &pool) {
-        (Some(z), _) => Via::Zygote(z),
-        (_, Some(p)) => Via::Warm(p),
-        _ => Via::Cold,
-    };
-    match scenario.as_str() {
-        "throughput" => {
-            let rate = airlock::throughput(&exe, via, n, 2, &airlock::limits(0)).await?;
-            println!("{rate:.1} runs/s");
-        }
-        "start" => {
-            let mut ms = airlock::start(&exe, via, n, &airlock::limits(0)).await?;
-            ms.sort_by(f64::total_cmp);
-            println!("p50 {:.2} ms", ms[ms.len() / 2]);
-        }
+    let r = match scenario.as_str() {
+        "throughput" => airlock::throughput(&exe, &door, n, 2, &airlock::limits(0))
+            .await
+            .map(|rate| println!("{rate:.1} runs/s")),
+        "start" => airlock::start(&exe, &door, n, &airlock::limits(0))
+            .await
+            .map(|mut ms| {
+                ms.sort_by(f64::total_cmp);
+                println!("p50 {:.2} ms", ms[ms.len() / 2]);
+            }),
         "tool" => {
-            let pool = airlock::pool(&exe, 1, airlock::limits(n));
-            let us = airlock::tool_round_trips(&exe, &pool, n).await?;
-            let mut sorted = us.clone();
-            sorted.sort_by(f64::total_cmp);
-            println!("p50 {:.1} us", sorted[sorted.len() / 2]);
+            let pool = Door::warm(airlock::pool(&exe, 1, airlock::limits(n)), 1);
+            let us = airlock::tool_round_trips(&exe, &pool, n).await;
+            pool.shutdown().await;
+            us.map(|mut us| {
+                us.sort_by(f64::total_cmp);
+                println!("p50 {:.1} us", us[us.len() / 2]);
+            })
         }
-        other => return Err(format!("unknown scenario {other:?}")),
-    }
-    Ok(())
+        other => Err(format!("unknown scenario {other:?}")),
+    };
+    door.shutdown().await;
+    r
 }

@@ -1,12 +1,14 @@
-//! airlock's own rows: the broker library cold, the zygote, the warm pool, and the `airlock
-//! run` process.
+//! airlock's own rows: runs through a [`Runner`] that execs (cold), forks from the zygote or
+//! takes a pre-started executor (warm), and the `airlock run` process.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use airlock_broker::{
-    Limits, Pool, PoolConfig, RunResult, RunSpec, RunStatus, ToolFailure, ToolHandler, Workload,
-    Zygote, ZygoteConfig,
+    Job, Limits, Pool, PoolConfig, RunResult, RunSpec, RunStatus, Runner, RunnerConfig,
+    ToolFailure, ToolHandler, Via, Workload, Zygote, ZygoteConfig,
 };
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -90,31 +92,105 @@ async fn ready(pool: &Pool) -> Result<(), String> {
     }
 }
 
-/// How an airlock row runs its programs.
-#[derive(Debug, Clone, Copy)]
-pub enum Via<'a> {
-    /// `airlock_broker::run`: a fresh stage spawned, the interpreter exec'd, per run.
+/// Which way a [`Door`] starts a run's process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A fresh stage spawned, the interpreter exec'd, per run.
     Cold,
     /// Forked by a zygote from its pre-initialised interpreter, per run.
-    Zygote(&'a Zygote),
+    Zygote,
     /// Taken from a pool of pre-started executors (each used once).
-    Warm(&'a Pool),
+    Warm,
 }
 
-impl Via<'_> {
-    async fn run(self, s: RunSpec) -> RunResult {
-        match self {
-            Via::Cold => airlock_broker::run(s, &Echo).await,
-            Via::Zygote(z) => z.run(s, &Echo).await,
-            Via::Warm(p) => p.run(s, &Echo).await,
+/// How an airlock row runs its programs: through a [`Runner`] — the front door every caller
+/// (`airlock serve`, `airlock mcp`, the CLI, the local backend) hands its runs to — set up the
+/// way the row names. Each result's `via` is checked against it, so a row never reports a
+/// run that was served another way (a warm row's run may still fall back to exec when the
+/// pool is empty: that is the pool's own behaviour, and the throughput row counts it).
+#[derive(Debug)]
+pub struct Door {
+    runner: Runner,
+    kind: Kind,
+}
+
+impl Door {
+    /// Exec per run, `slots` run slots.
+    #[must_use]
+    pub fn cold(slots: usize) -> Door {
+        Door {
+            runner: Runner::new(RunnerConfig::exec_per_run(slots)),
+            kind: Kind::Cold,
+        }
+    }
+
+    /// Forked from `zygote` per run, as `airlock serve` with no flags does.
+    #[must_use]
+    pub fn zygote(zygote: Arc<Zygote>, slots: usize) -> Door {
+        let mut config = RunnerConfig::exec_per_run(slots);
+        config.zygote = Some(zygote);
+        Door {
+            runner: Runner::new(config),
+            kind: Kind::Zygote,
+        }
+    }
+
+    /// From `pool` (create it inside the runtime), as `airlock serve --warm N` does.
+    #[must_use]
+    pub fn warm(pool: Pool, slots: usize) -> Door {
+        let mut config = RunnerConfig::exec_per_run(slots);
+        config.pool = Some(Arc::new(pool));
+        Door {
+            runner: Runner::new(config),
+            kind: Kind::Warm,
+        }
+    }
+
+    /// Which way it starts runs.
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its warm pool, if it has one.
+    #[must_use]
+    pub fn pool(&self) -> Option<&Pool> {
+        self.runner.pool().map(AsRef::as_ref)
+    }
+
+    /// Stop its pool or zygote (when it holds the last reference) and reap them.
+    pub async fn shutdown(self) {
+        self.runner.shutdown().await;
+    }
+
+    /// One run through the runner, tools answered by [`Echo`]; the result is checked to have
+    /// been served the door's way.
+    async fn run(&self, spec: RunSpec) -> Result<RunResult, String> {
+        let job = Job {
+            spec,
+            tools: &Echo,
+            cancel: Box::pin(std::future::pending()),
+            sandbox: "bench",
+            kernel: None,
+        };
+        let r = self.runner.run(job).await.map_err(|e| e.to_string())?;
+        let fits = match self.kind {
+            Kind::Cold => r.via == Via::Exec,
+            Kind::Zygote => r.via == Via::Zygote,
+            Kind::Warm => matches!(r.via, Via::Pool | Via::Exec),
+        };
+        if fits {
+            Ok(r)
+        } else {
+            Err(format!("a {:?} run was served via {:?}", self.kind, r.via))
         }
     }
 
     /// For a pool: wait until it is full, so a run is served warm.
-    async fn ready(self) -> Result<(), String> {
-        match self {
-            Via::Warm(p) => ready(p).await,
-            _ => Ok(()),
+    async fn ready(&self) -> Result<(), String> {
+        match self.pool() {
+            Some(p) => ready(p).await,
+            None => Ok(()),
         }
     }
 }
@@ -129,16 +205,16 @@ pub async fn zygote(executor: &Path) -> Result<Zygote, String> {
 /// Request-to-result of `print(1)`; ms.
 pub async fn start(
     executor: &Path,
-    via: Via<'_>,
+    door: &Door,
     runs: usize,
     limits: &Limits,
 ) -> Result<Vec<f64>, String> {
     let mut out = Vec::new();
     for i in 0..=runs {
-        via.ready().await?;
+        door.ready().await?;
         let s = spec(executor, "print(1)", limits.clone());
         let t0 = Instant::now();
-        let r = via.run(s).await;
+        let r = door.run(s).await?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         check(&r, RunStatus::Completed)?;
         if r.stdout != "1\n" {
@@ -188,13 +264,13 @@ pub fn cli_start(cli: &Path, python: &Path, runs: usize) -> Result<Vec<f64>, Str
 /// 1,000 echo calls in one run; per-call µs measured inside the guest.
 pub async fn tool_round_trips(
     executor: &Path,
-    pool: &Pool,
+    door: &Door,
     calls: usize,
 ) -> Result<Vec<f64>, String> {
-    ready(pool).await?;
-    let r = pool
-        .run(spec(executor, &tool_program(calls), limits(calls)), &Echo)
-        .await;
+    door.ready().await?;
+    let r = door
+        .run(spec(executor, &tool_program(calls), limits(calls)))
+        .await?;
     check(&r, RunStatus::Completed)?;
     let ns: Vec<f64> =
         serde_json::from_str(r.stdout.trim()).map_err(|e| format!("{e}: {:?}", r.stdout))?;
@@ -219,9 +295,9 @@ pub async fn tool_round_trips_current_thread(
             .map_err(|e| e.to_string())
             .and_then(|rt| {
                 rt.block_on(async {
-                    let pool = pool(&executor, 1, limits(calls));
-                    let r = tool_round_trips(&executor, &pool, calls).await;
-                    pool.shutdown().await;
+                    let door = Door::warm(pool(&executor, 1, limits(calls)), 1);
+                    let r = tool_round_trips(&executor, &door, calls).await;
+                    door.shutdown().await;
                     r
                 })
             });
@@ -234,18 +310,18 @@ pub async fn tool_round_trips_current_thread(
 /// `total` runs of `print(1)`, `workers` at a time; runs per second.
 pub async fn throughput(
     executor: &Path,
-    via: Via<'_>,
+    door: &Door,
     total: usize,
     workers: usize,
     limits: &Limits,
 ) -> Result<f64, String> {
-    via.ready().await?;
+    door.ready().await?;
     let per = total.div_ceil(workers);
     let t0 = Instant::now();
     let worker = |_| async {
         for _ in 0..per {
             let s = spec(executor, "print(1)", limits.clone());
-            let r = via.run(s).await;
+            let r = door.run(s).await?;
             check(&r, RunStatus::Completed)?;
         }
         Ok::<(), String>(())
@@ -273,7 +349,7 @@ pub async fn zygote_idle_pss_mib(
     size: usize,
     limits: Limits,
 ) -> Result<Vec<f64>, String> {
-    let zygote = std::sync::Arc::new(zygote(executor).await?);
+    let zygote = Arc::new(zygote(executor).await?);
     let mut config = PoolConfig::new(size, executor.to_path_buf());
     config.limits = limits;
     config.zygote = Some(zygote.clone());
@@ -288,18 +364,18 @@ pub async fn zygote_idle_pss_mib(
 /// A busy loop with a `budget` timeout; ms from the timeout firing to the result (tree reaped).
 pub async fn kill_latency(
     executor: &Path,
-    via: Via<'_>,
+    door: &Door,
     runs: usize,
     budget: Duration,
 ) -> Result<Vec<f64>, String> {
     let mut out = Vec::new();
     for _ in 0..runs {
-        via.ready().await?;
+        door.ready().await?;
         let mut l = limits(0);
         l.timeout = budget;
         let s = spec(executor, "while True:\n    pass", l);
         let t0 = Instant::now();
-        let r = via.run(s).await;
+        let r = door.run(s).await?;
         check(&r, RunStatus::Timeout)?;
         out.push((t0.elapsed().saturating_sub(budget)).as_secs_f64() * 1e3);
     }

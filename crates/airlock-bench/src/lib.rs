@@ -7,7 +7,10 @@
 //! program, each timed inside the guest); throughput with both cores busy; memory of an idle
 //! sandbox; kill latency from a timeout firing to the whole tree reaped; and sessions (a cell in a
 //! live stateful sandbox, a sandbox created and its first cell, against a local Jupyter kernel on
-//! the same interpreter, the reference of those rows). Every latency row
+//! the same interpreter, the reference of those rows; and a run in a live sandbox that is not
+//! stateful, against the floor). airlock's in-process rows go through a `Runner`, as every
+//! caller's runs do; the `airlock serve` rows (`execute`, the live sandbox's run) drive a real
+//! `airlock serve --stdio` (`serve.rs` says why). Every latency row
 //! reports the median and p99 and its ratio to the floor. Timings are reported, never asserted.
 pub mod airlock;
 mod host;
@@ -15,6 +18,7 @@ mod image;
 mod inproc;
 pub mod memory;
 mod peers;
+mod serve;
 mod session;
 pub mod stats;
 pub mod table;
@@ -94,6 +98,10 @@ const ZYGOTE: &str = "airlock zygote";
 const IMPORT: &str = "image import (once per image)";
 const SESSION_RUN: &str = "session: print(1) in a live stateful sandbox (× Jupyter kernel)";
 const SESSION_NEW: &str = "session: create + first print(1) (× Jupyter kernel)";
+/// `sandbox.run_code` in a live sandbox that is not stateful: a fresh process per run.
+const SESSION_LIVE: &str = "session: print(1) in a live sandbox, not stateful";
+/// The `execute` row: what an orchestrator gets from `airlock serve` as it ships.
+const SERVE_EXECUTE: &str = "airlock serve: execute (no flags: zygote)";
 
 /// Measure everything; the report's rows are in table order.
 pub fn run(opts: &Options) -> Result<Report, BenchError> {
@@ -122,17 +130,20 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
                 .collect()
         }));
     }
-    let cold = airlock::start(exe, airlock::Via::Cold, runs, &limits).await;
+    let cold_door = airlock::Door::cold(WORKERS);
+    let cold = airlock::start(exe, &cold_door, runs, &limits).await;
     rows.push(Row::from_result(
         START,
         "airlock cold",
         "ms",
         cold,
-        "fresh executor per run; broker in process",
+        "fresh executor per run (Runner, exec per run); broker in process",
     ));
-    let zygote = airlock::zygote(exe).await;
+    let zygote = airlock::zygote(exe)
+        .await
+        .map(|z| airlock::Door::zygote(std::sync::Arc::new(z), WORKERS));
     let r = match &zygote {
-        Ok(z) => airlock::start(exe, airlock::Via::Zygote(z), runs, &limits).await,
+        Ok(z) => airlock::start(exe, z, runs, &limits).await,
         Err(e) => Err(e.clone()),
     };
     rows.push(Row::from_result(
@@ -140,11 +151,12 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         ZYGOTE,
         "ms",
         r,
-        "fresh process per run, forked from a pre-initialised interpreter; no pool",
+        "fresh process per run forked from a pre-initialised interpreter (Runner with the zygote); no pool",
     ));
+    serve_start_row(&mut rows, opts, runs);
     let import_rows = image_rows(&mut rows, opts, runs, &limits).await;
-    let pool = airlock::pool(exe, 1, limits.clone());
-    let warm = airlock::start(exe, airlock::Via::Warm(&pool), runs, &limits).await;
+    let pool = airlock::Door::warm(airlock::pool(exe, 1, limits.clone()), WORKERS);
+    let warm = airlock::start(exe, &pool, runs, &limits).await;
     rows.push(Row::from_result(
         START,
         "airlock warm (pool)",
@@ -171,6 +183,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     }
     inproc_rows(&mut rows, &python, START, "start", runs);
     session_rows(&mut rows, exe, &python, runs, &limits).await;
+    live_session_rows(&mut rows, opts, &python, &peers, runs);
 
     // Tool round trip.
     for p in &peers {
@@ -208,7 +221,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
             host::throughput(&p.argv(&python, "print(1)"), "1\n", total, WORKERS).map(|r| vec![r])
         }));
     }
-    let r = airlock::throughput(exe, airlock::Via::Cold, total, WORKERS, &limits)
+    let r = airlock::throughput(exe, &cold_door, total, WORKERS, &limits)
         .await
         .map(|r| vec![r]);
     rows.push(Row::from_result(
@@ -219,17 +232,20 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         "",
     ));
     let r = match &zygote {
-        Ok(z) => airlock::throughput(exe, airlock::Via::Zygote(z), total, WORKERS, &limits)
+        Ok(z) => airlock::throughput(exe, z, total, WORKERS, &limits)
             .await
             .map(|r| vec![r]),
         Err(e) => Err(e.clone()),
     };
     rows.push(Row::from_result(THROUGHPUT, ZYGOTE, "runs/s", r, ""));
-    let pool = airlock::pool(exe, WORKERS, limits.clone());
-    let r = airlock::throughput(exe, airlock::Via::Warm(&pool), total, WORKERS, &limits)
+    let pool = airlock::Door::warm(airlock::pool(exe, WORKERS, limits.clone()), WORKERS);
+    let r = airlock::throughput(exe, &pool, total, WORKERS, &limits)
         .await
         .map(|r| vec![r]);
-    let stats = pool.stats();
+    let stats = pool
+        .pool()
+        .map(airlock_broker::Pool::stats)
+        .unwrap_or_default();
     pool.shutdown().await;
     let note = format!(
         "refills compete for the cores ({} of {} runs warm)",
@@ -301,7 +317,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
             },
         ));
     }
-    let r = airlock::kill_latency(exe, airlock::Via::Cold, kills, KILL_BUDGET).await;
+    let r = airlock::kill_latency(exe, &cold_door, kills, KILL_BUDGET).await;
     rows.push(Row::from_result(
         KILL,
         "airlock cold",
@@ -310,12 +326,12 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
         "SIGTERM, grace, SIGKILL; pid ns + cgroup",
     ));
     let r = match &zygote {
-        Ok(z) => airlock::kill_latency(exe, airlock::Via::Zygote(z), kills, KILL_BUDGET).await,
+        Ok(z) => airlock::kill_latency(exe, z, kills, KILL_BUDGET).await,
         Err(e) => Err(e.clone()),
     };
     rows.push(Row::from_result(KILL, ZYGOTE, "ms", r, ""));
-    let pool = airlock::pool(exe, 1, limits.clone());
-    let r = airlock::kill_latency(exe, airlock::Via::Warm(&pool), kills, KILL_BUDGET).await;
+    let pool = airlock::Door::warm(airlock::pool(exe, 1, limits.clone()), WORKERS);
+    let r = airlock::kill_latency(exe, &pool, kills, KILL_BUDGET).await;
     pool.shutdown().await;
     rows.push(Row::from_result(KILL, "airlock warm (pool)", "ms", r, ""));
     inproc_rows(&mut rows, &python, KILL, "kill", kills);
@@ -323,6 +339,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     if let Ok(z) = zygote {
         z.shutdown().await;
     }
+    cold_door.shutdown().await;
 
     let mut report = Report {
         machine: machine(),
@@ -400,6 +417,56 @@ async fn session_rows(
     let r = session::create_and_first(exe, n, limits).await;
     let note = "root assembled, kernel attested and started";
     rows.push(Row::from_result(SESSION_NEW, "airlock", "ms", r, note));
+}
+
+/// `execute` of `print(1)` through a real `airlock serve --stdio` with no flags: a call-scoped
+/// sandbox through the router, its run forked from the zygote (`serve::execute`).
+fn serve_start_row(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
+    let Some(cli) = &opts.cli else {
+        let why = "run as `airlock bench` to measure";
+        return rows.push(Row::skipped(START, SERVE_EXECUTE, why));
+    };
+    let r = serve::execute(cli, &[], "zygote", runs);
+    let note = "`airlock serve --stdio`, request written to response read; a call-scoped sandbox \
+                per run through the router, forked from the zygote";
+    rows.push(Row::from_result(START, SERVE_EXECUTE, "ms", r, note));
+}
+
+/// `sandbox.run_code` of `print(1)` in a live sandbox that is not stateful, through a real
+/// `airlock serve --stdio`: forked from the zygote (no flags) and exec'd (`--exec-per-run`),
+/// against the floor measured again beside them (the same minute's machine).
+fn live_session_rows(
+    rows: &mut Vec<Row>,
+    opts: &Options,
+    python: &Path,
+    peers: &[peers::Peer],
+    runs: usize,
+) {
+    if let Some(floor) = peers.iter().find(|p| p.name == FLOOR) {
+        let note = "measured again beside this scenario's rows";
+        rows.push(host_row(SESSION_LIVE, floor, "ms", note, || {
+            (0..runs)
+                .map(|_| host::start_ms(&floor.argv(python, "print(1)"), "1\n"))
+                .collect()
+        }));
+    }
+    let ways = [
+        ("airlock serve (no flags: zygote)", &[][..], "zygote", "sandbox.run_code over stdio; each run forked from the zygote into the sandbox's namespaces and root"),
+        ("airlock serve --exec-per-run", &["--exec-per-run"][..], "exec", "the same, each run's stage spawned and the interpreter exec'd"),
+    ];
+    for (system, flags, via, note) in ways {
+        match &opts.cli {
+            Some(cli) => {
+                let r = serve::session_run(cli, flags, via, runs);
+                rows.push(Row::from_result(SESSION_LIVE, system, "ms", r, note));
+            }
+            None => rows.push(Row::skipped(
+                SESSION_LIVE,
+                system,
+                "run as `airlock bench` to measure",
+            )),
+        }
+    }
 }
 
 fn host_row(
