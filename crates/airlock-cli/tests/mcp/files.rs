@@ -187,6 +187,8 @@ async fn call_scope_gives_every_call_a_fresh_sandbox_and_no_file_tools() {
         let s = structured(&r);
         assert_eq!(s["stdout"], "False\n", "{s}");
         assert_eq!(s["scope"], "call");
+        // `airlock mcp` forks a (not stateful) run from its zygote by default.
+        assert_eq!(s["via"], "zygote", "{s}");
     }
     let mut params = rmcp::model::CallToolRequestParams::new("write_file");
     params.arguments = json!({"path": "a", "content": "b"}).as_object().cloned();
