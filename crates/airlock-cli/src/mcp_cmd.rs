@@ -104,6 +104,7 @@ pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+    crate::sweep::at_start();
     let gate = Gate::load(opts.policy.as_deref())?;
     let executor = std::env::current_exe().context("locating the airlock binary")?;
     let mut config = McpConfig::new(executor, gate.policy());

@@ -346,6 +346,7 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         None => None,
     };
     init_logs(opts.log_format);
+    crate::sweep::at_start();
     if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
         tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");
     }

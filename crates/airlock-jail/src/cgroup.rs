@@ -189,6 +189,18 @@ pub fn support() -> CgroupSupport {
     }
 }
 
+/// Our own cgroup's directory in each hierarchy a run uses — v1 memory, pids, cpu, then
+/// cgroup2 — where it is mounted (the parents of every run cgroup this broker makes).
+pub(crate) fn own_dirs() -> [Option<PathBuf>; 4] {
+    let own = |c| find_hierarchy(c).map(|h| h.own_dir());
+    [
+        own(Some(Controller::Memory)),
+        own(Some(Controller::Pids)),
+        own(Some(Controller::Cpu)),
+        own(None),
+    ]
+}
+
 /// See [`RunCgroup::entry_handles`].
 #[derive(Debug)]
 pub struct EntryHandles {
@@ -255,6 +267,18 @@ fn unsupported(what: &str) -> JailError {
 }
 
 impl RunCgroup {
+    /// The run cgroups at `dirs` (as [`own_dirs`] orders them), made by another broker: owned
+    /// from now on, so dropping them kills what is in them and removes them.
+    pub(crate) fn adopt(dirs: [Option<PathBuf>; 4]) -> Self {
+        let [memory, pids, cpu, v2] = dirs;
+        RunCgroup {
+            memory,
+            pids,
+            cpu,
+            v2: v2.filter(|d| d.join("cgroup.kill").exists()),
+        }
+    }
+
     /// Creates the run's cgroups and sets `l`. Fails if a requested limit cannot be set, or if
     /// no hierarchy at all is writable.
     pub fn create(run_name: &str, l: &CgroupLimits) -> Result<Self> {

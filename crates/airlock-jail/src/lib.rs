@@ -12,6 +12,7 @@
 
 pub mod caps;
 pub mod cgroup;
+pub mod cgroup_sweep;
 pub mod dirfd;
 pub mod doctor;
 mod error;

@@ -991,3 +991,66 @@ pub mod session_probes {
             .unwrap_or_default()
     }
 }
+
+/// `server`'s own cgroup in every hierarchy mounted whole: where `airlock_jail::cgroup`
+/// creates a run's cgroups.
+pub fn own_cgroup_dirs(server: i32) -> Vec<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let own = std::fs::read_to_string(format!("/proc/{server}/cgroup")).unwrap();
+    let mut dirs = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        let post: Vec<&str> = post.split_whitespace().collect();
+        let pre: Vec<&str> = pre.split_whitespace().collect();
+        let (Some(fstype), Some(root), Some(mountpoint)) = (post.first(), pre.get(3), pre.get(4))
+        else {
+            continue;
+        };
+        if *root != "/" || !matches!(*fstype, "cgroup" | "cgroup2") {
+            continue;
+        }
+        let opts: Vec<&str> = post.get(2).map_or(vec![], |o| o.split(',').collect());
+        let path = own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (id, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let fits = if *fstype == "cgroup2" {
+                id == "0" && ctrls.is_empty()
+            } else {
+                !ctrls.is_empty() && ctrls.split(',').all(|c| opts.contains(&c))
+            };
+            fits.then(|| path.trim_start_matches('/').to_string())
+        });
+        if let Some(path) = path {
+            dirs.push(std::path::Path::new(mountpoint).join(path));
+        }
+    }
+    dirs
+}
+
+/// Whether a child cgroup can be made beside `server`'s runs' (then its runs have cgroups,
+/// and the leak check is not vacuous).
+pub fn cgroups_writable(server: i32) -> bool {
+    own_cgroup_dirs(server).iter().any(|d| {
+        let probe = d.join(format!("serve-load-probe-{}", std::process::id()));
+        std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+    })
+}
+
+/// The run cgroups `server` made that exist now: `airlock-*` directories named after its pid
+/// (`airlock-<stage>-<pid>`, `airlock-z<n>-<pid>`, prefixed `airlock-` by airlock-jail) in its
+/// own cgroup of every hierarchy.
+pub fn run_cgroups(server: i32) -> std::collections::BTreeSet<PathBuf> {
+    let suffix = format!("-{server}");
+    let mut dirs = std::collections::BTreeSet::new();
+    for dir in own_cgroup_dirs(server) {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("airlock-") && name.ends_with(&suffix) {
+                dirs.insert(e.path());
+            }
+        }
+    }
+    dirs
+}

@@ -611,6 +611,7 @@ async fn killed_server_leaves_nothing(user: Option<&str>, flags: &[&str], via: &
         })
         .count();
     assert_eq!(guests, 2, "{via}: live guests {seen:?}");
+    let cgroups = run_cgroups(server.pid());
     signal(server.pid(), 9);
     let _ = server.child.wait();
     let end = Instant::now() + Duration::from_secs(5);
@@ -630,6 +631,21 @@ async fn killed_server_leaves_nothing(user: Option<&str>, flags: &[&str], via: &
         "{via}: survived the server: {left:?} of {seen:?}"
     );
     drop(clients);
+    // Its runs' cgroups outlive it (nothing of it is left to remove them); the next server to
+    // start where it ran sweeps them before it serves.
+    let next = WsServer::start_as(user, flags);
+    let _ = next.connect().await;
+    let kept: Vec<_> = cgroups.iter().filter(|d| d.exists()).collect();
+    assert!(
+        kept.is_empty(),
+        "{via}: the next server kept a killed one's run cgroups: {kept:?} of {cgroups:?}"
+    );
+    if user.is_none() && cgroups_writable(next.pid()) {
+        assert!(
+            !cgroups.is_empty(),
+            "{via}: the killed server's live runs had no cgroup"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
