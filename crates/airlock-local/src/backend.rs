@@ -22,6 +22,7 @@ use thiserror::Error;
 
 use crate::config::LocalConfig;
 use crate::root::{new_fs, Root};
+use crate::root_reserve::RootReserve;
 use crate::rung::{egress_modes, probe_rung, RungProbe};
 use crate::sandbox::{LocalSandbox, Parts, ToolsForRun};
 
@@ -43,6 +44,8 @@ pub struct LocalBackend {
     probe: RungProbe,
     declarations: BackendDeclarations,
     config: Arc<LocalConfig>,
+    /// Roots made ahead for call-scoped sandboxes.
+    reserve: Arc<RootReserve>,
     tools: Option<Arc<dyn ToolsForRun>>,
     sandboxes: Mutex<HashMap<SandboxKey, Entry>>,
 }
@@ -89,10 +92,12 @@ impl LocalBackend {
         if !config.executor.is_file() {
             return Err(LocalError::NoExecutor(config.executor));
         }
+        let config = Arc::new(config);
         Ok(LocalBackend {
             probe,
             declarations: local_declarations(),
-            config: Arc::new(config),
+            reserve: RootReserve::new(Arc::clone(&config)),
+            config,
             tools: None,
             sandboxes: Mutex::new(HashMap::new()),
         })
@@ -172,9 +177,13 @@ impl Backend for LocalBackend {
         }
         let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
         let image = image_for(&self.config, spec).map_err(BackendError::Refused)?;
-        // A call-scoped sandbox's root is made when something needs it (see `crate::root`).
+        // A call-scoped sandbox's root is one made ahead, or made when something needs it
+        // (see `crate::root`, `crate::root_reserve`).
         let root = if spec.isolation_scope() == IsolationScope::Call {
-            Root::Unmade { image }
+            match image.is_none().then(|| self.reserve.take()).flatten() {
+                Some(fs) => Root::Made(Arc::new(fs)),
+                None => Root::Unmade { image },
+            }
         } else {
             Root::Made(Arc::new(
                 new_fs(&self.config, image)

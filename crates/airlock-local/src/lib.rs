@@ -20,6 +20,7 @@ pub mod config;
 pub mod egress;
 pub mod files;
 mod root;
+mod root_reserve;
 pub mod run;
 pub mod rung;
 pub mod sandbox;
