@@ -38,7 +38,10 @@ pub async fn kill(child: &mut Child, cgroup: Option<&RunCgroup>) -> Option<ExitS
         return child.wait().await.ok();
     };
     for round in 0..KILL_ROUNDS {
-        if let Some(cg) = cgroup {
+        // The tree first, so the stage lives to reap pid 1 (a stage the cgroup killed at the
+        // same time would leave pid 1 a zombie under the host's init); from the second round
+        // on, the cgroup too, for anything the tree no longer shows.
+        if let Some(cg) = cgroup.filter(|_| round > 0) {
             let _ = cg.kill_all();
         }
         let tree = procfs::descendants(stage);

@@ -536,3 +536,45 @@ async fn disposal_ends_the_kernel_and_call_scope_cannot_be_stateful() {
         );
     }
 }
+
+/// Each of `pids` (known by its start time) still in /proc, zombies included: a zombie is a
+/// process nobody reaped yet, wherever it was reparented.
+fn still_there(pids: &[(i32, u64)]) -> Vec<String> {
+    pids.iter()
+        .filter_map(|(pid, start)| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            let same = fields.get(19)?.parse::<u64>().ok()? == *start;
+            same.then(|| format!("{pid} state {} ppid {}", fields[0], fields[1]))
+        })
+        .collect()
+}
+
+fn with_start_times(pids: Vec<i32>) -> Vec<(i32, u64)> {
+    pids.into_iter()
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let start = stat.rsplit_once(')')?.1.split_whitespace().nth(19)?;
+            Some((p, start.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disposed_kernel_is_reaped_before_disposal_answers() {
+    for who in IDENTITIES {
+        let (server, mut c, sid) = open(who, json!({})).await;
+        cell(&mut c, &sid, "x = 1").await;
+        // The kernel's stage and its interpreter (stopped between cells).
+        let kernel = with_start_times(descendants(server.pid()));
+        assert!(kernel.len() >= 2, "{who:?}: no kernel: {kernel:?}");
+        result_of(&c.call("sandbox.dispose", json!({"sandbox_id": sid})).await);
+        // Not even a zombie under the host's init: every process of the kernel was reaped by
+        // the time the disposal was answered (found: the interpreter stayed a zombie ~1.5 s).
+        let left = still_there(&kernel);
+        assert!(
+            left.is_empty(),
+            "{who:?}: left after disposal answered: {left:?}"
+        );
+    }
+}
