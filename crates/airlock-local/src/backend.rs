@@ -218,10 +218,15 @@ impl Backend for LocalBackend {
 
     async fn dispose(&self, key: &SandboxKey) -> Option<DisposalFailure> {
         let entry = lock(&self.sandboxes).remove(key);
-        match entry {
+        let failure = match entry {
             Some(e) => self.destroy(e).await,
             None => None,
+        };
+        // A call sandbox's run is over: the next one's root is made now, off any run's path.
+        if key.call_id().is_some() {
+            self.reserve.refill();
         }
+        failure
     }
 
     async fn dispose_scope(&self, scope: &str, thread_id: &str) -> ScopePurge {

@@ -5,8 +5,9 @@
 //! A reserved root is made exactly as `sandbox.create` makes one (`crate::root::new_fs`: the
 //! system root with the interpreter's tree, the config's disk bounds), handed to exactly one
 //! sandbox and freed with it. Only the host-root kind is reserved (no image). The reserve is
-//! refilled in the background after each take, one root at a time; an empty reserve means the
-//! run's stage builds the root as before.
+//! refilled in the background once a call sandbox is disposed (its run is over, as the warm
+//! pool refills), one root at a time; an empty reserve means the run's stage builds the root
+//! as before.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -36,7 +37,9 @@ impl RootReserve {
         self.config.ready_call_roots
     }
 
-    /// A ready root, if one is (and a refill started behind it).
+    /// A ready root, if one is. An empty reserve starts filling (the first take); otherwise
+    /// it is refilled when a call sandbox is disposed ([`RootReserve::refill`]), so making a
+    /// root never competes for the cores with the run that took one.
     pub(crate) fn take(self: &Arc<Self>) -> Option<SandboxFs> {
         if self.target() == 0 {
             return None;
@@ -46,13 +49,18 @@ impl RootReserve {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
-        self.refill();
+        if fs.is_none() {
+            self.refill();
+        }
         fs
     }
 
     /// Make roots in the background until the target is reached (one filler at a time; needs
     /// a tokio runtime, does nothing outside one).
-    fn refill(self: &Arc<Self>) {
+    pub(crate) fn refill(self: &Arc<Self>) {
+        if self.target() == 0 {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
