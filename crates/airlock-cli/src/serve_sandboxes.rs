@@ -29,9 +29,6 @@ pub fn build(
     local.limits = config.defaults.clone();
     // Session runs and `execute` share the server's one runner (slots, queue, zygote).
     local.runner = Arc::clone(&config.runner);
-    // `execute`'s one-run sandbox joins a root made ahead instead of building one in its run
-    // (a warm pool's executors come with their roots built: then the pool serves it instead).
-    local.ready_call_roots = usize::from(config.runner.pool().is_none());
     local.python = config.interpreter.clone();
     // Policy events go to the audit log next to the run records.
     let observer = config

@@ -22,7 +22,6 @@ use thiserror::Error;
 
 use crate::config::LocalConfig;
 use crate::root::{new_fs, Root};
-use crate::root_reserve::RootReserve;
 use crate::rung::{egress_modes, probe_rung, RungProbe};
 use crate::sandbox::{LocalSandbox, Parts, ToolsForRun};
 
@@ -44,8 +43,6 @@ pub struct LocalBackend {
     probe: RungProbe,
     declarations: BackendDeclarations,
     config: Arc<LocalConfig>,
-    /// Roots made ahead for call-scoped sandboxes.
-    reserve: Arc<RootReserve>,
     tools: Option<Arc<dyn ToolsForRun>>,
     sandboxes: Mutex<HashMap<SandboxKey, Entry>>,
 }
@@ -96,7 +93,6 @@ impl LocalBackend {
         Ok(LocalBackend {
             probe,
             declarations: local_declarations(),
-            reserve: RootReserve::new(Arc::clone(&config)),
             config,
             tools: None,
             sandboxes: Mutex::new(HashMap::new()),
@@ -177,13 +173,9 @@ impl Backend for LocalBackend {
         }
         let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
         let image = image_for(&self.config, spec).map_err(BackendError::Refused)?;
-        // A call-scoped sandbox's root is one made ahead, or made when something needs it
-        // (see `crate::root`, `crate::root_reserve`).
+        // A call-scoped sandbox's root is made when something needs it (see `crate::root`).
         let root = if spec.isolation_scope() == IsolationScope::Call {
-            match image.is_none().then(|| self.reserve.take()).flatten() {
-                Some(fs) => Root::Made(Arc::new(fs)),
-                None => Root::Unmade { image },
-            }
+            Root::Unmade { image }
         } else {
             Root::Made(Arc::new(
                 new_fs(&self.config, image)
@@ -218,15 +210,10 @@ impl Backend for LocalBackend {
 
     async fn dispose(&self, key: &SandboxKey) -> Option<DisposalFailure> {
         let entry = lock(&self.sandboxes).remove(key);
-        let failure = match entry {
+        match entry {
             Some(e) => self.destroy(e).await,
             None => None,
-        };
-        // A call sandbox's run is over: the next one's root is made now, off any run's path.
-        if key.call_id().is_some() {
-            self.reserve.refill();
         }
-        failure
     }
 
     async fn dispose_scope(&self, scope: &str, thread_id: &str) -> ScopePurge {

@@ -29,10 +29,6 @@ pub struct LocalConfig {
     pub observer: airlock_router::Observers,
     /// The restricted language profile a sandbox whose spec asks for it runs under.
     pub restricted: airlock_policy::RestrictedProfile,
-    /// Roots kept made ahead for call-scoped sandboxes without an image (0: none; each is a
-    /// mount namespace with an empty tmpfs, no process): a one-run sandbox then joins a root
-    /// instead of its run's stage building one (`crate::root_reserve`).
-    pub ready_call_roots: usize,
     /// The front door every run of every sandbox goes through: its slots and queue, and how
     /// a run's process comes to be (zygote, warm pool, exec).
     pub runner: Arc<Runner>,
@@ -51,7 +47,6 @@ impl LocalConfig {
             egress_allow_private: Vec::new(),
             observer: airlock_router::Observers::default(),
             restricted: airlock_policy::RestrictedProfile::default(),
-            ready_call_roots: 0,
             runner: Arc::new(Runner::default()),
         }
     }

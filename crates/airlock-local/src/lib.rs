@@ -20,7 +20,6 @@ pub mod config;
 pub mod egress;
 pub mod files;
 mod root;
-mod root_reserve;
 pub mod run;
 pub mod rung;
 pub mod sandbox;

@@ -4,8 +4,7 @@
 //!
 //! Nothing of it is addressable: its key lives in the keyless scope no orchestrator key may
 //! name, and it is never held in the registry of live sandboxes (so it does not count against
-//! `--max-sandboxes`). Its root is one the local backend made ahead, or, when none is ready,
-//! built by its one run's stage (`airlock_local`'s root reserve and lazy root).
+//! `--max-sandboxes`). Its root is built by its one run's stage (`airlock_local`'s lazy root).
 use std::sync::Arc;
 
 use airlock_broker::Workload;
