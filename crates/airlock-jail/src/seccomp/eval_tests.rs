@@ -49,6 +49,47 @@ fn socket(prog: &[Insn], domain: i32, ty: i32, proto: i32) -> u32 {
 
 const EPERM: u32 = RET_ERRNO | libc::EPERM as u32;
 
+/// `socket(2)` arguments of everything that is not a plain TCP socket.
+const NOT_TCP: [(i32, i32, i32); 11] = [
+    (libc::AF_INET, libc::SOCK_DGRAM, 0),
+    (libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0),
+    (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+    (libc::AF_INET, libc::SOCK_SEQPACKET, 0),
+    (libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_UDP),
+    (libc::AF_INET, libc::SOCK_STREAM, 262), // IPPROTO_MPTCP
+    (libc::AF_INET, libc::SOCK_STREAM | 0x100, 0),
+    (libc::AF_UNIX, libc::SOCK_STREAM, 0),
+    (libc::AF_NETLINK, libc::SOCK_RAW, 0),
+    (libc::AF_PACKET, libc::SOCK_RAW, 0),
+    (libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+];
+
+/// The syscalls of a TCP server (and its peers' bookkeeping), with plausible arguments.
+const SERVER_CALLS: [(i64, [u64; 6]); 9] = [
+    (libc::SYS_bind, [3, 0x1000, 16, 0, 0, 0]),
+    (libc::SYS_listen, [3, 128, 0, 0, 0, 0]),
+    (libc::SYS_accept, [3, 0x1000, 0x2000, 0, 0, 0]),
+    (
+        libc::SYS_accept4,
+        [3, 0, 0, libc::SOCK_CLOEXEC as u64, 0, 0],
+    ),
+    (libc::SYS_connect, [4, 0x1000, 16, 0, 0, 0]),
+    (libc::SYS_getsockname, [3, 0x1000, 0x2000, 0, 0, 0]),
+    (libc::SYS_getpeername, [5, 0x1000, 0x2000, 0, 0, 0]),
+    (
+        libc::SYS_getsockopt,
+        [
+            3,
+            libc::SOL_SOCKET as u64,
+            libc::SO_ERROR as u64,
+            0x1000,
+            0x2000,
+            0,
+        ],
+    ),
+    (libc::SYS_shutdown, [5, libc::SHUT_WR as u64, 0, 0, 0, 0]),
+];
+
 #[test]
 fn proxy_client_allows_tcp_client_sockets_only() {
     for p in [Profile::Run, Profile::Exec] {
@@ -64,19 +105,7 @@ fn proxy_client_allows_tcp_client_sockets_only() {
             ),
             RET_ALLOW
         );
-        for (d, t, pr) in [
-            (libc::AF_INET, libc::SOCK_DGRAM, 0),
-            (libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0),
-            (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
-            (libc::AF_INET, libc::SOCK_SEQPACKET, 0),
-            (libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_UDP),
-            (libc::AF_INET, libc::SOCK_STREAM, 262), // IPPROTO_MPTCP
-            (libc::AF_INET, libc::SOCK_STREAM | 0x100, 0),
-            (libc::AF_UNIX, libc::SOCK_STREAM, 0),
-            (libc::AF_NETLINK, libc::SOCK_RAW, 0),
-            (libc::AF_PACKET, libc::SOCK_RAW, 0),
-            (libc::AF_VSOCK, libc::SOCK_STREAM, 0),
-        ] {
+        for (d, t, pr) in NOT_TCP {
             assert_eq!(
                 socket(&prog, d, t, pr),
                 EPERM,
@@ -113,7 +142,7 @@ const ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
 fn all_programs() -> Vec<(String, Vec<Insn>)> {
     let mut out = Vec::new();
     for p in [Profile::Run, Profile::Exec] {
-        for n in [Network::None, Network::ProxyClient] {
+        for n in [Network::None, Network::ProxyClient, Network::Loopback] {
             out.push((format!("{p:?}/{n:?}"), assemble_for(p, n).unwrap()));
         }
     }
@@ -249,7 +278,7 @@ fn socketpair(prog: &[Insn], domain: i32, ty: i32, proto: i32) -> u32 {
 #[test]
 fn socketpair_is_a_unix_stream_pair_or_nothing_in_every_profile() {
     for p in [Profile::Run, Profile::Exec] {
-        for n in [Network::None, Network::ProxyClient] {
+        for n in [Network::None, Network::ProxyClient, Network::Loopback] {
             let prog = assemble_for(p, n).unwrap();
             for ty in [
                 libc::SOCK_STREAM,
@@ -280,19 +309,141 @@ fn socketpair_is_a_unix_stream_pair_or_nothing_in_every_profile() {
                     "{p:?} {n:?} socketpair({d}, {t:#x}, {pr})"
                 );
             }
-            for nr in [
-                libc::SYS_bind,
-                libc::SYS_listen,
-                libc::SYS_accept,
-                libc::SYS_accept4,
-            ] {
-                assert_eq!(
-                    eval(&prog, nr, [3, 0, 16, 0, 0, 0]),
-                    EPERM,
-                    "{p:?} {n:?} {nr}"
-                );
+            // Servers only on loopback (loopback_allows_a_tcp_listeners_syscalls).
+            if n != Network::Loopback {
+                for nr in [
+                    libc::SYS_bind,
+                    libc::SYS_listen,
+                    libc::SYS_accept,
+                    libc::SYS_accept4,
+                ] {
+                    assert_eq!(
+                        eval(&prog, nr, [3, 0, 16, 0, 0, 0]),
+                        EPERM,
+                        "{p:?} {n:?} {nr}"
+                    );
+                }
             }
             assert_eq!(socket(&prog, libc::AF_UNIX, libc::SOCK_STREAM, 0), EPERM);
+        }
+    }
+}
+
+#[test]
+fn loopback_allows_a_tcp_listeners_syscalls() {
+    for p in [Profile::Run, Profile::Exec] {
+        let prog = assemble_for(p, Network::Loopback).unwrap();
+        for (d, t, pr) in [
+            (libc::AF_INET, libc::SOCK_STREAM, 0),
+            (libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0),
+            (
+                libc::AF_INET6,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::IPPROTO_TCP,
+            ),
+        ] {
+            assert_eq!(
+                socket(&prog, d, t, pr),
+                RET_ALLOW,
+                "{p:?} socket({d}, {t:#x}, {pr})"
+            );
+        }
+        for (nr, args) in SERVER_CALLS {
+            assert_eq!(eval(&prog, nr, args), RET_ALLOW, "{p:?} {nr}");
+        }
+        assert_eq!(
+            setsockopt(&prog, libc::SOL_SOCKET, libc::SO_REUSEADDR),
+            RET_ALLOW
+        );
+        // The Fast Open and buffer-size denials hold for a server too.
+        assert_eq!(
+            setsockopt(&prog, libc::IPPROTO_TCP, libc::TCP_FASTOPEN),
+            EPERM
+        );
+        assert_eq!(setsockopt(&prog, libc::SOL_SOCKET, libc::SO_RCVBUF), EPERM);
+        let fo = libc::MSG_FASTOPEN as u64;
+        assert_eq!(send(&prog, libc::SYS_sendto, 3, fo), EPERM, "{p:?}");
+    }
+}
+
+#[test]
+fn loopback_still_denies_udp_raw_unix_netlink_and_packet_sockets() {
+    for p in [Profile::Run, Profile::Exec] {
+        let prog = assemble_for(p, Network::Loopback).unwrap();
+        for (d, t, pr) in NOT_TCP {
+            assert_eq!(
+                socket(&prog, d, t, pr),
+                EPERM,
+                "{p:?} socket({d}, {t:#x}, {pr})"
+            );
+        }
+    }
+    // Everything else is the profile's: execve still denied in Run, ptrace still kills.
+    let run = assemble_for(Profile::Run, Network::Loopback).unwrap();
+    assert_eq!(eval(&run, libc::SYS_execve, [0; 6]), EPERM);
+    assert_eq!(eval(&run, libc::SYS_ptrace, [0; 6]), RET_KILL_PROCESS);
+    assert_eq!(eval(&run, libc::SYS_unshare, [0; 6]), RET_KILL_PROCESS);
+}
+
+#[test]
+fn none_and_proxy_client_still_deny_servers() {
+    for p in [Profile::Run, Profile::Exec] {
+        let none = assemble_for(p, Network::None).unwrap();
+        let proxy = assemble_for(p, Network::ProxyClient).unwrap();
+        for (nr, args) in SERVER_CALLS {
+            let (want_none, want_proxy) = match nr {
+                libc::SYS_bind | libc::SYS_listen | libc::SYS_accept | libc::SYS_accept4 => {
+                    (EPERM, EPERM)
+                }
+                libc::SYS_connect => (EPERM, RET_ALLOW),
+                // Bookkeeping on the sockets a guest already holds (the inherited one).
+                _ => (RET_ALLOW, RET_ALLOW),
+            };
+            assert_eq!(eval(&none, nr, args), want_none, "{p:?}/None {nr}");
+            assert_eq!(eval(&proxy, nr, args), want_proxy, "{p:?}/ProxyClient {nr}");
+        }
+        // The rule lists differ only in the network rules.
+        let loopback = rules_for(p, Network::Loopback);
+        let proxy_rules = rules_for(p, Network::ProxyClient);
+        let servers = ["SYS_bind", "SYS_listen", "SYS_accept", "SYS_accept4"];
+        let without: Vec<_> = proxy_rules
+            .iter()
+            .filter(|r| !servers.contains(&r.name))
+            .map(|r| (r.nr, r.action))
+            .collect();
+        let lo: Vec<_> = loopback.iter().map(|r| (r.nr, r.action)).collect();
+        assert_eq!(lo, without, "{p:?}");
+    }
+}
+
+fn ioctl(prog: &[Insn], request: u64) -> u32 {
+    eval(prog, libc::SYS_ioctl, [0, request, 0x1000, 0, 0, 0])
+}
+
+#[test]
+fn tty_injection_ioctls_are_eperm_everywhere_and_others_pass() {
+    for (name, prog) in all_programs() {
+        for req in [
+            libc::TIOCSTI,
+            libc::TIOCLINUX,
+            libc::TIOCSETD,
+            libc::TIOCCONS,
+        ] {
+            assert_eq!(ioctl(&prog, req), EPERM, "{name} {req:#x}");
+            // The kernel reads an `unsigned int` request: high bits change nothing.
+            assert_eq!(ioctl(&prog, req | (1 << 32)), EPERM, "{name} {req:#x}");
+        }
+        for req in [
+            libc::TIOCSCTTY,
+            libc::TIOCGWINSZ,
+            libc::TIOCSWINSZ,
+            libc::TIOCGPGRP,
+            libc::TIOCSPGRP,
+            libc::TIOCGETD,
+            libc::TCGETS,
+            libc::FIONREAD,
+        ] {
+            assert_eq!(ioctl(&prog, req), RET_ALLOW, "{name} {req:#x}");
         }
     }
 }

@@ -26,9 +26,12 @@ const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
 const BPF_MAXINSNS: usize = 4096;
-/// `TIOCSTI` / `TIOCLINUX` (asm-generic/ioctls.h), as the 32-bit request the kernel compares.
+/// The tty ioctls every profile refuses (asm-generic/ioctls.h), as the 32-bit request the
+/// kernel compares: [`Action::DenyTtyInjection`] says why each.
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
+const TIOCSETD: u32 = 0x5423;
+const TIOCCONS: u32 = 0x541D;
 
 /// `MSG_FASTOPEN` in a send's flags (an `unsigned int` in the kernel).
 const MSG_FASTOPEN: u32 = libc::MSG_FASTOPEN as u32;
@@ -89,10 +92,13 @@ fn action_block(action: Action) -> Vec<Insn> {
             ]
         }
         // ioctl's request is an `unsigned int` in the kernel: the low word is all that counts.
+        // Each denied request jumps to the EPERM (index 5); the last one falls through to allow.
         Action::DenyTtyInjection => vec![
             load(off_arg_lo(1)),
-            jeq(TIOCSTI, 1, 0),
-            jeq(TIOCLINUX, 0, 1),
+            jeq(TIOCSTI, 3, 0),
+            jeq(TIOCLINUX, 2, 0),
+            jeq(TIOCSETD, 1, 0),
+            jeq(TIOCCONS, 0, 1),
             ret(eperm),
             ret(RET_ALLOW),
         ],
@@ -278,24 +284,32 @@ mod tests {
     fn ioctl_constants_match_libc() {
         assert_eq!(u64::from(TIOCSTI), libc::TIOCSTI);
         assert_eq!(u64::from(TIOCLINUX), libc::TIOCLINUX);
+        assert_eq!(u64::from(TIOCSETD), libc::TIOCSETD);
+        assert_eq!(u64::from(TIOCCONS), libc::TIOCCONS);
     }
+
+    const NETWORKS: [Network; 3] = [Network::None, Network::ProxyClient, Network::Loopback];
 
     #[test]
     fn no_duplicate_rules_in_a_profile() {
         for p in [Profile::Run, Profile::Exec] {
-            let mut nrs: Vec<_> = rules(p).iter().map(|r| r.nr).collect();
-            let n = nrs.len();
-            nrs.sort_unstable();
-            nrs.dedup();
-            assert_eq!(n, nrs.len(), "{p:?} has a redundant rule");
+            for net in NETWORKS {
+                let mut nrs: Vec<_> = rules_for(p, net).iter().map(|r| r.nr).collect();
+                let n = nrs.len();
+                nrs.sort_unstable();
+                nrs.dedup();
+                assert_eq!(n, nrs.len(), "{p:?}/{net:?} has a redundant rule");
+            }
         }
     }
 
     #[test]
     fn every_rule_has_a_reason() {
         for p in [Profile::Run, Profile::Exec] {
-            for r in rules(p) {
-                assert!(!r.reason.is_empty(), "{} has no reason", r.name);
+            for net in NETWORKS {
+                for r in rules_for(p, net) {
+                    assert!(!r.reason.is_empty(), "{} has no reason", r.name);
+                }
             }
         }
     }
@@ -314,16 +328,18 @@ mod tests {
     #[test]
     fn jumps_stay_inside_the_program() {
         for p in [Profile::Run, Profile::Exec] {
-            let prog = assemble(p).unwrap();
-            for (pc, i) in prog.iter().enumerate() {
-                if i.code & 0x07 == 0x05 {
-                    assert!(
-                        pc + 1 + usize::from(i.jt.max(i.jf)) < prog.len(),
-                        "{p:?} pc {pc}"
-                    );
+            for net in NETWORKS {
+                let prog = assemble_for(p, net).unwrap();
+                for (pc, i) in prog.iter().enumerate() {
+                    if i.code & 0x07 == 0x05 {
+                        assert!(
+                            pc + 1 + usize::from(i.jt.max(i.jf)) < prog.len(),
+                            "{p:?}/{net:?} pc {pc}"
+                        );
+                    }
                 }
+                assert_eq!(compile_for(p, net).unwrap().len(), prog.len() * 8);
             }
-            assert_eq!(compile(p).unwrap().len(), prog.len() * 8);
         }
     }
 

@@ -20,8 +20,16 @@
 //! - native AIO, inotify/fanotify and setting xattrs are `ENOSYS` in both profiles
 //!   ([`NO_SHARED_KERNEL_OBJECTS`] says why).
 //! - `socketpair` is allowed for a connected `AF_UNIX` stream pair only (asyncio's event loop
-//!   needs one as its self-pipe); `socket`, `bind`, `connect` (outside allowlist egress),
-//!   `listen` and `accept` stay denied, so no path or abstract unix socket can be reached.
+//!   needs one as its self-pipe); `socket`, `bind`, `connect` (outside allowlist egress and
+//!   loopback), `listen` and `accept` stay denied (outside loopback), so no path or abstract
+//!   unix socket can be reached.
+//! - [`Network::Loopback`] allows TCP servers: `socket` is still TCP only, so `bind`, `listen`
+//!   and `accept` only ever see TCP sockets, a socketpair end (which, connected, cannot
+//!   `listen`: `EINVAL`) or the inherited socket; the namespace has only `lo`, so nothing a
+//!   listener accepts comes from outside the sandbox.
+//! - `ioctl`: `TIOCSTI`, `TIOCLINUX`, `TIOCSETD` and `TIOCCONS` are `EPERM` in every profile
+//!   ([`Action::DenyTtyInjection`]); `TIOCSCTTY` is not (the stage takes the sandbox's own
+//!   terminal as controlling tty before the filter, and nothing else needs denying there).
 
 use libc::c_long;
 
@@ -44,11 +52,17 @@ pub enum Action {
     CloneThreadsOnly,
     /// `clone`: allowed unless a `CLONE_NEW*` flag is set (then `EPERM`).
     CloneNoNamespaces,
-    /// `ioctl`: `TIOCSTI` and `TIOCLINUX` fail with `EPERM`, every other request is allowed.
+    /// `ioctl`: `TIOCSTI` (push input into a tty), `TIOCLINUX` (console selection and
+    /// paste), `TIOCSETD` (change a tty's line discipline: each one is kernel code with its own
+    /// history of bugs, `n_hdlc` and `n_gsm` among them) and `TIOCCONS` (redirect the console's
+    /// output to this tty; needs `CAP_SYS_ADMIN` anyway, denied as a second wall) fail
+    /// with `EPERM`; every other request is allowed.
     DenyTtyInjection,
     /// `personality`: allowed for `0` and `0xffffffff`, anything else kills.
     PersonalityQueryOnly,
-    /// `socket`: only TCP client sockets (IPv4/IPv6 stream, protocol 0 or TCP), else `EPERM`.
+    /// `socket`: only TCP sockets (IPv4/IPv6 stream, protocol 0 or TCP), else `EPERM`. A
+    /// client's and a listener's socket are the same call: what else they may do is decided
+    /// by the `bind`/`listen`/`accept` rules of the network allowance.
     TcpClientSocket,
     /// `sendto`/`sendmsg`/`sendmmsg`: `EPERM` when argument `flags_arg` (the flags) carries
     /// `MSG_FASTOPEN`, every other send is allowed.
@@ -228,7 +242,7 @@ const COMMON: &[Rule] = &[
     rule!(
         SYS_ioctl,
         DenyTtyInjection,
-        "TIOCSTI/TIOCLINUX push input into the controlling tty"
+        "TIOCSTI/TIOCLINUX inject tty input; TIOCSETD reaches line-discipline code; TIOCCONS takes the console"
     ),
 ];
 
@@ -495,6 +509,33 @@ const PROXY_CLIENT: &[Rule] = &[
     rule!(SYS_accept4, Errno(libc::EPERM), "no servers in the sandbox"),
 ];
 
+/// A network namespace with only `lo`: TCP clients *and* servers on it (a guest's dev server,
+/// reached through a port the broker forwards). The `socket` and `socketpair` checks are
+/// [`PROXY_CLIENT`]'s; `bind`, `listen`, `accept`, `accept4`, `connect`, `getsockname`,
+/// `getpeername`, `getsockopt` and `shutdown` have no rule, so they are allowed:
+///
+/// - `socket` makes nothing but TCP sockets, so a listener can only be TCP; the other sockets a
+///   guest holds are a connected `socketpair` end or the inherited socket, which cannot
+///   `listen` (`EINVAL`) and so cannot be reached by name even if bound to one.
+/// - there is no interface but `lo`: `bind` takes only its addresses (or the wildcard, which
+///   means the same here), `connect` reaches only listeners in the sandbox, and no packet from
+///   outside reaches a listener (the broker forwards a port from outside, through the
+///   namespace, not by a route into it).
+/// - `setsockopt` keeps its [`NO_FAST_OPEN`] rule (no Fast Open, no buffer sizes), as does
+///   every send.
+const LOOPBACK: &[Rule] = &[
+    rule!(
+        SYS_socket,
+        Action::TcpClientSocket,
+        "TCP sockets only (clients and listeners on lo); no UDP, raw, unix, netlink or packet"
+    ),
+    rule!(
+        SYS_socketpair,
+        Action::UnixStreamPair,
+        "a connected AF_UNIX pair reaches nothing (asyncio's self-pipe); nothing else"
+    ),
+];
+
 /// The full rule list of a profile, in filter order.
 pub fn rules(p: Profile) -> Vec<Rule> {
     rules_for(p, Network::None)
@@ -509,6 +550,7 @@ pub fn rules_for(p: Profile, n: Network) -> Vec<Rule> {
     let net = match n {
         Network::None => NO_SOCKETS,
         Network::ProxyClient => PROXY_CLIENT,
+        Network::Loopback => LOOPBACK,
     };
     COMMON
         .iter()

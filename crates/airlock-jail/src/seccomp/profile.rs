@@ -19,4 +19,10 @@ pub enum Network {
     /// 0 or TCP) and `connect`; still no UDP, raw, netlink, unix or packet sockets, no
     /// `socketpair`, `bind`, `listen` or `accept`. Landlock limits `connect` to the proxy port.
     ProxyClient,
+    /// A sandbox whose network namespace holds only `lo` (nothing leaves it): the same TCP
+    /// sockets as [`Network::ProxyClient`], and servers on them: `bind`, `listen`, `accept`,
+    /// `accept4` as well as `connect`, `getsockname`, `getpeername`, `getsockopt`,
+    /// `setsockopt` (still without Fast Open or buffer sizes) and `shutdown`. Still no UDP,
+    /// raw, netlink, unix or packet sockets.
+    Loopback,
 }

@@ -86,3 +86,12 @@ fn memfd_sysv_ipc_and_fast_open_are_refused_while_udp_still_sends() {
         }
     }
 }
+
+#[test]
+fn loopback_network_serves_tcp_on_lo_but_makes_no_udp_unix_or_raw_sockets() {
+    for nonroot in BOTH {
+        for profile in ["run", "exec"] {
+            assert_passed(&probe(nonroot, &["seccomp-loopback", profile]));
+        }
+    }
+}

@@ -12,6 +12,7 @@ mod nproc;
 mod report;
 mod sec;
 mod sec_ipc;
+mod sec_loopback;
 
 use std::process::ExitCode;
 
@@ -50,6 +51,7 @@ fn run(args: &[String]) -> Result<bool, String> {
         "chain" => chain::full_chain(rest),
         "seccomp" => sec::run(rest),
         "seccomp-ipc" => sec_ipc::run(rest),
+        "seccomp-loopback" => sec_loopback::run(rest),
         "landlock" => fs_case::landlock(rest),
         "nproc" => nproc::run(rest),
         "doctor" => {

@@ -111,6 +111,13 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
             // SAFETY: TIOCSTI reads one byte from `c`.
             let r = unsafe { libc::ioctl(0, libc::TIOCSTI, &c) };
             let ok = denied(r.into(), libc::EPERM, "ioctl(TIOCSTI)");
+            let disc: libc::c_int = 0; // N_TTY
+                                       // SAFETY: TIOCSETD reads one int from `disc`.
+            let r = unsafe { libc::ioctl(0, libc::TIOCSETD, &disc) };
+            let ok = ok & denied(r.into(), libc::EPERM, "ioctl(TIOCSETD)");
+            // SAFETY: TIOCCONS takes no argument.
+            let r = unsafe { libc::ioctl(0, libc::TIOCCONS) };
+            let ok = ok & denied(r.into(), libc::EPERM, "ioctl(TIOCCONS)");
             // An unrelated ioctl still reaches the kernel (ENOTTY/EBADF, not EPERM).
             let mut n: libc::c_int = 0;
             // SAFETY: FIONREAD writes an int.
