@@ -2,7 +2,8 @@
 //!
 //! It provides the building blocks the executor stage composes into a jail (user, net, ipc,
 //! uts, mount, pid and cgroup namespaces; id maps; rlimits; capability drop; Landlock; seccomp),
-//! and the pieces the broker needs around a run (cgroups, procfs walks, `doctor`).
+//! and the pieces the broker needs around a run (cgroups, procfs walks, pseudo-terminals,
+//! `doctor`).
 //!
 //! Every function is synchronous and thin; the order in which layers are applied is the
 //! executor's business. Functions that must run in a single-threaded process say so.
@@ -26,6 +27,7 @@ pub mod ns;
 pub mod pidfd;
 pub mod process;
 pub mod procfs;
+pub mod pty;
 pub mod rlimits;
 pub mod seccomp;
 mod sys;
