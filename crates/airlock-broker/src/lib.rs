@@ -16,6 +16,7 @@ pub(crate) mod interpreter_facts;
 pub mod interpreter_image;
 pub mod kernel;
 pub mod limits;
+pub mod machine;
 pub mod output;
 pub mod pool;
 pub mod result;

@@ -79,6 +79,8 @@ pub struct SandboxFs {
     owner: Option<HostId>,
     binds: Vec<PathBuf>,
     image: Option<(Arc<Image>, DirFd)>,
+    /// The sandbox's machine, once started: every later run and process joins it.
+    machine: std::sync::OnceLock<Arc<crate::machine::Machine>>,
 }
 
 /// The identity a new sandbox gets: a fresh unprivileged host id under a root broker, None
@@ -206,12 +208,53 @@ impl SandboxFs {
             owner,
             binds,
             image,
+            machine: std::sync::OnceLock::new(),
         })
     }
 
     /// Copies of the namespace descriptors for one run's stage.
     pub(crate) fn namespaces(&self) -> std::io::Result<(OwnedFd, OwnedFd)> {
         Ok((self.userns.try_clone()?, self.mntns.try_clone()?))
+    }
+
+    /// The descriptors a stage of this sandbox joins, at their numbers: the user namespace,
+    /// and the machine's namespaces if it has one (else the sandbox's mount namespace).
+    pub(crate) fn join_fds(&self) -> std::io::Result<Vec<(OwnedFd, i32)>> {
+        use airlock_executor::config::{SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD};
+        let mut fds = vec![(self.userns.try_clone()?, SANDBOX_USERNS_FD)];
+        match self.machine.get() {
+            Some(m) => fds.extend(m.namespaces()?),
+            None => fds.push((self.mntns.try_clone()?, SANDBOX_MNTNS_FD)),
+        }
+        Ok(fds)
+    }
+
+    /// The sandbox's machine, if it was started.
+    #[must_use]
+    pub fn machine(&self) -> Option<&Arc<crate::machine::Machine>> {
+        self.machine.get()
+    }
+
+    /// Start the sandbox's machine unless it runs already (see [`crate::machine`]); called on
+    /// a runtime worker. Concurrent callers may both start one; the loser's is ended.
+    pub async fn start_machine(
+        &self,
+        executor: &Path,
+    ) -> Result<Arc<crate::machine::Machine>, crate::machine::MachineError> {
+        if let Some(m) = self.machine.get() {
+            return Ok(Arc::clone(m));
+        }
+        let started = Arc::new(crate::machine::Machine::start(executor, self).await?);
+        match self.machine.set(Arc::clone(&started)) {
+            Ok(()) => Ok(started),
+            Err(_) => {
+                started.end().await;
+                self.machine
+                    .get()
+                    .cloned()
+                    .ok_or(crate::machine::MachineError::Ended)
+            }
+        }
     }
 }
 

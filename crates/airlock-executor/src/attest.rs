@@ -13,6 +13,15 @@ use serde::{Deserialize, Serialize};
 /// The namespaces a run must not share with the broker.
 pub const ISOLATED_NAMESPACES: [&str; 6] = ["user", "net", "ipc", "uts", "mnt", "pid"];
 
+/// Where a guest must be in its pid namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PidRule<'a> {
+    /// pid 1 of a namespace of its own (a run).
+    One,
+    /// A process of its sandbox's machine: in the pid namespace named (`pid:[inode]`).
+    In(&'a str),
+}
+
 /// What the guest reports about itself (fields mirror `guest/bootstrap.py`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Attestation {
@@ -92,6 +101,15 @@ impl Attestation {
 
     /// Check the attestation against the broker's own namespaces. Returns every problem found.
     pub fn verify(&self, broker_namespaces: &BTreeMap<String, String>) -> Result<(), Vec<String>> {
+        self.verify_as(broker_namespaces, PidRule::One)
+    }
+
+    /// [`Attestation::verify`], the guest's place in its pid namespace checked by `rule`.
+    pub fn verify_as(
+        &self,
+        broker_namespaces: &BTreeMap<String, String>,
+        rule: PidRule<'_>,
+    ) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         if !self.no_new_privs {
             problems.push("no_new_privs is not set".to_string());
@@ -117,11 +135,20 @@ impl Attestation {
                 self.interfaces
             ));
         }
-        if self.pid != 1 {
-            problems.push(format!(
+        match rule {
+            PidRule::One if self.pid != 1 => problems.push(format!(
                 "guest is pid {} of its namespace, expected 1",
                 self.pid
-            ));
+            )),
+            PidRule::In(machine) => {
+                let pid_ns = self.namespaces.get("pid").map_or("", String::as_str);
+                if pid_ns != machine {
+                    problems.push(format!(
+                        "process is in pid namespace {pid_ns:?}, not its machine's {machine:?}"
+                    ));
+                }
+            }
+            PidRule::One => {}
         }
         for ns in ISOLATED_NAMESPACES {
             let guest = self.namespaces.get(ns).map(String::as_str).unwrap_or("");

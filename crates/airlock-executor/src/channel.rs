@@ -6,7 +6,9 @@ use std::os::unix::net::UnixStream;
 use airlock_protocol::{FrameReader, Message};
 use serde_json::{json, Value};
 
-use crate::config::{AssembleConfig, ExecutorConfig, ASSEMBLE_METHOD, SETUP_METHOD};
+use crate::config::{
+    AssembleConfig, ExecutorConfig, InitConfig, ASSEMBLE_METHOD, INIT_METHOD, SETUP_METHOD,
+};
 
 /// The frame that opens a stage's life: a run, or the assembly of a sandbox's root.
 #[derive(Debug)]
@@ -15,6 +17,8 @@ pub enum First {
     Setup(Box<ExecutorConfig>),
     /// Build a sandbox root and hand it back.
     Assemble(AssembleConfig),
+    /// Start a sandbox's machine (its reaper pid 1) and hand its namespaces back.
+    Init(InitConfig),
 }
 
 /// A framed connection to the broker.
@@ -76,6 +80,10 @@ impl Channel {
                 serde_json::from_value(params)
                     .map(First::Assemble)
                     .map_err(bad)
+            }
+            Message::Notification(n) if n.method == INIT_METHOD => {
+                let params = n.params.unwrap_or(Value::Null);
+                serde_json::from_value(params).map(First::Init).map_err(bad)
             }
             other => Err(ChannelError::Protocol(format!(
                 "expected setup, got {other:?}"

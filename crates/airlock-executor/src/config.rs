@@ -20,6 +20,74 @@ pub const SANDBOX_USERNS_FD: i32 = 6;
 /// In a run, the stage's fd of the sandbox's mount namespace (joined second).
 pub const SANDBOX_MNTNS_FD: i32 = 7;
 
+/// The method name of the first frame (a notification) carrying an [`InitConfig`]: start the
+/// sandbox's machine, the reaper pid 1 whose namespaces every later process of the sandbox
+/// joins.
+pub const INIT_METHOD: &str = "init";
+
+/// In a run or process of a sandbox with a machine, the stage's fds of the machine's network,
+/// pid, ipc and uts namespaces (its mount namespace is on [`SANDBOX_MNTNS_FD`]).
+pub const MACHINE_NET_FD: i32 = 8;
+/// See [`MACHINE_NET_FD`].
+pub const MACHINE_PID_FD: i32 = 9;
+/// See [`MACHINE_NET_FD`].
+pub const MACHINE_IPC_FD: i32 = 10;
+/// See [`MACHINE_NET_FD`].
+pub const MACHINE_UTS_FD: i32 = 11;
+/// In a machine's init, the socket over which it hands the broker its namespaces and,
+/// later, each connection it dials (tagged `SCM_RIGHTS` messages; requests come as frames on
+/// stdin).
+pub const MACHINE_CHANNEL_FD: i32 = 13;
+/// In a background process's stage, its stdin: the read end of a pipe or a terminal's slave.
+pub const PROCESS_STDIO_FD: i32 = 12;
+/// The namespaces of a machine, in the order its init hands them over (one `SCM_RIGHTS`
+/// message each, tagged with its index) and the fd each has in a joining stage.
+pub const MACHINE_NAMESPACES: [(&str, i32); 5] = [
+    ("mnt", SANDBOX_MNTNS_FD),
+    ("net", MACHINE_NET_FD),
+    ("pid", MACHINE_PID_FD),
+    ("ipc", MACHINE_IPC_FD),
+    ("uts", MACHINE_UTS_FD),
+];
+
+/// What a machine's init is told.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InitConfig {
+    /// The sandbox's host identity (a root broker's sandboxes).
+    #[serde(default)]
+    pub identity: Option<HostId>,
+    /// Hostname inside the machine's uts namespace.
+    pub hostname: String,
+}
+
+/// How a stage of a sandbox with a machine joins it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Joining {
+    /// A run: the machine's namespaces, then a pid namespace of its own nested in the
+    /// machine's (pid 1 of it, torn down like any run).
+    Run,
+    /// A background process: a process of the machine's pid namespace itself, leader of its
+    /// own session, with its stdio as given.
+    Process {
+        /// What its stdin (and, for a terminal, stdout and stderr) is.
+        stdio: ProcessStdio,
+    },
+}
+
+/// A background process's stdio.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessStdio {
+    /// stdin is /dev/null; stdout and stderr are the stage's.
+    Null,
+    /// stdin is the pipe on [`PROCESS_STDIO_FD`]; stdout and stderr are the stage's.
+    Pipe,
+    /// stdin, stdout and stderr are the terminal on [`PROCESS_STDIO_FD`], the controlling
+    /// terminal of the process's session.
+    Terminal,
+}
+
 /// Where the sandbox's root is assembled inside its mount namespace (a tmpfs mounted over this
 /// directory, never visible on the host); a run pivots into it.
 pub const ROOT_STAGING: &str = "/tmp";
@@ -91,6 +159,11 @@ pub struct ExecutorConfig {
     /// namespaces on [`SANDBOX_USERNS_FD`] and [`SANDBOX_MNTNS_FD`]. Its identity is the run's.
     #[serde(default)]
     pub root: Option<AssembleConfig>,
+    /// The sandbox has a machine (its namespaces on [`SANDBOX_USERNS_FD`], [`SANDBOX_MNTNS_FD`]
+    /// and the `MACHINE_*` fds): join it this way. Its network namespace is the machine's
+    /// loopback, where the guest may listen and connect.
+    #[serde(default)]
+    pub machine: Option<Joining>,
 }
 
 /// The two workloads a stage can start.

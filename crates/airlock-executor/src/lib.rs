@@ -21,6 +21,7 @@ pub mod config;
 mod container;
 mod exit_status;
 mod guest_code;
+pub mod machine_init;
 pub mod stage;
 pub mod zygote;
 

@@ -20,8 +20,9 @@ use crate::assemble;
 use crate::attest::Attestation;
 use crate::channel::{Channel, First};
 use crate::config::{
-    AssembleConfig, ExecutorConfig, Mode, EGRESS_CHANNEL_FD, ROOT_STAGING, SANDBOX_CHANNEL_FD,
-    SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD,
+    AssembleConfig, ExecutorConfig, Joining, Mode, ProcessStdio, EGRESS_CHANNEL_FD,
+    MACHINE_NAMESPACES, PROCESS_STDIO_FD, ROOT_STAGING, SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD,
+    SANDBOX_USERNS_FD,
 };
 use crate::container;
 use crate::exit_status::EXIT_REFUSED;
@@ -106,6 +107,7 @@ pub fn stage_main() -> ! {
                 },
             ),
         },
+        (chan, First::Init(cfg)) => crate::machine_init::init_main(chan, &cfg),
     };
     run_stage(chan, &cfg, Ending::Exec);
     // Only `Ending::Return` comes back.
@@ -118,7 +120,7 @@ pub fn stage_main() -> ! {
 pub fn zygote_stage() {
     let (mut chan, cfg) = match first_frame() {
         (chan, First::Setup(cfg)) => (chan, cfg),
-        (mut chan, First::Assemble(_)) => refuse(
+        (mut chan, First::Assemble(_) | First::Init(_)) => refuse(
             &mut chan,
             &Refusal {
                 layer: "zygote",
@@ -167,6 +169,9 @@ fn run_stage(mut chan: Channel, cfg: &ExecutorConfig, ending: Ending) {
     match isolate(cfg) {
         Ok(process::Fork::Parent { child }) => {
             drop(egress);
+            if let Some(Joining::Process { .. }) = cfg.machine {
+                supervise_process(chan, child)
+            }
             supervise(chan, child)
         }
         Ok(process::Fork::Child) => pid1(chan, cfg, egress, ending),
@@ -180,14 +185,29 @@ fn run_stage(mut chan: Channel, cfg: &ExecutorConfig, ending: Ending) {
 fn isolate(cfg: &ExecutorConfig) -> Result<process::Fork, Refusal> {
     // Die with the broker: a sandbox never outlives the process supervising it.
     let broker = std::os::unix::process::parent_id();
-    let own_mounts = match &cfg.root {
-        Some(root) => {
+    let unshared = match (&cfg.root, cfg.machine) {
+        (Some(root), _) => {
             own_root(root)?;
-            false
+            ns::Namespaces {
+                mount: false,
+                ..ns::Namespaces::all()
+            }
         }
-        None => {
+        (None, None) => {
             join_sandbox(cfg)?;
-            true
+            ns::Namespaces::all()
+        }
+        (None, Some(joining)) => {
+            join_machine(cfg, joining)?;
+            // A run: a mount namespace (for its own /proc) and a pid namespace of its own; a
+            // process lives in the machine's pid namespace itself.
+            let run = joining == Joining::Run;
+            ns::Namespaces {
+                mount: run,
+                pid: run,
+                cgroup: true,
+                ..ns::Namespaces::default()
+            }
         }
     };
     if std::os::unix::process::parent_id() != broker {
@@ -196,11 +216,7 @@ fn isolate(cfg: &ExecutorConfig) -> Result<process::Fork, Refusal> {
             message: "broker exited during setup".into(),
         });
     }
-    ns::unshare(ns::Namespaces {
-        mount: own_mounts,
-        ..ns::Namespaces::all()
-    })
-    .layer("namespaces")?;
+    ns::unshare(unshared).layer("namespaces")?;
     process::fork().layer("fork")
 }
 
@@ -217,6 +233,34 @@ fn join_sandbox(cfg: &ExecutorConfig) -> Result<(), Refusal> {
     identity::join_mount_namespace(mntns.as_fd()).layer("mount namespace")
 }
 
+/// A sandbox with a machine: its identity, its user namespace, then the machine's mount,
+/// network, ipc and uts namespaces, and (a background process) its pid namespace.
+fn join_machine(cfg: &ExecutorConfig, joining: Joining) -> Result<(), Refusal> {
+    let userns = fdpass::take_inherited(SANDBOX_USERNS_FD).layer("sandbox")?;
+    let mut joined = Vec::with_capacity(MACHINE_NAMESPACES.len());
+    for (name, fd) in MACHINE_NAMESPACES {
+        joined.push((name, fdpass::take_inherited(fd).layer("machine")?));
+    }
+    if let Some(id) = cfg.identity {
+        identity::become_id(id).layer("identity")?;
+    }
+    process::set_parent_death_signal_kill().layer("pdeathsig")?;
+    identity::join_user_namespace(userns.as_fd()).layer("userns")?;
+    for (name, fd) in &joined {
+        let flag = match *name {
+            "mnt" => libc::CLONE_NEWNS,
+            "net" => libc::CLONE_NEWNET,
+            "ipc" => libc::CLONE_NEWIPC,
+            "uts" => libc::CLONE_NEWUTS,
+            // A run's pid namespace is its own (unshared next), not nested in the machine's.
+            "pid" if joining == Joining::Run => continue,
+            _ => libc::CLONE_NEWPID,
+        };
+        identity::join_namespace(fd.as_fd(), flag).layer("machine")?;
+    }
+    Ok(())
+}
+
 /// A one-shot run's sandbox: built here (identity, user and mount namespace, root), the way
 /// an assembling stage builds one, and handed to the broker, which watches its disk use.
 fn own_root(root: &AssembleConfig) -> Result<(), Refusal> {
@@ -231,8 +275,24 @@ fn own_root(root: &AssembleConfig) -> Result<(), Refusal> {
     })
 }
 
+/// The stage of a background process after fork: forward the broker's signals to the
+/// process's group, reap it, exit the way it did.
+fn supervise_process(chan: Channel, child: i32) -> ! {
+    drop(chan);
+    if let Err(e) = process::forward_signals_to_group(child) {
+        let _ = writeln!(std::io::stderr(), "airlock executor: signals: {e}");
+    }
+    match process::wait_child(child) {
+        Ok(status) => process::exit_like(status),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "airlock executor: wait: {e}");
+            process::exit_now(EXIT_REFUSED)
+        }
+    }
+}
+
 /// The stage after fork: forward termination signals, reap pid 1, exit the way it did.
-fn supervise(chan: Channel, child: i32) -> ! {
+pub(crate) fn supervise(chan: Channel, child: i32) -> ! {
     // Only pid 1 talks to the broker from here on; the broker must see EOF when pid 1 dies.
     drop(chan);
     if let Err(e) = process::forward_termination_signals(child) {
@@ -314,17 +374,15 @@ fn prepare(
     egress: Option<OwnedFd>,
 ) -> Result<Staged, Refusal> {
     process::set_parent_death_signal_kill().layer("pdeathsig")?;
-    let root = Path::new(ROOT_STAGING);
-    mounts::mount_proc_at(&root.join("proc"))
-        .map_err(container::explain(container::PROC_MOUNT))
-        .layer("proc mount")?;
-    mounts::pivot_into(root)
-        .map_err(container::explain(container::PIVOT_ROOT))
-        .layer("sandbox root")?;
-    ns::set_hostname(&cfg.hostname)
-        .map_err(container::explain(container::SETHOSTNAME))
-        .layer("uts namespace")?;
-    net::loopback_up().layer("network namespace")?;
+    match cfg.machine {
+        None => enter_own_root(cfg)?,
+        // The machine's root, hostname and loopback are this process's already; a run's pid
+        // namespace is its own and gets its own /proc.
+        Some(Joining::Run) => mounts::mount_proc_at(Path::new("/proc"))
+            .map_err(container::explain(container::PROC_MOUNT))
+            .layer("proc mount")?,
+        Some(Joining::Process { .. }) => {}
+    }
     if let (Some(port), Some(egress)) = (cfg.egress_proxy_port, egress) {
         // The proxy listener is born here, in the sandbox's namespace, and leaves at once:
         // the broker serves it; nothing that runs later in the sandbox holds it.
@@ -332,8 +390,7 @@ fn prepare(
         fdpass::send_fd(egress.as_fd(), listener.as_fd()).layer("egress")?;
     }
     std::env::set_current_dir(&cfg.cwd).layer("work dir")?;
-    let devnull = std::fs::File::open("/dev/null").layer("stdin")?;
-    process::dup2(devnull.as_raw_fd(), 0).layer("stdin")?;
+    set_up_stdio(cfg)?;
     let socket = airlock_jail::fd::dup_to(chan.fd(), STAGING_SOCKET_FD).layer("fds")?;
     let filter = match &cfg.mode {
         Mode::Python { .. } => {
@@ -362,6 +419,54 @@ fn prepare(
         filter,
         code,
     })
+}
+
+/// A fresh root of its own (no machine): /proc, the sandbox's root, hostname, loopback.
+fn enter_own_root(cfg: &ExecutorConfig) -> Result<(), Refusal> {
+    let root = Path::new(ROOT_STAGING);
+    mounts::mount_proc_at(&root.join("proc"))
+        .map_err(container::explain(container::PROC_MOUNT))
+        .layer("proc mount")?;
+    mounts::pivot_into(root)
+        .map_err(container::explain(container::PIVOT_ROOT))
+        .layer("sandbox root")?;
+    ns::set_hostname(&cfg.hostname)
+        .map_err(container::explain(container::SETHOSTNAME))
+        .layer("uts namespace")?;
+    net::loopback_up().layer("network namespace")
+}
+
+/// stdin (and a terminal's stdout and stderr). A run's stdin is /dev/null; a background
+/// process leads a session of its own (so a signal to its group reaches all it started) and
+/// reads its pipe, or has its terminal as controlling terminal and stdio.
+fn set_up_stdio(cfg: &ExecutorConfig) -> Result<(), Refusal> {
+    let stdio = match cfg.machine {
+        Some(Joining::Process { stdio }) => stdio,
+        _ => ProcessStdio::Null,
+    };
+    if let Some(Joining::Process { .. }) = cfg.machine {
+        if stdio != ProcessStdio::Terminal {
+            process::new_session().layer("session")?;
+        }
+    }
+    match stdio {
+        ProcessStdio::Null => {
+            let devnull = std::fs::File::open("/dev/null").layer("stdin")?;
+            process::dup2(devnull.as_raw_fd(), 0).layer("stdin")
+        }
+        ProcessStdio::Pipe => {
+            let pipe = fdpass::take_inherited(PROCESS_STDIO_FD).layer("stdin")?;
+            process::dup2(pipe.as_raw_fd(), 0).layer("stdin")
+        }
+        ProcessStdio::Terminal => {
+            let tty = fdpass::take_inherited(PROCESS_STDIO_FD).layer("terminal")?;
+            airlock_jail::pty::become_session_leader_with_tty(tty.as_fd()).layer("terminal")?;
+            for to in 0..3 {
+                process::dup2(tty.as_raw_fd(), to).layer("terminal")?;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// The guest's inherited fds, held open until execve.
@@ -402,16 +507,18 @@ fn lock_down(cfg: &ExecutorConfig, placed: &Placed) -> Result<(), Refusal> {
         cpu_seconds: None,
     })
     .layer("rlimits")?;
-    let connect_ports: Vec<u16> = cfg.egress_proxy_port.into_iter().collect();
-    landlock::restrict_with_connect(
-        &landlock::FsPolicy {
-            read_only: cfg.fs.read_only.clone(),
-            read_exec: cfg.fs.read_exec.clone(),
-            read_write: cfg.fs.read_write.clone(),
-        },
-        &connect_ports,
-    )
-    .layer("landlock")?;
+    let fs = landlock::FsPolicy {
+        read_only: cfg.fs.read_only.clone(),
+        read_exec: cfg.fs.read_exec.clone(),
+        read_write: cfg.fs.read_write.clone(),
+    };
+    if cfg.machine.is_some() {
+        // The machine's network namespace holds only its own loopback: any port of it.
+        landlock::restrict_on_own_loopback(&fs).layer("landlock")?;
+    } else {
+        let connect_ports: Vec<u16> = cfg.egress_proxy_port.into_iter().collect();
+        landlock::restrict_with_connect(&fs, &connect_ports).layer("landlock")?;
+    }
     caps::drop_all().layer("capabilities")?;
     caps::set_no_new_privs().layer("no_new_privs")
 }
@@ -467,9 +574,10 @@ fn start(
 
 /// The seccomp network allowance: TCP client sockets only in allowlist egress.
 fn network(cfg: &ExecutorConfig) -> seccomp::Network {
-    match cfg.egress_proxy_port {
-        Some(_) => seccomp::Network::ProxyClient,
-        None => seccomp::Network::None,
+    match (cfg.machine, cfg.egress_proxy_port) {
+        (Some(_), _) => seccomp::Network::Loopback,
+        (None, Some(_)) => seccomp::Network::ProxyClient,
+        (None, None) => seccomp::Network::None,
     }
 }
 

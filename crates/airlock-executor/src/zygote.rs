@@ -31,7 +31,10 @@ use std::sync::{Mutex, OnceLock};
 
 use airlock_jail::{cgroup, fdpass, process};
 
-use crate::config::{EGRESS_CHANNEL_FD, SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD};
+use crate::config::{
+    EGRESS_CHANNEL_FD, MACHINE_IPC_FD, MACHINE_NET_FD, MACHINE_PID_FD, MACHINE_UTS_FD,
+    SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD,
+};
 use crate::stage;
 
 /// The control socket's number in the zygote.
@@ -54,13 +57,17 @@ pub fn build() -> i64 {
     env!("AIRLOCK_STAGE_BUILD").parse().unwrap_or(0)
 }
 /// The numbers a run's descriptor may be given in the stage.
-const TARGETS: [i32; 6] = [
+const TARGETS: [i32; 10] = [
     0,
     1,
     2,
     EGRESS_CHANNEL_FD,
     SANDBOX_CHANNEL_FD,
     SANDBOX_MNTNS_FD,
+    MACHINE_NET_FD,
+    MACHINE_PID_FD,
+    MACHINE_IPC_FD,
+    MACHINE_UTS_FD,
 ];
 /// The answer to a request that could not be served (EINVAL).
 const EINVAL: i32 = 22;

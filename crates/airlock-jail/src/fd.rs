@@ -23,3 +23,45 @@ pub fn dup_to(src: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
     // gives up any other handle to that number by calling this function.
     Ok(unsafe { OwnedFd::from_raw_fd(rc) })
 }
+
+/// `poll(2)` on one descriptor for input (or hang-up) for at most `timeout_ms` (-1: no limit);
+/// whether it became readable. `EINTR` counts as not yet readable.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(JailError::Sys {
+            op: "poll",
+            source: e,
+        });
+    }
+    Ok(rc > 0)
+}
+
+/// Sets `O_NONBLOCK` on `fd` (for a descriptor an async runtime polls).
+pub fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: fcntl with F_GETFL on a valid descriptor touches no memory.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    let set = if flags < 0 {
+        flags
+    } else {
+        // SAFETY: fcntl with F_SETFL and integer flags on a valid descriptor touches no memory.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }
+    };
+    if set < 0 {
+        return Err(JailError::Sys {
+            op: "fcntl(O_NONBLOCK)",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}

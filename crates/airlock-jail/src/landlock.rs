@@ -71,6 +71,19 @@ pub fn restrict(p: &FsPolicy) -> Result<LandlockReport> {
 /// network namespace decides which addresses exist). A non-empty list needs ABI >= 4 and is
 /// refused below it, never silently widened.
 pub fn restrict_with_connect(p: &FsPolicy, connect_ports: &[u16]) -> Result<LandlockReport> {
+    restrict_inner(p, Some(connect_ports))
+}
+
+/// [`restrict`] for a process of a sandbox's machine, whose network namespace holds only its
+/// own loopback: TCP bind and connect are left to that namespace (any port of `lo`), the file
+/// system and the scopes are restricted as everywhere.
+pub fn restrict_on_own_loopback(p: &FsPolicy) -> Result<LandlockReport> {
+    restrict_inner(p, None)
+}
+
+/// `connect_ports`: `Some` handles TCP bind/connect (ABI >= 4) and allows connect to exactly
+/// those ports; `None` leaves the network to the namespace.
+fn restrict_inner(p: &FsPolicy, connect_ports: Option<&[u16]>) -> Result<LandlockReport> {
     let Some(abi_num) = abi_version() else {
         return Err(JailError::Unsupported {
             what: "landlock".into(),
@@ -89,7 +102,8 @@ pub fn restrict_with_connect(p: &FsPolicy, connect_ports: &[u16]) -> Result<Land
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all_fs)
         .map_err(not_enforced)?;
-    let network_restricted = abi_num >= 4;
+    let network_restricted = abi_num >= 4 && connect_ports.is_some();
+    let connect_ports = connect_ports.unwrap_or(&[]);
     if network_restricted {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))

@@ -183,8 +183,9 @@ pub fn parent_pid() -> i32 {
 static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn forward_handler(sig: libc::c_int) {
+    // A negative target is a process group (see [`forward_signals_to_group`]).
     let child = FORWARD_TO.load(Ordering::SeqCst);
-    if child > 0 {
+    if child != 0 {
         // SAFETY: kill is async-signal-safe; we save and restore errno around it.
         unsafe {
             let saved = *libc::__errno_location();
@@ -214,6 +215,84 @@ pub fn forward_termination_signals(child: i32) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The signal a background process's stage takes as "kill the process's whole group"
+/// (SIGKILL itself cannot be caught, and killing the stage would end only the leader).
+pub const KILL_GROUP_SIGNAL: i32 = 35; // SIGRTMIN + 1 (glibc reserves 32 and 33; 34 is SIGRTMIN)
+
+/// The signals [`forward_signals_to_group`] passes on.
+pub const GROUP_FORWARDED: [i32; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGCONT,
+];
+
+extern "C" fn kill_group_handler(_sig: libc::c_int) {
+    let target = FORWARD_TO.load(Ordering::SeqCst);
+    if target < 0 {
+        // SAFETY: kill is async-signal-safe; we save and restore errno around it.
+        unsafe {
+            let saved = *libc::__errno_location();
+            libc::kill(target, libc::SIGKILL);
+            *libc::__errno_location() = saved;
+        }
+    }
+}
+
+fn install_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) -> Result<()> {
+    // SAFETY: sigaction is plain old data; all-zero is valid before we fill it.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = handler as *const () as libc::sighandler_t;
+    act.sa_flags = libc::SA_RESTART;
+    // SAFETY: `act.sa_mask` is ours; sigemptyset only writes it.
+    unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    check(
+        // SAFETY: `act` is initialised, the handler only calls async-signal-safe functions.
+        unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) },
+        "sigaction",
+    )?;
+    Ok(())
+}
+
+/// Sends each of [`GROUP_FORWARDED`] received by this process on to the process group
+/// `leader` leads, and takes [`KILL_GROUP_SIGNAL`] as SIGKILL for that group: how the broker
+/// signals a background process through its stage.
+pub fn forward_signals_to_group(leader: i32) -> Result<()> {
+    if leader <= 0 {
+        return Err(JailError::InvalidInput(format!("bad leader pid {leader}")));
+    }
+    FORWARD_TO.store(-leader, Ordering::SeqCst);
+    for sig in GROUP_FORWARDED {
+        install_handler(sig, forward_handler)?;
+    }
+    install_handler(KILL_GROUP_SIGNAL, kill_group_handler)
+}
+
+/// `setsid(2)`: a new session and process group led by the caller.
+pub fn new_session() -> Result<()> {
+    // SAFETY: setsid takes nothing.
+    check(unsafe { libc::setsid() }, "setsid")?;
+    Ok(())
+}
+
+/// Reaps every child that has ended, without blocking: how a pid namespace's init keeps
+/// orphans from staying zombies. Returns how many were reaped.
+pub fn reap_ended() -> usize {
+    let mut n = 0;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a valid out pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r <= 0 {
+            return n;
+        }
+        n += 1;
+    }
 }
 
 /// `waitpid(child)`, retrying `EINTR`, until it exits or is killed.

@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use crate::config::LocalConfig;
+use crate::root::start_machine;
 use crate::root::{new_fs, Root};
 use crate::rung::{egress_modes, probe_rung, RungProbe};
 use crate::sandbox::{LocalSandbox, Parts, ToolsForRun};
@@ -67,6 +68,7 @@ pub fn local_declarations() -> BackendDeclarations {
             Capability::FilesOut,
             Capability::FilesList,
             Capability::FilesDelete,
+            Capability::Processes,
         ])
         .with_limits(SandboxLimits::DEFAULT)
         .with_egress_modes(egress_modes())
@@ -173,15 +175,20 @@ impl Backend for LocalBackend {
         }
         let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
         let image = image_for(&self.config, spec).map_err(BackendError::Refused)?;
+        let machine = crate::processes::wants_machine(spec).map_err(BackendError::Refused)?;
         // A call-scoped sandbox's root is made when something needs it (see `crate::root`).
         let root = if spec.isolation_scope() == IsolationScope::Call {
             Root::Unmade { image }
         } else {
-            Root::Made(Arc::new(
-                new_fs(&self.config, image)
+            let fs = new_fs(&self.config, image)
+                .await
+                .map_err(BackendError::Other)?;
+            if machine {
+                start_machine(&fs, &self.config)
                     .await
-                    .map_err(BackendError::Other)?,
-            ))
+                    .map_err(BackendError::Refused)?;
+            }
+            Root::Made(Arc::new(fs))
         };
         let mut map = lock(&self.sandboxes);
         if let Some(e) = map.get(key) {
@@ -198,6 +205,7 @@ impl Backend for LocalBackend {
             egress,
             stateful: spec.stateful(),
             restricted: spec.restricted(),
+            machine,
         }));
         map.insert(
             key.clone(),

@@ -38,14 +38,17 @@ pub(crate) enum ForRun {
 #[derive(Debug)]
 pub(crate) struct RootCell {
     root: Mutex<Root>,
+    /// The sandbox has a machine (background processes, ports), started with its root.
+    machine: bool,
     /// Held while the root is being made, so it is made once.
     making: tokio::sync::Mutex<()>,
 }
 
 impl RootCell {
-    pub(crate) fn new(root: Root) -> Self {
+    pub(crate) fn new(root: Root, machine: bool) -> Self {
         RootCell {
             root: Mutex::new(root),
+            machine,
             making: tokio::sync::Mutex::new(()),
         }
     }
@@ -72,6 +75,9 @@ impl RootCell {
             Root::Unmade { image } => image.clone(),
         };
         let fs = Arc::new(new_fs(config, image).await?);
+        if self.machine {
+            start_machine(&fs, config).await?;
+        }
         let mut root = self.lock();
         if matches!(*root, Root::Gone) {
             return Err("the sandbox was disposed".into());
@@ -83,7 +89,7 @@ impl RootCell {
     /// What a run does about the root: join it, or — when the root is not made and this run
     /// is the sandbox's `last` — build its own.
     pub(crate) async fn for_run(&self, config: &LocalConfig, last: bool) -> Result<ForRun, String> {
-        if last {
+        if last && !self.machine {
             if let Root::Unmade { image } = &*self.lock() {
                 return Ok(ForRun::Own(image.clone()));
             }
@@ -95,6 +101,14 @@ impl RootCell {
     pub(crate) fn take(&self) -> Root {
         std::mem::replace(&mut *self.lock(), Root::Gone)
     }
+}
+
+/// Start the machine of `fs` (see `airlock_broker::machine`).
+pub(crate) async fn start_machine(fs: &SandboxFs, config: &LocalConfig) -> Result<(), String> {
+    fs.start_machine(&config.executor)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// A fresh sandbox filesystem for `config`: the image's root, or the system root with the

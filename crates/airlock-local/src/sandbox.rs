@@ -45,6 +45,10 @@ pub struct LocalSandbox {
     pub(crate) disposed: watch::Sender<bool>,
     /// Python runs under the config's restricted language profile.
     pub(crate) restricted: bool,
+    /// Its background processes (a sandbox with a machine).
+    pub(crate) processes: airlock_broker::machine::Processes,
+    /// The sandbox has a machine (its spec asks for `processes`).
+    pub(crate) machine: bool,
 }
 
 impl std::fmt::Debug for LocalSandbox {
@@ -68,6 +72,8 @@ pub(crate) struct Parts {
     pub(crate) stateful: bool,
     /// Python runs under the config's restricted language profile.
     pub(crate) restricted: bool,
+    /// The sandbox has a machine (its spec asks for `processes` or `ports`).
+    pub(crate) machine: bool,
 }
 
 pub(crate) fn backend(detail: impl Into<String>) -> SandboxError {
@@ -81,7 +87,7 @@ impl LocalSandbox {
         LocalSandbox {
             key: p.key,
             spec_work_dir: p.spec_work_dir.trim_end_matches('/').to_owned(),
-            root: RootCell::new(p.root),
+            root: RootCell::new(p.root, p.machine),
             config: p.config,
             files_in: p.files_in,
             tools: p.tools,
@@ -89,6 +95,8 @@ impl LocalSandbox {
             run_lock: Mutex::new(p.stateful.then(airlock_broker::Kernel::default)),
             disposed: watch::channel(false).0,
             restricted: p.restricted,
+            processes: airlock_broker::machine::Processes::default(),
+            machine: p.machine,
         }
     }
 
@@ -111,6 +119,7 @@ impl LocalSandbox {
             egress,
             stateful: spec.stateful(),
             restricted: spec.restricted(),
+            machine: false,
         }))
     }
 
@@ -182,6 +191,15 @@ impl LocalSandbox {
         if let Some(kernel) = gone.as_mut() {
             kernel.shut_down().await;
         }
-        drop(self.root.take());
+        let root = self.root.take();
+        if let crate::root::Root::Made(fs) = &root {
+            if let Some(machine) = fs.machine() {
+                // Every background process dies with the machine's pid 1; each one's stage is
+                // reaped before the disposal answers.
+                machine.end().await;
+                self.processes.reap_all().await;
+            }
+        }
+        drop(root);
     }
 }

@@ -26,6 +26,8 @@ pub enum Capability {
     Snapshot,
     /// Attach an identity (an authority) to the sandbox.
     AttachedIdentity,
+    /// Start background processes (and terminals) that outlive a call.
+    Processes,
 }
 
 vocabulary!(Capability, "capability", {
@@ -38,6 +40,7 @@ vocabulary!(Capability, "capability", {
     FilesDelete => "files_delete",
     Snapshot => "snapshot",
     AttachedIdentity => "attached_identity",
+    Processes => "processes",
 });
 
 /// What a backend that states no capabilities is read as declaring: exec and files-in, which

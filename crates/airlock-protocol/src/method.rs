@@ -43,3 +43,21 @@ pub const FILES_STAT: &str = "files.stat";
 pub const FILES_REMOVE: &str = "files.remove";
 /// Request: collect a sandbox's declared outputs with their bytes.
 pub const OUTPUTS_COLLECT: &str = "outputs.collect";
+/// Start a background process in a sandbox.
+pub const PROCESS_START: &str = "process.start";
+/// A sandbox's processes.
+pub const PROCESS_LIST: &str = "process.list";
+/// Bytes to a process's stdin or terminal.
+pub const PROCESS_INPUT: &str = "process.input";
+/// Close a process's stdin.
+pub const PROCESS_CLOSE_STDIN: &str = "process.close_stdin";
+/// Resize a process's terminal.
+pub const PROCESS_RESIZE: &str = "process.resize";
+/// Signal a process's group.
+pub const PROCESS_SIGNAL: &str = "process.signal";
+/// Wait for a process to end.
+pub const PROCESS_WAIT: &str = "process.wait";
+/// A process's recent output (re-read after re-attaching).
+pub const PROCESS_OUTPUT: &str = "process.output";
+/// Notification: a process ended.
+pub const PROCESS_EXITED: &str = "process.exited";

@@ -19,7 +19,7 @@ use crate::transport::Outbound;
 use crate::wire_spec;
 
 /// The session methods (everything but `execute`).
-pub const SESSION_METHODS: [&str; 13] = [
+pub const SESSION_METHODS: [&str; 21] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -33,6 +33,14 @@ pub const SESSION_METHODS: [&str; 13] = [
     m::FILES_STAT,
     m::FILES_REMOVE,
     m::OUTPUTS_COLLECT,
+    m::PROCESS_START,
+    m::PROCESS_LIST,
+    m::PROCESS_INPUT,
+    m::PROCESS_CLOSE_STDIN,
+    m::PROCESS_RESIZE,
+    m::PROCESS_SIGNAL,
+    m::PROCESS_WAIT,
+    m::PROCESS_OUTPUT,
 ];
 
 /// Whether `method` is one of the session methods.
@@ -181,7 +189,13 @@ fn on_sandbox(
     params: Value,
     tasks: &mut JoinSet<()>,
 ) {
-    let held = sandbox_id(&params).and_then(|sid| sbs.get(&sid));
+    let held = if crate::process_api::is_process_method(&method) {
+        crate::process_api::sandbox_of(&params)
+            .ok_or_else(|| invalid("params must carry `sandbox_id` or a `process_id`"))
+    } else {
+        sandbox_id(&params)
+    }
+    .and_then(|sid| sbs.get(&sid));
     let held = match held {
         Ok(h) => h,
         Err(e) => {
@@ -201,9 +215,10 @@ fn on_sandbox(
         _ => {
             tasks.spawn(async move {
                 let r = match method.as_str() {
-                    m::SANDBOX_CONNECT => {
-                        id_only(&method, params).map(|()| held.describe(sbs.isolation()))
-                    }
+                    m::SANDBOX_CONNECT => id_only(&method, params).map(|()| {
+                        crate::process_api::attach_all(&conn, &held);
+                        held.describe(sbs.isolation())
+                    }),
                     m::SANDBOX_DISPOSE => match id_only(&method, params) {
                         Ok(()) => sbs.dispose(&held.id).await,
                         Err(e) => Err(e),
@@ -215,6 +230,9 @@ fn on_sandbox(
                     m::FILES_REMOVE => files_api::remove(&held, params).await,
                     m::OUTPUTS_COLLECT => {
                         crate::outputs_api::collect(&held, params, sbs.observers()).await
+                    }
+                    m if crate::process_api::is_process_method(m) => {
+                        crate::process_api::serve(&conn, &held, m, params).await
                     }
                     _ => Err(ErrorObject::new(
                         ErrorCode::MethodNotFound,

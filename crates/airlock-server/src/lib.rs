@@ -29,6 +29,7 @@ pub mod framed;
 pub mod fuzzing;
 pub(crate) mod outputs_api;
 pub mod params;
+pub mod process_api;
 pub mod remote_tools;
 pub mod reply;
 pub(crate) mod sandbox_run;

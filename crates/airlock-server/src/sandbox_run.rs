@@ -74,6 +74,8 @@ pub(crate) struct Conn {
     pub pending: Pending,
     /// Cancelled when the connection is gone.
     pub conn_gone: CancelToken,
+    /// The background processes this connection hears.
+    pub attached: crate::process_api::Attached,
 }
 
 /// A parsed run request.

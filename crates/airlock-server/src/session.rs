@@ -49,6 +49,8 @@ struct Session {
     outbound: mpsc::Sender<Outbound>,
     pending: Pending,
     conn_gone: CancelToken,
+    /// The background processes this connection hears.
+    attached: crate::process_api::Attached,
     current: Option<Current>,
     /// The session methods in flight (each sends its own response).
     tasks: JoinSet<()>,
@@ -71,6 +73,7 @@ pub(crate) async fn serve(
             outbound,
             pending: Pending::default(),
             conn_gone: CancelToken::new(),
+            attached: crate::process_api::Attached::default(),
             current: None,
             tasks: JoinSet::new(),
         };
@@ -194,6 +197,7 @@ impl Session {
                     outbound: self.outbound.clone(),
                     pending: self.pending.clone(),
                     conn_gone: self.conn_gone.clone(),
+                    attached: self.attached.clone(),
                 };
                 dispatch::dispatch(&conn, req, &mut self.tasks);
             }

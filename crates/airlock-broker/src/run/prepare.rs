@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use airlock_executor::config::Joining;
 use airlock_executor::{AssembleConfig, DataBounds, ExecutorConfig, Mode, RlimitSpec};
 use airlock_protocol::ErrorCode;
 
@@ -60,7 +61,18 @@ pub(crate) async fn prepare(spec: &RunSpec, probe: RunProbe) -> Result<Prepared,
         egress_proxy_port: egress::proxy_port(&limits.egress)?,
         untrusted_interpreter: plan.untrusted_interpreter,
         root,
+        machine: match &sandbox {
+            RunRoot::Shared(sb) if sb.machine().is_some() => Some(Joining::Run),
+            _ => None,
+        },
     };
+    if config.machine.is_some() && config.egress_proxy_port.is_some() {
+        return Err(not_started(
+            ErrorCode::SandboxRefused,
+            "a sandbox with background processes has no allowlist egress yet: its runs share \
+             one network namespace; use closed egress",
+        ));
+    }
     Ok(Prepared {
         config,
         code: plan.code,

@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::time::Duration;
 
-use airlock_executor::config::{SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD, SANDBOX_USERNS_FD};
+use airlock_executor::config::SANDBOX_CHANNEL_FD;
 use airlock_jail::cgroup::EntryHandles;
 use tokio::net::UnixStream;
 use tokio::task::JoinHandle;
@@ -124,13 +124,7 @@ pub(super) fn spawn(
     ours.set_nonblocking(true)?;
     let theirs: OwnedFd = theirs.into();
     let (mut maps, hand_over) = match &p.sandbox {
-        RunRoot::Shared(sb) => {
-            let (userns, mntns) = sb.namespaces()?;
-            (
-                vec![(userns, SANDBOX_USERNS_FD), (mntns, SANDBOX_MNTNS_FD)],
-                None,
-            )
-        }
+        RunRoot::Shared(sb) => (sb.join_fds()?, None),
         RunRoot::Own { .. } => {
             let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
             (

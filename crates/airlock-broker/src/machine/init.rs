@@ -1,0 +1,231 @@
+//! Starting a sandbox's machine and talking to its init (`airlock_executor::machine_init`):
+//! the reaper pid 1 whose mount, network, pid, ipc and uts namespaces every later process of
+//! the sandbox joins, and which dials ports of the sandbox's loopback for the broker.
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_executor::config::{
+    InitConfig, INIT_METHOD, MACHINE_CHANNEL_FD, MACHINE_NAMESPACES, SANDBOX_MNTNS_FD,
+    SANDBOX_USERNS_FD,
+};
+use airlock_executor::machine_init::{DIALED, DIAL_METHOD};
+use airlock_jail::fdpass;
+use airlock_protocol::{FrameReader, Message};
+use serde_json::json;
+
+use crate::sandbox_fs::SandboxFs;
+
+/// How long the init may take to hand its namespaces over.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a dial may take end to end (the init bounds its own connect at 2 s).
+const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the machine's end may take: pid 1 exits at EOF, the kernel empties its namespace.
+const END_TIMEOUT: Duration = Duration::from_secs(5);
+/// Cap on the init's refusal message.
+const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
+
+/// Why a machine could not start or answer.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    /// The init could not be spawned or talked to.
+    #[error("the sandbox's machine: {0}")]
+    Io(#[from] io::Error),
+    /// The init refused (a missing kernel feature, said how to fix).
+    #[error("the sandbox's machine could not start: {0}")]
+    Refused(String),
+    /// Nothing accepted a connection on the port.
+    #[error("nothing accepts connections on port {0} of the sandbox's loopback")]
+    NotListening(u16),
+    /// The machine has ended (its sandbox was disposed).
+    #[error("the sandbox's machine has ended")]
+    Ended,
+}
+
+/// One sandbox's machine, held by its [`SandboxFs`] for the sandbox's life.
+#[derive(Debug)]
+pub struct Machine {
+    /// The init's stage (the broker's child; killed when dropped).
+    stage: tokio::sync::Mutex<Option<tokio::process::Child>>,
+    /// Requests to the init (frames); closing it ends the machine.
+    control: Mutex<Option<UnixStream>>,
+    /// Descriptors from the init (tagged `SCM_RIGHTS` messages).
+    fds: Mutex<UnixStream>,
+    /// mnt, net, pid, ipc, uts (the order of `MACHINE_NAMESPACES`).
+    namespaces: Vec<OwnedFd>,
+    /// `pid:[inode]` of the machine's pid namespace, as a process's attestation names it.
+    pid_ns: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Machine {
+    /// Start the machine of the sandbox `fs` with the `airlock` binary `executor`. Called on a
+    /// runtime worker (the init's stage dies with the thread that spawned it: a worker lives as
+    /// long as the runtime).
+    pub async fn start(executor: &Path, fs: &SandboxFs) -> Result<Machine, MachineError> {
+        let (control, theirs) = UnixStream::pair()?;
+        let (fds, fds_theirs) = UnixStream::pair()?;
+        let (userns, mntns) = fs.namespaces()?;
+        let mut cmd = tokio::process::Command::new(executor);
+        cmd.arg("__executor")
+            .env_clear()
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true);
+        fdpass::map_fds_at_spawn(
+            cmd.as_std_mut(),
+            vec![
+                (userns, SANDBOX_USERNS_FD),
+                (mntns, SANDBOX_MNTNS_FD),
+                (OwnedFd::from(fds_theirs), MACHINE_CHANNEL_FD),
+            ],
+        )
+        .map_err(io::Error::other)?;
+        let stage = cmd.spawn()?;
+        drop(cmd);
+        let config = InitConfig {
+            identity: fs.owner(),
+            hostname: "airlock".into(),
+        };
+        let frame = Message::notification(INIT_METHOD, serde_json::to_value(&config).ok());
+        airlock_protocol::write_message(&mut &control, &frame)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let (control, fds, got) = tokio::task::spawn_blocking(move || {
+            let got = receive_namespaces(&fds);
+            (control, fds, got)
+        })
+        .await
+        .map_err(io::Error::other)?;
+        let namespaces = match got {
+            Ok(Some(ns)) => ns,
+            Ok(None) => return Err(MachineError::Refused(refusal(control).await)),
+            Err(e) => return Err(MachineError::Io(e)),
+        };
+        let pid_ns = namespace_name("pid", &namespaces[2])?;
+        Ok(Machine {
+            stage: tokio::sync::Mutex::new(Some(stage)),
+            control: Mutex::new(Some(control)),
+            fds: Mutex::new(fds),
+            namespaces,
+            pid_ns,
+        })
+    }
+
+    /// Copies of the machine's namespaces at the numbers a joining stage takes them.
+    pub fn namespaces(&self) -> io::Result<Vec<(OwnedFd, i32)>> {
+        self.namespaces
+            .iter()
+            .zip(MACHINE_NAMESPACES)
+            .map(|(fd, (_, target))| Ok((fd.try_clone()?, target)))
+            .collect()
+    }
+
+    /// The machine's pid namespace as `/proc/<pid>/ns/pid` names it (`pid:[inode]`).
+    #[must_use]
+    pub fn pid_namespace(&self) -> &str {
+        &self.pid_ns
+    }
+
+    /// A connection to `port` of the machine's loopback, made by its init and handed over.
+    pub async fn dial(self: &Arc<Self>, port: u16) -> Result<tokio::net::TcpStream, MachineError> {
+        let me = Arc::clone(self);
+        let stream = tokio::task::spawn_blocking(move || me.dial_blocking(port))
+            .await
+            .map_err(io::Error::other)??;
+        stream.set_nonblocking(true)?;
+        Ok(tokio::net::TcpStream::from_std(stream)?)
+    }
+
+    fn dial_blocking(&self, port: u16) -> Result<std::net::TcpStream, MachineError> {
+        // One request at a time: the answer on the descriptor socket is the last request's.
+        let fds = lock(&self.fds);
+        {
+            let control = lock(&self.control);
+            let Some(control) = control.as_ref() else {
+                return Err(MachineError::Ended);
+            };
+            let frame = Message::notification(DIAL_METHOD, Some(json!({ "port": port })));
+            airlock_protocol::write_message(&mut &*control, &frame)
+                .map_err(|_| MachineError::Ended)?;
+        }
+        fds.set_read_timeout(Some(DIAL_TIMEOUT))?;
+        loop {
+            match fdpass::recv_tagged(fds.as_fd()) {
+                Ok(Some((DIALED, Some(fd)))) => return Ok(std::net::TcpStream::from(fd)),
+                Ok(Some(_)) => return Err(MachineError::NotListening(port)),
+                Ok(None) => return Err(MachineError::Ended),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(MachineError::Io(e)),
+            }
+        }
+    }
+
+    /// End the machine: its init sees EOF and exits, the kernel kills every process of its pid
+    /// namespace, and the init's stage is reaped — all before this returns.
+    pub async fn end(&self) {
+        drop(lock(&self.control).take());
+        let Some(mut stage) = self.stage.lock().await.take() else {
+            return;
+        };
+        if tokio::time::timeout(END_TIMEOUT, stage.wait())
+            .await
+            .is_err()
+        {
+            let _ = stage.start_kill();
+            let _ = stage.wait().await;
+        }
+    }
+}
+
+/// The namespace link name (`pid:[4026532...]`) of a namespace descriptor.
+fn namespace_name(kind: &str, fd: &OwnedFd) -> io::Result<String> {
+    let meta = std::fs::File::from(fd.try_clone()?).metadata()?;
+    Ok(format!("{kind}:[{}]", meta.ino()))
+}
+
+/// The init's namespaces in order, or None when it closed the socket first (it refused).
+fn receive_namespaces(sock: &UnixStream) -> io::Result<Option<Vec<OwnedFd>>> {
+    sock.set_read_timeout(Some(START_TIMEOUT))?;
+    let mut got = Vec::with_capacity(MACHINE_NAMESPACES.len());
+    while got.len() < MACHINE_NAMESPACES.len() {
+        match fdpass::recv_tagged(sock.as_fd()) {
+            Ok(Some((tag, Some(fd)))) if usize::from(tag) == got.len() => got.push(fd),
+            Ok(Some(_)) => return Err(io::Error::other("the init handed over out of order")),
+            Ok(None) => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(got))
+}
+
+/// The init's `refused` message, read with a cap.
+async fn refusal(sock: UnixStream) -> String {
+    let read = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut reader = FrameReader::new(sock.take(MAX_REFUSAL_BYTES));
+        match reader.read_message() {
+            Ok(Some(Message::Notification(n))) if n.method == "refused" => {
+                let p = n.params.unwrap_or_default();
+                format!(
+                    "layer {} unavailable: {}",
+                    p["layer"].as_str().unwrap_or("unknown"),
+                    p["message"].as_str().unwrap_or("")
+                )
+            }
+            _ => "the init exited without a reason".into(),
+        }
+    });
+    read.await.unwrap_or_else(|e| e.to_string())
+}

@@ -1,0 +1,167 @@
+//! A sandbox's machine: the reaper that is pid 1 of the sandbox's own pid namespace and holds
+//! the network, ipc and uts namespaces every later process of the sandbox joins.
+//!
+//! The stage of `airlock __executor` opened by an `init` frame joins the sandbox's user and
+//! mount namespaces (as a run's stage does), unshares every other one and forks; the parent
+//! supervises (and dies with the broker); the child is pid 1: a fresh /proc, the sandbox's root,
+//! loopback up, then it hands the broker its namespaces (mount, network, pid, ipc, uts; one
+//! `SCM_RIGHTS` message each on [`MACHINE_CHANNEL_FD`], tagged with its index in
+//! [`MACHINE_NAMESPACES`]), locks itself
+//! down (no file access, not dumpable, no capabilities, no_new_privs) and serves: it reaps
+//! every orphan of the sandbox, and dials a port of its loopback for the broker on request
+//! (`dial {"port"}` → one message tagged [`DIALED`] with the connected socket, or
+//! [`NOT_DIALED`] without one). When the broker's end of the socket closes — disposal, or
+//! the broker's death — pid 1 exits, and the kernel kills every process of the namespace.
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+use std::time::Duration;
+
+use airlock_jail::{caps, fd, fdpass, identity, landlock, mounts, net, ns, process};
+use airlock_protocol::Message;
+
+use crate::channel::Channel;
+use crate::config::{
+    InitConfig, MACHINE_CHANNEL_FD, MACHINE_NAMESPACES, ROOT_STAGING, SANDBOX_MNTNS_FD,
+    SANDBOX_USERNS_FD,
+};
+use crate::container;
+use crate::exit_status::EXIT_REFUSED;
+
+/// The method of the broker's request for a connection to a port of the machine's loopback.
+pub const DIAL_METHOD: &str = "dial";
+/// Tag of the answer carrying the connected socket.
+pub const DIALED: u8 = b'D';
+/// Tag of the answer when nothing accepted the connection.
+pub const NOT_DIALED: u8 = b'N';
+/// How long pid 1 sleeps between reaping rounds when no request comes.
+const REAP_EVERY_MS: i32 = 500;
+/// How long a dial may take (loopback answers at once; this bounds a full backlog).
+const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A step of the machine's start that failed.
+fn refuse(chan: &mut Channel, layer: &str, e: impl std::fmt::Display) -> ! {
+    chan.refuse(layer, &e.to_string());
+    process::exit_now(EXIT_REFUSED)
+}
+
+/// Entry point of a stage opened by an `init` frame.
+pub(crate) fn init_main(mut chan: Channel, cfg: &InitConfig) -> ! {
+    let fds = match fdpass::take_inherited(MACHINE_CHANNEL_FD) {
+        Ok(fd) => fd,
+        Err(e) => refuse(&mut chan, "machine", e),
+    };
+    if let Err((layer, e)) = isolate(cfg) {
+        refuse(&mut chan, layer, e)
+    }
+    match process::fork() {
+        Ok(process::Fork::Parent { child }) => {
+            // Only pid 1 hands descriptors over: the broker sees EOF when it is gone.
+            drop(fds);
+            crate::stage::supervise(chan, child)
+        }
+        Ok(process::Fork::Child) => pid1(chan, &fds, cfg),
+        Err(e) => refuse(&mut chan, "fork", e),
+    }
+}
+
+type Step = Result<(), (&'static str, String)>;
+
+fn step<E: std::fmt::Display>(layer: &'static str) -> impl Fn(E) -> (&'static str, String) {
+    move |e| (layer, e.to_string())
+}
+
+/// The sandbox's identity, its user and mount namespaces, then every other one of its own.
+fn isolate(cfg: &InitConfig) -> Step {
+    let broker = std::os::unix::process::parent_id();
+    let userns = fdpass::take_inherited(SANDBOX_USERNS_FD).map_err(step("sandbox"))?;
+    let mntns = fdpass::take_inherited(SANDBOX_MNTNS_FD).map_err(step("sandbox"))?;
+    if let Some(id) = cfg.identity {
+        identity::become_id(id).map_err(step("identity"))?;
+    }
+    process::set_parent_death_signal_kill().map_err(step("pdeathsig"))?;
+    identity::join_user_namespace(userns.as_fd()).map_err(step("userns"))?;
+    identity::join_mount_namespace(mntns.as_fd()).map_err(step("mount namespace"))?;
+    if std::os::unix::process::parent_id() != broker {
+        return Err(("pdeathsig", "broker exited during setup".into()));
+    }
+    ns::unshare(ns::Namespaces::all()).map_err(step("namespaces"))
+}
+
+/// pid 1 of the machine: set up, hand the namespaces over, lock down, serve.
+fn pid1(mut chan: Channel, fds: &OwnedFd, cfg: &InitConfig) -> ! {
+    if let Err((layer, e)) = set_up(&chan, fds, cfg) {
+        refuse(&mut chan, layer, e)
+    }
+    serve(chan, fds)
+}
+
+fn set_up(chan: &Channel, fds: &OwnedFd, cfg: &InitConfig) -> Step {
+    process::set_parent_death_signal_kill().map_err(step("pdeathsig"))?;
+    let root = Path::new(ROOT_STAGING);
+    mounts::mount_proc_at(&root.join("proc"))
+        .map_err(container::explain(container::PROC_MOUNT))
+        .map_err(step("proc mount"))?;
+    mounts::pivot_into(root)
+        .map_err(container::explain(container::PIVOT_ROOT))
+        .map_err(step("sandbox root"))?;
+    ns::set_hostname(&cfg.hostname)
+        .map_err(container::explain(container::SETHOSTNAME))
+        .map_err(step("uts namespace"))?;
+    net::loopback_up().map_err(step("network namespace"))?;
+    for (index, (name, _)) in MACHINE_NAMESPACES.iter().enumerate() {
+        let fd = identity::own_namespace(name).map_err(step("namespaces"))?;
+        let tag = u8::try_from(index).unwrap_or(u8::MAX);
+        fdpass::send_tagged(fds.as_fd(), tag, Some(fd.as_fd())).map_err(step("namespaces"))?;
+    }
+    std::env::set_current_dir("/").map_err(step("work dir"))?;
+    process::close_fds_except(&[chan.fd().as_raw_fd(), fds.as_raw_fd()]).map_err(step("fds"))?;
+    process::set_dumpable(false).map_err(step("dumpable"))?;
+    landlock::restrict_on_own_loopback(&landlock::FsPolicy::default()).map_err(step("landlock"))?;
+    caps::drop_all().map_err(step("capabilities"))?;
+    caps::set_no_new_privs().map_err(step("no_new_privs"))
+}
+
+/// Reap orphans; answer dials; end with the broker's socket.
+fn serve(mut chan: Channel, fds: &OwnedFd) -> ! {
+    loop {
+        process::reap_ended();
+        match fd::wait_readable(chan.fd(), REAP_EVERY_MS) {
+            Ok(false) => continue,
+            Ok(true) => {}
+            Err(_) => process::exit_now(0),
+        }
+        match chan.next_message() {
+            Ok(Message::Notification(n)) if n.method == DIAL_METHOD => {
+                let port = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("port"))
+                    .and_then(serde_json::Value::as_u64)
+                    .and_then(|p| u16::try_from(p).ok())
+                    .filter(|p| *p != 0);
+                let answer = port.and_then(dial);
+                let sent = match &answer {
+                    Some(stream) => fdpass::send_tagged(fds.as_fd(), DIALED, Some(stream.as_fd())),
+                    None => fdpass::send_tagged(fds.as_fd(), NOT_DIALED, None),
+                };
+                if sent.is_err() {
+                    process::exit_now(0);
+                }
+            }
+            // The broker closed its end (disposal, or its death), or broke the protocol: the
+            // machine ends, and with pid 1 every process in it.
+            _ => process::exit_now(0),
+        }
+    }
+}
+
+/// A connection to `port` of this namespace's loopback (IPv4, then IPv6).
+fn dial(port: u16) -> Option<TcpStream> {
+    [
+        SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        SocketAddr::from((Ipv6Addr::LOCALHOST, port)),
+    ]
+    .iter()
+    .find_map(|a| TcpStream::connect_timeout(a, DIAL_TIMEOUT).ok())
+}
