@@ -240,11 +240,12 @@ impl SandboxFs {
     pub async fn start_machine(
         &self,
         executor: &Path,
+        limits: &crate::limits::Limits,
     ) -> Result<Arc<crate::machine::Machine>, crate::machine::MachineError> {
         if let Some(m) = self.machine.get() {
             return Ok(Arc::clone(m));
         }
-        let started = Arc::new(crate::machine::Machine::start(executor, self).await?);
+        let started = Arc::new(crate::machine::Machine::start(executor, self, limits).await?);
         match self.machine.set(Arc::clone(&started)) {
             Ok(()) => Ok(started),
             Err(_) => {

@@ -105,7 +105,7 @@ impl RootCell {
 
 /// Start the machine of `fs` (see `airlock_broker::machine`).
 pub(crate) async fn start_machine(fs: &SandboxFs, config: &LocalConfig) -> Result<(), String> {
-    fs.start_machine(&config.executor)
+    fs.start_machine(&config.executor, &config.limits)
         .await
         .map(drop)
         .map_err(|e| e.to_string())

@@ -19,7 +19,10 @@ use airlock_jail::fdpass;
 use airlock_protocol::{FrameReader, Message};
 use serde_json::json;
 
+use crate::limits::Limits;
+use crate::run::cgroup_attach;
 use crate::sandbox_fs::SandboxFs;
+use airlock_jail::cgroup::RunCgroup;
 
 /// How long the init may take to hand its namespaces over.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -60,6 +63,9 @@ pub struct Machine {
     namespaces: Vec<OwnedFd>,
     /// `pid:[inode]` of the machine's pid namespace, as a process's attestation names it.
     pid_ns: String,
+    /// The cgroup that holds the init and every background process (memory, pids and CPU
+    /// bounded together), where the machine allows one; killed and removed when dropped.
+    cgroup: Option<RunCgroup>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -70,7 +76,11 @@ impl Machine {
     /// Start the machine of the sandbox `fs` with the `airlock` binary `executor`. Called on a
     /// runtime worker (the init's stage dies with the thread that spawned it: a worker lives as
     /// long as the runtime).
-    pub async fn start(executor: &Path, fs: &SandboxFs) -> Result<Machine, MachineError> {
+    pub async fn start(
+        executor: &Path,
+        fs: &SandboxFs,
+        limits: &Limits,
+    ) -> Result<Machine, MachineError> {
         let (control, theirs) = UnixStream::pair()?;
         let (fds, fds_theirs) = UnixStream::pair()?;
         let (userns, mntns) = fs.namespaces()?;
@@ -93,6 +103,12 @@ impl Machine {
         .map_err(io::Error::other)?;
         let stage = cmd.spawn()?;
         drop(cmd);
+        // Made and entered before the init reads its frame (so before it forks pid 1).
+        let cgroup = cgroup_attach::create(limits).ok();
+        if let (Some(cg), Some(pid)) = (&cgroup, stage.id()) {
+            cg.add_process(i32::try_from(pid).unwrap_or(0))
+                .map_err(|e| MachineError::Refused(format!("the machine's cgroup: {e}")))?;
+        }
         let config = InitConfig {
             identity: fs.owner(),
             hostname: "airlock".into(),
@@ -118,7 +134,25 @@ impl Machine {
             fds: Mutex::new(fds),
             namespaces,
             pid_ns,
+            cgroup,
         })
+    }
+
+    /// Put the stage `pid` of a background process in the machine's cgroup (before it forks
+    /// the process); nothing where the machine has none.
+    pub(crate) fn adopt(&self, pid: i32) -> Result<(), MachineError> {
+        match &self.cgroup {
+            Some(cg) => cg
+                .add_process(pid)
+                .map_err(|e| MachineError::Refused(format!("the machine's cgroup: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the machine's processes are bounded together by a cgroup.
+    #[must_use]
+    pub fn has_cgroup(&self) -> bool {
+        self.cgroup.is_some()
     }
 
     /// Copies of the machine's namespaces at the numbers a joining stage takes them.

@@ -136,6 +136,10 @@ pub async fn start(
     drop(cmd);
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
     let handle = pidfd::open(pid).map_err(io::Error::other)?;
+    // Into the machine's cgroup before the stage reads its setup (so before it forks).
+    machine
+        .adopt(pid)
+        .map_err(|e| ProcessError::Refused(e.to_string()))?;
     let (mut inbox, outbox, flusher) = channel::open(tokio::net::UnixStream::from_std(ours)?);
     let setup = serde_json::to_value(&prepared.config).unwrap_or_default();
     let _ = outbox.try_send(Message::notification(SETUP_METHOD, Some(setup)));

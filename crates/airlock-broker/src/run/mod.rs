@@ -6,7 +6,7 @@
 //! `launched` stage. Supervising it to the end: `supervise` (the loop), `supervisor` (the
 //! run's state and one handler per event), `inbound` (one handler per message from the
 //! guest), `conclude` (teardown and the verdict). `cold` puts the three together.
-mod cgroup_attach;
+pub(crate) mod cgroup_attach;
 pub(crate) mod channel;
 mod clock;
 pub(crate) mod cold;
