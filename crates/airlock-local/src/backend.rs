@@ -67,6 +67,7 @@ pub fn local_declarations() -> BackendDeclarations {
             Capability::FilesOut,
             Capability::FilesList,
             Capability::FilesDelete,
+            Capability::Ports,
         ])
         .with_limits(SandboxLimits::DEFAULT)
         .with_egress_modes(egress_modes())

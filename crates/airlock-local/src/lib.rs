@@ -17,6 +17,7 @@ pub mod assembly;
 pub mod backend;
 pub mod chunks;
 pub mod config;
+mod dial_stub;
 pub mod egress;
 pub mod files;
 mod root;

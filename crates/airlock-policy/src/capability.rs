@@ -26,6 +26,9 @@ pub enum Capability {
     Snapshot,
     /// Attach an identity (an authority) to the sandbox.
     AttachedIdentity,
+    /// Reach a port on the sandbox's own loopback from the host (`sandbox.expose`): never in
+    /// a default, a spec must ask for it.
+    Ports,
 }
 
 vocabulary!(Capability, "capability", {
@@ -38,6 +41,7 @@ vocabulary!(Capability, "capability", {
     FilesDelete => "files_delete",
     Snapshot => "snapshot",
     AttachedIdentity => "attached_identity",
+    Ports => "ports",
 });
 
 /// What a backend that states no capabilities is read as declaring: exec and files-in, which
@@ -52,8 +56,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nine_capabilities_round_trip() {
-        assert_eq!(Capability::ALL.len(), 9);
+    fn ten_capabilities_round_trip() {
+        assert_eq!(Capability::ALL.len(), 10);
         for c in Capability::ALL {
             assert_eq!(c.as_str().parse::<Capability>(), Ok(*c));
         }

@@ -43,3 +43,9 @@ pub const FILES_STAT: &str = "files.stat";
 pub const FILES_REMOVE: &str = "files.remove";
 /// Request: collect a sandbox's declared outputs with their bytes.
 pub const OUTPUTS_COLLECT: &str = "outputs.collect";
+/// Request: serve a port of the sandbox's own loopback on the server's listener.
+/// `params: {"sandbox_id", "port"}`; result `{"port", "url", "expires"}`.
+pub const SANDBOX_EXPOSE: &str = "sandbox.expose";
+/// Request: revoke an exposure (its URL stops working, its live connections close).
+/// `params: {"sandbox_id", "port"}`; result `{"port"}`.
+pub const SANDBOX_UNEXPOSE: &str = "sandbox.unexpose";

@@ -19,7 +19,7 @@ use crate::transport::Outbound;
 use crate::wire_spec;
 
 /// The session methods (everything but `execute`).
-pub const SESSION_METHODS: [&str; 13] = [
+pub const SESSION_METHODS: [&str; 15] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -33,6 +33,8 @@ pub const SESSION_METHODS: [&str; 13] = [
     m::FILES_STAT,
     m::FILES_REMOVE,
     m::OUTPUTS_COLLECT,
+    m::SANDBOX_EXPOSE,
+    m::SANDBOX_UNEXPOSE,
 ];
 
 /// Whether `method` is one of the session methods.
@@ -216,6 +218,11 @@ fn on_sandbox(
                     m::OUTPUTS_COLLECT => {
                         crate::outputs_api::collect(&held, params, sbs.observers()).await
                     }
+                    m::SANDBOX_EXPOSE => {
+                        let listen = conn.shared.listen.get().copied();
+                        crate::expose_api::expose(listen, &sbs, &held, params)
+                    }
+                    m::SANDBOX_UNEXPOSE => crate::expose_api::unexpose(&sbs, &held, params),
                     _ => Err(ErrorObject::new(
                         ErrorCode::MethodNotFound,
                         "unknown method",

@@ -217,6 +217,7 @@ pub fn needs(method: &str) -> Option<Capability> {
         m::FILES_READ | m::OUTPUTS_COLLECT => Capability::FilesOut,
         m::FILES_LIST | m::FILES_STAT => Capability::FilesList,
         m::FILES_REMOVE => Capability::FilesDelete,
+        m::SANDBOX_EXPOSE | m::SANDBOX_UNEXPOSE => Capability::Ports,
         _ => return None,
     })
 }
