@@ -69,6 +69,7 @@ pub fn local_declarations() -> BackendDeclarations {
             Capability::FilesList,
             Capability::FilesDelete,
             Capability::Processes,
+            Capability::Ports,
         ])
         .with_limits(SandboxLimits::DEFAULT)
         .with_egress_modes(egress_modes())

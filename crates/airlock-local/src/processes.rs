@@ -13,12 +13,13 @@ use crate::sandbox::{backend, LocalSandbox};
 
 /// Whether a sandbox of `spec` gets a machine; refused where it cannot have one.
 pub(crate) fn wants_machine(spec: &SandboxSpec) -> Result<bool, String> {
-    let wanted = spec.requires().contains(&Capability::Processes);
+    let wanted = spec.requires().contains(&Capability::Processes)
+        || spec.requires().contains(&Capability::Ports);
     if wanted && spec.egress() != Egress::Closed {
         return Err(
-            "a sandbox with background processes needs closed egress: allowlist egress is \
-             per run and its processes share one network namespace; drop `processes` or use \
-             closed egress"
+            "a sandbox with background processes or ports needs closed egress: allowlist \
+             egress is per run, and its processes share one network namespace; drop \
+             `processes`/`ports` or use closed egress"
                 .into(),
         );
     }
@@ -98,7 +99,7 @@ impl LocalSandbox {
     pub async fn dial_port(&self, port: u16) -> Result<tokio::net::TcpStream, SandboxError> {
         if !self.machine {
             return Err(backend(
-                "this sandbox has no machine: create it with `processes` to reach its ports",
+                "this sandbox has no machine: create it with `ports` to reach its ports",
             ));
         }
         let fs = self.fs().await?;

@@ -28,6 +28,9 @@ pub enum Capability {
     AttachedIdentity,
     /// Start background processes (and terminals) that outlive a call.
     Processes,
+    /// Reach a port on the sandbox's own loopback from the host (`sandbox.expose`): never in
+    /// a default, a spec must ask for it.
+    Ports,
 }
 
 vocabulary!(Capability, "capability", {
@@ -41,6 +44,7 @@ vocabulary!(Capability, "capability", {
     Snapshot => "snapshot",
     AttachedIdentity => "attached_identity",
     Processes => "processes",
+    Ports => "ports",
 });
 
 /// What a backend that states no capabilities is read as declaring: exec and files-in, which
@@ -55,8 +59,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nine_capabilities_round_trip() {
-        assert_eq!(Capability::ALL.len(), 9);
+    fn eleven_capabilities_round_trip() {
+        assert_eq!(Capability::ALL.len(), 11);
         for c in Capability::ALL {
             assert_eq!(c.as_str().parse::<Capability>(), Ok(*c));
         }

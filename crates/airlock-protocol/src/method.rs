@@ -61,3 +61,9 @@ pub const PROCESS_WAIT: &str = "process.wait";
 pub const PROCESS_OUTPUT: &str = "process.output";
 /// Notification: a process ended.
 pub const PROCESS_EXITED: &str = "process.exited";
+/// Request: serve a port of the sandbox's own loopback on the server's listener.
+/// `params: {"sandbox_id", "port"}`; result `{"port", "url", "expires"}`.
+pub const SANDBOX_EXPOSE: &str = "sandbox.expose";
+/// Request: revoke an exposure (its URL stops working, its live connections close).
+/// `params: {"sandbox_id", "port"}`; result `{"port"}`.
+pub const SANDBOX_UNEXPOSE: &str = "sandbox.unexpose";

@@ -105,6 +105,15 @@ impl Auth {
         }
     }
 
+    /// Whether an `Authorization` value carries the server's own token (never forwarded to a
+    /// guest's exposed port). Without a token (`DangerousNoAuth`) nothing is the token.
+    pub fn is_server_token(&self, authorization: &[u8]) -> bool {
+        match self {
+            Auth::Bearer(_) => self.allows(Some(authorization)),
+            Auth::DangerousNoAuth => false,
+        }
+    }
+
     /// The upgrade callback: pass the response through, or refuse with 401.
     #[allow(
         clippy::result_large_err,

@@ -19,7 +19,7 @@ use crate::transport::Outbound;
 use crate::wire_spec;
 
 /// The session methods (everything but `execute`).
-pub const SESSION_METHODS: [&str; 21] = [
+pub const SESSION_METHODS: [&str; 23] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -41,6 +41,8 @@ pub const SESSION_METHODS: [&str; 21] = [
     m::PROCESS_SIGNAL,
     m::PROCESS_WAIT,
     m::PROCESS_OUTPUT,
+    m::SANDBOX_EXPOSE,
+    m::SANDBOX_UNEXPOSE,
 ];
 
 /// Whether `method` is one of the session methods.
@@ -234,6 +236,11 @@ fn on_sandbox(
                     m if crate::process_api::is_process_method(m) => {
                         crate::process_api::serve(&conn, &held, m, params).await
                     }
+                    m::SANDBOX_EXPOSE => {
+                        let listen = conn.shared.listen.get().copied();
+                        crate::expose_api::expose(listen, &sbs, &held, params)
+                    }
+                    m::SANDBOX_UNEXPOSE => crate::expose_api::unexpose(&sbs, &held, params),
                     _ => Err(ErrorObject::new(
                         ErrorCode::MethodNotFound,
                         "unknown method",

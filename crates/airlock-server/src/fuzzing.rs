@@ -87,6 +87,9 @@ pub fn session_params(
             out.paths
                 .extend(files_api::parse_path(method, params).map_err(msg)?);
         }
+        m::SANDBOX_EXPOSE | m::SANDBOX_UNEXPOSE => {
+            crate::expose_api::parse(method, params).map_err(msg)?;
+        }
         m::OUTPUTS_COLLECT => {
             let named = outputs_api::parse_collect(params).map_err(msg)?;
             let declared = outputs_api::declared(named.unwrap_or_default())?;

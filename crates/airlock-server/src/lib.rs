@@ -22,6 +22,8 @@ pub mod ceilings;
 pub mod conn_info;
 pub(crate) mod dispatch;
 mod execute_sandbox;
+pub mod expose;
+pub(crate) mod expose_api;
 pub(crate) mod files_api;
 pub mod framed;
 #[cfg(feature = "fuzzing")]
@@ -29,6 +31,8 @@ pub mod framed;
 pub mod fuzzing;
 pub(crate) mod outputs_api;
 pub mod params;
+pub mod port_proxy;
+pub mod prefixed;
 pub mod process_api;
 pub mod remote_tools;
 pub mod reply;
@@ -131,6 +135,9 @@ pub(crate) struct Shared {
     pub(crate) next_run: AtomicU64,
     /// Distinguishes ids of this server process from a previous one's (start time, base 36).
     pub(crate) epoch: String,
+    /// The WebSocket listener's address, once it listens (exposed ports are served there;
+    /// a stdio server has none).
+    pub(crate) listen: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 impl Shared {
@@ -183,6 +190,7 @@ impl Server {
                 next_conn: AtomicU64::new(1),
                 next_run: AtomicU64::new(1),
                 epoch,
+                listen: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -151,6 +151,7 @@ pub struct Sandboxes {
     max_live: usize,
     observers: airlock_router::Observers,
     audit: Option<Arc<crate::audit::AuditSink>>,
+    exposures: crate::expose::Exposures,
 }
 
 /// Why `sandbox.create` did not hand one out.
@@ -208,6 +209,7 @@ impl Sandboxes {
             max_live: max_live.max(1),
             observers,
             audit: None,
+            exposures: crate::expose::Exposures::new(),
         }
     }
 
@@ -245,6 +247,12 @@ impl Sandboxes {
     #[must_use]
     pub fn observers(&self) -> &airlock_router::Observers {
         &self.observers
+    }
+
+    /// The live exposures of every sandbox (`sandbox.expose`); a sandbox's end ends its own.
+    #[must_use]
+    pub fn exposures(&self) -> &crate::expose::Exposures {
+        &self.exposures
     }
 
     /// The host policy the router enforces.
@@ -383,13 +391,25 @@ impl Sandboxes {
                 .err()
                 .unwrap_or_else(|| ErrorObject::new(ErrorCode::NotFound, "no such sandbox")));
         };
+        // No longer live, so no new exposure: end the ones it has (their connections close).
+        self.exposures.end_sandbox(&h.id);
         let outcome = self.router.dispose(&h.key).await;
         Ok(json!({ "sandbox_id": h.id, "disposal": disposal_value(outcome.err().as_ref()) }))
     }
 
     /// Dispose of every sandbox of the conversation `(scope, thread_id)`.
     pub async fn dispose_scope(&self, scope: &str, thread_id: &str) -> Value {
-        lock(&self.live).retain(|_, h| !h.key.in_conversation(scope, thread_id));
+        let mut ended = Vec::new();
+        lock(&self.live).retain(|id, h| {
+            let end = h.key.in_conversation(scope, thread_id);
+            if end {
+                ended.push(id.clone());
+            }
+            !end
+        });
+        for id in ended {
+            self.exposures.end_sandbox(&id);
+        }
         let ScopeRecord {
             disposed,
             undisposed,

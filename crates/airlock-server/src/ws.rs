@@ -6,6 +6,11 @@
 //! is answered `program_too_large` and the connection is closed with 1009 (the stream cannot
 //! be resynchronised past an oversized frame). Each connection is its own task with its own
 //! reader and writer, so a slow orchestrator only ever slows itself.
+//!
+//! The same listener serves exposed ports (`sandbox.expose`): a request whose target starts
+//! with `/x/` goes to [`crate::port_proxy`] instead of the upgrade, decided from its first
+//! bytes under the same pending budget and deadline (those bytes are replayed to the upgrade
+//! otherwise). A proxied connection takes one of the `--max-connections` slots.
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,7 +32,10 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER, UPGRADE_DEADLINE};
 use crate::auth::Auth;
+use crate::expose_api::SandboxDialer;
 use crate::framed::{FLUSH, OUTBOX};
+use crate::port_proxy::{self, Route};
+use crate::prefixed::Prefixed;
 use crate::session::{self, ConnInfo};
 use crate::transport::{CloseKind, Inbound, Outbound};
 use crate::Server;
@@ -35,7 +43,7 @@ use crate::Server;
 /// Events queued from the reader to the session.
 const INBOX: usize = 16;
 
-type Ws = WebSocketStream<TcpStream>;
+type Ws = WebSocketStream<Prefixed<TcpStream>>;
 
 /// An accepted connection not yet upgraded, with its place in the pending budget.
 struct Conn {
@@ -167,6 +175,9 @@ impl Server {
         let admission = Admission::new(MAX_PENDING, MAX_PENDING_PER_PEER);
         let shutdown = self.shared.shutdown.clone();
         let mut conns = JoinSet::new();
+        if let Ok(addr) = listener.local_addr() {
+            let _ = self.shared.listen.set(addr);
+        }
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -203,9 +214,38 @@ impl Server {
     /// Upgrade (bounded by the pending budget and its deadline), then serve the connection
     /// in one of the authorized slots.
     async fn connection(self, conn: Conn, slots: Arc<Semaphore>) {
-        let peer = conn.peer;
-        let Some(ws) = self.upgrade(conn).await else {
-            return;
+        let Conn {
+            mut stream,
+            peer,
+            auth,
+            pending,
+        } = conn;
+        let _ = stream.set_nodelay(true);
+        let deadline = tokio::time::Instant::now() + UPGRADE_DEADLINE;
+        let sniffed = self
+            .while_pending(&pending, deadline, port_proxy::sniff(&mut stream))
+            .await;
+        let (route, first) = match sniffed {
+            Some(Ok(s)) => s,
+            Some(Err(_)) | None => return,
+        };
+        let stream = Prefixed::new(first, stream);
+        if route == Route::Port {
+            return self
+                .port(stream, peer, auth, pending, deadline, slots)
+                .await;
+        }
+        let ws = self
+            .while_pending(&pending, deadline, handshake(stream, auth, peer))
+            .await;
+        drop(pending);
+        let ws = match ws {
+            Some(Ok(ws)) => ws,
+            Some(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "websocket upgrade failed");
+                return;
+            }
+            None => return,
         };
         let Ok(_slot) = slots.try_acquire_owned() else {
             tracing::warn!(%peer, "connection limit reached; authorized connection closed");
@@ -220,36 +260,72 @@ impl Server {
         self.serve_upgraded(ws, peer).await;
     }
 
-    /// The WebSocket upgrade with the token check; `None` when it failed, timed out, or the
-    /// connection was evicted from the pending budget first.
-    async fn upgrade(&self, conn: Conn) -> Option<Ws> {
-        let Conn {
-            stream,
-            peer,
-            auth,
-            pending,
-        } = conn;
-        let _ = stream.set_nodelay(true);
-        let upgrade = handshake(stream, auth, peer);
-        let outcome = tokio::select! {
-            r = tokio::time::timeout(UPGRADE_DEADLINE, upgrade) => r,
+    /// `work` bounded by the pending budget: `None` when the deadline passed, the connection
+    /// was evicted to admit a newer one, or the server is shutting down.
+    async fn while_pending<T>(
+        &self,
+        pending: &Pending,
+        deadline: tokio::time::Instant,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        tokio::select! {
+            r = tokio::time::timeout_at(deadline, work) => match r {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    tracing::debug!("pending connection timed out");
+                    None
+                }
+            },
             () = pending.evicted.cancelled() => {
-                tracing::debug!(%peer, "pending connection evicted");
-                return None;
-            }
-            () = self.shared.shutdown.cancelled() => return None,
-        };
-        match outcome {
-            Ok(Ok(ws)) => Some(ws),
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "websocket upgrade failed");
+                tracing::debug!("pending connection evicted");
                 None
             }
-            Err(_) => {
-                tracing::debug!(%peer, "websocket upgrade timed out");
-                None
-            }
+            () = self.shared.shutdown.cancelled() => None,
         }
+    }
+
+    /// A connection routed to an exposed port: its first head read and its token looked up
+    /// while pending, then a connection slot, then the proxy.
+    async fn port(
+        &self,
+        mut stream: Prefixed<TcpStream>,
+        peer: SocketAddr,
+        auth: Auth,
+        pending: Pending,
+        deadline: tokio::time::Instant,
+        slots: Arc<Semaphore>,
+    ) {
+        let sbs = self.shared.config.sandboxes.clone();
+        let exposures = sbs.as_deref().map(|s| s.exposures());
+        let opened = self
+            .while_pending(
+                &pending,
+                deadline,
+                port_proxy::open(&mut stream, Vec::new(), exposures, &auth),
+            )
+            .await;
+        let opened = match opened {
+            Some(Ok(o)) => o,
+            Some(Err(refusal)) => {
+                tracing::debug!(%peer, "exposed-port request refused");
+                return port_proxy::refuse(&mut stream, &refusal.0).await;
+            }
+            None => return,
+        };
+        let (Some(sbs), Ok(_slot)) = (sbs, slots.try_acquire_owned()) else {
+            tracing::warn!(%peer, "connection limit reached; exposed-port request refused");
+            return port_proxy::refuse(&mut stream, &port_proxy::busy()).await;
+        };
+        drop(pending);
+        let dialer = SandboxDialer(Arc::clone(&sbs));
+        let ctx = port_proxy::Ctx {
+            exposures: sbs.exposures(),
+            dialer: &dialer,
+            auth: &auth,
+            idle: port_proxy::PROXY_IDLE,
+            shutdown: &self.shared.shutdown,
+        };
+        port_proxy::run(stream, opened, &ctx).await;
     }
 
     async fn serve_upgraded(self, ws: Ws, peer: SocketAddr) {

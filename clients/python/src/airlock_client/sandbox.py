@@ -35,6 +35,14 @@ def run_params(sandbox_id: str, *, timeout: Optional[float], env: Optional[Mappi
     return params
 
 
+def _port(port: int) -> int:
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(f"port must be an int, not {type(port).__name__}")
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is not in 1..65535")
+    return port
+
+
 class Sandbox:
     """A live sandbox on the broker. Make one with `client.sandbox(...)`, re-attach to one by id
     with `Sandbox.connect(client, id)` (or `client.connect_sandbox(id)`)."""
@@ -126,6 +134,26 @@ class Sandbox:
         if outputs is not None:
             params["outputs"] = [o.to_wire() for o in outputs]
         return CollectedOutputs.from_wire(await self._session.request("outputs.collect", params))
+
+    async def expose(self, port: int) -> str:
+        """Serve `port` of the sandbox's own loopback on the server's listener (`sandbox.expose`):
+        the URL, `http://<server>/x/<token>/`, whose unguessable token is the only credential
+        (a browser can open it). Exposing a port twice gives the same URL. Needs the `ports`
+        capability (SandboxRefusedError otherwise) and a server started with `--listen`
+        (SandboxRefusedError, kind `PortsNeedListener`, on `--stdio`)."""
+        r = await self._session.request("sandbox.expose", {"sandbox_id": self.sandbox_id, "port": _port(port)})
+        return str(r["url"])
+
+    async def get_host(self, port: int) -> str:
+        """The exposed `port`'s address without its scheme, `<server>/x/<token>` (exposing it
+        first if it is not), for `f"http://{host}/..."` or `f"ws://{host}/..."`."""
+        url = await self.expose(port)
+        return url.split("://", 1)[-1].rstrip("/")
+
+    async def unexpose(self, port: int) -> None:
+        """Revoke the exposure of `port` (`sandbox.unexpose`): its URL answers 404 like one never
+        issued, and its live connections close at once. A port not exposed is no error."""
+        await self._session.request("sandbox.unexpose", {"sandbox_id": self.sandbox_id, "port": _port(port)})
 
     async def dispose(self) -> Disposal:
         """Cancel any run, free everything the sandbox holds. A second call is a NotFoundError."""

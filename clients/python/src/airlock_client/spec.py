@@ -26,6 +26,9 @@ class Capability(WireEnum):
     HOST_TOOLS = "host_tools"
     SNAPSHOT = "snapshot"
     ATTACHED_IDENTITY = "attached_identity"
+    #: `sandbox.expose`: a port of the sandbox's own loopback served on the server's listener.
+    #: Never in the default: a spec must ask for it.
+    PORTS = "ports"
 
 
 #: What the broker gives a spec that names no `requires`: everything but host tools.

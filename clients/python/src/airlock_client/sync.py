@@ -122,6 +122,15 @@ class SyncSandbox:
     def collect_outputs(self, outputs: Optional[Sequence[DeclaredOutput]] = None) -> CollectedOutputs:
         return self._loop.call(self._sb.collect_outputs(outputs))
 
+    def expose(self, port: int) -> str:
+        return self._loop.call(self._sb.expose(port))
+
+    def get_host(self, port: int) -> str:
+        return self._loop.call(self._sb.get_host(port))
+
+    def unexpose(self, port: int) -> None:
+        self._loop.call(self._sb.unexpose(port))
+
     def dispose(self) -> Disposal:
         return self._loop.call(self._sb.dispose())
 

@@ -1,0 +1,523 @@
+//! Serving an exposed port (`sandbox.expose`) on the server's own listener.
+//!
+//! A request whose target starts with `/x/` is routed here instead of to the WebSocket
+//! upgrade ([`route`], decided from at most the first [`SNIFF_MAX`] bytes). Its head is read
+//! bounded ([`MAX_HEAD`], under the listener's pending budget and deadline), parsed with the
+//! egress proxy's strict grammar, and its token looked up: an unknown token (revoked, never
+//! issued, or not even token-shaped) gets one fixed 404 ([`not_found`]). Otherwise the
+//! request-target loses its `/x/<token>` (the rest, query included, is kept; empty is `/`), an
+//! `Authorization` carrying the server's own token is dropped (the guest never learns it),
+//! the sandbox's port is dialed through its network namespace ([`PortDialer`]) and the
+//! rewritten head is forwarded.
+//!
+//! Then bytes flow both ways through bounded buffers ([`CHUNK`]). The guest's side is hostile
+//! and is never parsed: its bytes reach the client as they are. The client's side is framed
+//! request by request (one `Content-Length` body, no transfer codings, as the egress proxy
+//! does), so each keep-alive request is rewritten and re-checked against its exposure; after
+//! a request that asks for an upgrade (a WebSocket) the client's bytes flow unread. The
+//! connection ends when the guest closes, when either side fails, after [`PROXY_IDLE`] with no
+//! byte either way, and at once when the exposure ends (unexpose, sandbox disposal or reclaim)
+//! or the server shuts down.
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use airlock_egress::head::{read_head, HeadError};
+use airlock_egress::{framing, syntax};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::auth::Auth;
+use crate::cancel::CancelToken;
+use crate::expose::{Exposure, Exposures};
+use crate::prefixed::Prefixed;
+
+/// Where exposed ports are served: `/x/<token>/...`.
+pub const PREFIX: &[u8] = b"/x/";
+/// Longest method the router waits for before deciding (longer ones go to the WebSocket
+/// upgrade, which refuses them).
+const MAX_METHOD: usize = 16;
+/// Bytes the router may need to decide: a method, a space and the prefix.
+pub const SNIFF_MAX: usize = MAX_METHOD + 1 + PREFIX.len();
+/// Largest request head forwarded (a browser's heads, cookies included, are a few KiB).
+pub const MAX_HEAD: usize = 16 * 1024;
+/// Buffer per direction: the pump holds at most this many bytes of either side at once.
+pub const CHUNK: usize = 16 * 1024;
+/// A proxied connection with no byte moving either way for this long is closed (long enough
+/// for a dev server's long-poll or a quiet WebSocket).
+pub const PROXY_IDLE: Duration = Duration::from_secs(300);
+/// How long dialing the sandbox's port may take.
+pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which service a connection on the listener asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The JSON-RPC WebSocket (the token check is the upgrade's).
+    WebSocket,
+    /// An exposed port (`/x/...`).
+    Port,
+}
+
+/// The route of a connection whose first bytes are `first`, or `None` while they cannot yet
+/// tell. Anything that is not `METHOD SP /x/` goes to the WebSocket upgrade, as before.
+#[must_use]
+pub fn route(first: &[u8]) -> Option<Route> {
+    let sp = first.iter().position(|b| *b == b' ');
+    let method = &first[..sp.unwrap_or(first.len())];
+    if !method
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
+        || method.len() > MAX_METHOD
+    {
+        return Some(Route::WebSocket);
+    }
+    let sp = sp?;
+    if sp == 0 {
+        return Some(Route::WebSocket);
+    }
+    let after = &first[sp + 1..];
+    let n = after.len().min(PREFIX.len());
+    if after[..n] != PREFIX[..n] {
+        return Some(Route::WebSocket);
+    }
+    (n == PREFIX.len()).then_some(Route::Port)
+}
+
+/// Read from `r` until [`route`] decides; returns the route and every byte read (at most
+/// [`SNIFF_MAX`] plus one read). Err when the peer closed first.
+pub async fn sniff<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<(Route, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = r.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(route) = route(&buf) {
+            return Ok((route, buf));
+        }
+    }
+}
+
+/// A complete response of the broker's own, closing the connection.
+fn reply(status: u16, phrase: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n{body}\n",
+        body.len() + 1
+    )
+    .into_bytes()
+}
+
+/// The one answer for a token that names no live exposure: the same bytes whether it was
+/// revoked, never issued, or not a token at all.
+#[must_use]
+pub fn not_found() -> Vec<u8> {
+    reply(404, "Not Found", "no such exposure")
+}
+
+/// The answer when the server is at its connection limit.
+#[must_use]
+pub fn busy() -> Vec<u8> {
+    reply(
+        503,
+        "Service Unavailable",
+        "the server is at its connection limit",
+    )
+}
+
+/// Why a request head was not forwarded: the response the client gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub Vec<u8>);
+
+impl From<HeadError> for Refusal {
+    fn from(e: HeadError) -> Self {
+        match e {
+            HeadError::TooLarge => Refusal(reply(
+                431,
+                "Request Header Fields Too Large",
+                &format!("the request head is over {MAX_HEAD} bytes"),
+            )),
+            other => Refusal(reply(400, "Bad Request", &other.to_string())),
+        }
+    }
+}
+
+fn bad(why: impl AsRef<str>) -> Refusal {
+    Refusal(reply(400, "Bad Request", why.as_ref()))
+}
+
+/// One request head, ready for the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    /// The token its target named.
+    pub token: String,
+    /// The head to send: target rewritten, the server's token dropped.
+    pub head: Vec<u8>,
+    /// Body bytes that follow it.
+    pub body_length: u64,
+    /// Whether it asks for an upgrade (after it, the client's bytes flow unread).
+    pub upgrade: bool,
+}
+
+/// `/x/<token><rest>` → (`token`, the target the guest sees). `None` unless the target has
+/// the prefix.
+#[must_use]
+pub fn split_target(target: &str) -> Option<(&str, String)> {
+    let after = target.strip_prefix("/x/")?;
+    let end = after.find(['/', '?']).unwrap_or(after.len());
+    let (token, rest) = after.split_at(end);
+    let rest = match rest.as_bytes().first() {
+        None => "/".to_string(),
+        Some(b'?') => format!("/{rest}"),
+        Some(_) => rest.to_string(),
+    };
+    Some((token, rest))
+}
+
+/// Parse one request head strictly and rewrite it for the guest (see the module doc).
+pub fn rewrite(head: &[u8], auth: &Auth) -> Result<Forward, Refusal> {
+    let lines = syntax::lines(head).map_err(bad)?;
+    let (first, fields) = lines.split_first().ok_or_else(|| bad("an empty head"))?;
+    let line = syntax::request_line(first).map_err(bad)?;
+    if fields.len() > airlock_egress::head::MAX_HEADERS {
+        return Err(bad("too many header lines"));
+    }
+    let headers = fields
+        .iter()
+        .map(|l| syntax::field_line(l))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
+    framing::check_host(&headers).map_err(bad)?;
+    let body_length = framing::body_length(&headers).map_err(bad)?;
+    let Some((token, target)) = split_target(line.target) else {
+        return Err(Refusal(not_found()));
+    };
+    let mut out = format!("{} {target} {}\r\n", line.method, line.version);
+    let mut upgrade = false;
+    for (k, v) in &headers {
+        if k.eq_ignore_ascii_case("authorization") && auth.is_server_token(v.as_bytes()) {
+            continue;
+        }
+        upgrade |= k.eq_ignore_ascii_case("upgrade");
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    Ok(Forward {
+        token: token.to_owned(),
+        head: out.into_bytes(),
+        body_length,
+        upgrade,
+    })
+}
+
+/// A request ready to be proxied: its exposure, its first head, and the bytes of the client
+/// read past that head.
+#[derive(Debug)]
+pub struct Opened {
+    /// The exposure the token named.
+    pub exposure: Exposure,
+    forward: Forward,
+    carry: Vec<u8>,
+}
+
+/// Read and check the first request head of a connection routed here (`sniffed`: the bytes
+/// [`sniff`] read). Err: the response to send before closing.
+pub async fn open<C: AsyncRead + Unpin>(
+    client: &mut C,
+    sniffed: Vec<u8>,
+    exposures: Option<&Exposures>,
+    auth: &Auth,
+) -> Result<Opened, Refusal> {
+    let (head, carry) = read_head(&mut Prefixed::new(sniffed, client), MAX_HEAD).await?;
+    let forward = rewrite(&head, auth)?;
+    let exposure = exposures
+        .and_then(|x| x.lookup(&forward.token))
+        .ok_or_else(|| Refusal(not_found()))?;
+    Ok(Opened {
+        exposure,
+        forward,
+        carry,
+    })
+}
+
+/// Why dialing a sandbox's port failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DialError {
+    /// The sandbox is no longer live.
+    #[error("sandbox {0} is no longer live")]
+    Gone(String),
+    /// Nothing could be reached there (nothing listens, or the sandbox cannot be dialed).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Reaches a port on a sandbox's own loopback, from outside its network namespace.
+#[async_trait::async_trait]
+pub trait PortDialer: Send + Sync {
+    /// A connection to 127.0.0.1:`port` in the sandbox `sandbox_id`.
+    async fn dial(&self, sandbox_id: &str, port: u16) -> Result<TcpStream, DialError>;
+
+    /// A request reached the sandbox (postpones its idle reclaim).
+    fn touch(&self, sandbox_id: &str) {
+        let _ = sandbox_id;
+    }
+}
+
+/// What a proxied connection runs under.
+pub struct Ctx<'a> {
+    /// The server's exposures (each keep-alive request is checked against them again).
+    pub exposures: &'a Exposures,
+    /// How the sandbox's port is reached.
+    pub dialer: &'a dyn PortDialer,
+    /// The server's own auth (its token never reaches a guest).
+    pub auth: &'a Auth,
+    /// Closes a connection with no byte moving.
+    pub idle: Duration,
+    /// The server's shutdown.
+    pub shutdown: &'a CancelToken,
+}
+
+impl std::fmt::Debug for Ctx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("idle", &self.idle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// When a byte last moved, either way.
+#[derive(Debug)]
+struct Activity {
+    base: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            base: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.base
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+    }
+
+    /// Resolves once nothing moved for `idle`.
+    async fn expired(&self, idle: Duration) {
+        loop {
+            let quiet = self.idle_for();
+            if quiet >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - quiet).await;
+        }
+    }
+}
+
+/// A reader that marks activity on every read that returns bytes.
+struct Touching<'a, R> {
+    inner: R,
+    act: &'a Activity,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Touching<'_, R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.act.touch();
+        }
+        r
+    }
+}
+
+/// Copy until EOF (`Ok`) or failure, through one bounded buffer.
+async fn copy_all<R, W>(r: &mut R, w: &mut W, act: &Activity) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        act.touch();
+        w.write_all(&buf[..n]).await?;
+        act.touch();
+    }
+}
+
+/// Copy exactly `len` bytes (a request body), through one bounded buffer.
+async fn copy_len<R, W>(r: &mut R, w: &mut W, mut len: u64, act: &Activity) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; CHUNK];
+    while len > 0 {
+        let want = usize::try_from(len).unwrap_or(CHUNK).min(CHUNK);
+        let n = r.read(&mut buf[..want]).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        act.touch();
+        w.write_all(&buf[..n]).await?;
+        act.touch();
+        len -= n as u64;
+    }
+    Ok(())
+}
+
+/// The client's side: one request at a time, each head rewritten and re-checked, each body
+/// copied to its length; after an upgrade request, everything unread. `Ok` when the client
+/// closed between requests (the guest's write side is shut then).
+async fn client_to_guest<R, W>(
+    mut r: R,
+    mut w: W,
+    first: Forward,
+    mut carry: Vec<u8>,
+    exposure: &Exposure,
+    ctx: &Ctx<'_>,
+    act: &Activity,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut fwd = first;
+    loop {
+        ctx.dialer.touch(&exposure.sandbox_id);
+        w.write_all(&fwd.head).await?;
+        let from_carry = usize::try_from(fwd.body_length)
+            .unwrap_or(usize::MAX)
+            .min(carry.len());
+        w.write_all(&carry[..from_carry]).await?;
+        carry.drain(..from_carry);
+        copy_len(&mut r, &mut w, fwd.body_length - from_carry as u64, act).await?;
+        if fwd.upgrade {
+            w.write_all(&carry).await?;
+            copy_all(&mut r, &mut w, act).await?;
+            let _ = w.shutdown().await;
+            return Ok(());
+        }
+        let mut reader = Prefixed::new(std::mem::take(&mut carry), Touching { inner: &mut r, act });
+        let (head, rest) = match read_head(&mut reader, MAX_HEAD).await {
+            Ok(h) => h,
+            Err(HeadError::Closed) => {
+                let _ = w.shutdown().await;
+                return Ok(());
+            }
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+        };
+        carry = rest;
+        fwd = rewrite(&head, ctx.auth)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "a malformed request"))?;
+        // Every request on the connection names the same, still live, exposure.
+        let same = fwd.token == exposure.token && ctx.exposures.lookup(&fwd.token).is_some();
+        if !same {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "a request for another or a revoked exposure",
+            ));
+        }
+    }
+}
+
+/// Write one response of the broker's own and close (bounded: a client that does not read
+/// gets nothing more).
+pub async fn refuse<C: AsyncWrite + Unpin>(client: &mut C, response: &[u8]) {
+    let write = async {
+        client.write_all(response).await?;
+        client.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), write).await;
+}
+
+/// Proxy the connection `client`, opened by [`open`], to its exposure's port, until it ends
+/// (see the module doc).
+pub async fn run<C>(mut client: C, opened: Opened, ctx: &Ctx<'_>)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    let Opened {
+        exposure,
+        forward,
+        carry,
+    } = opened;
+    let dial = ctx.dialer.dial(&exposure.sandbox_id, exposure.port);
+    let guest = tokio::select! {
+        r = tokio::time::timeout(DIAL_TIMEOUT, dial) => r,
+        () = exposure.revoked.cancelled() => return,
+        () = ctx.shutdown.cancelled() => return,
+    };
+    let guest = match guest {
+        Ok(Ok(g)) => g,
+        Ok(Err(e)) => {
+            let body = format!("port {} of the sandbox did not answer: {e}", exposure.port);
+            return refuse(&mut client, &reply(502, "Bad Gateway", &body)).await;
+        }
+        Err(_) => {
+            let body = format!(
+                "port {} of the sandbox did not answer in time",
+                exposure.port
+            );
+            return refuse(&mut client, &reply(504, "Gateway Timeout", &body)).await;
+        }
+    };
+    let _ = guest.set_nodelay(true);
+    let act = Activity::new();
+    let (cr, mut cw) = tokio::io::split(client);
+    let (mut gr, gw) = guest.into_split();
+    let up = client_to_guest(cr, gw, forward, carry, &exposure, ctx, &act);
+    let down = async {
+        let r = copy_all(&mut gr, &mut cw, &act).await;
+        let _ = cw.shutdown().await;
+        r
+    };
+    tokio::pin!(up, down);
+    let idle = act.expired(ctx.idle);
+    tokio::pin!(idle);
+    let mut up_done = false;
+    loop {
+        tokio::select! {
+            r = &mut up, if !up_done => match r {
+                Ok(()) => up_done = true,
+                Err(e) => {
+                    tracing::debug!(error = %e, "proxied connection: the client's side ended it");
+                    break;
+                }
+            },
+            _ = &mut down => break,
+            () = &mut idle => {
+                tracing::debug!("proxied connection idle; closed");
+                break;
+            }
+            () = exposure.revoked.cancelled() => break,
+            () = ctx.shutdown.cancelled() => break,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "port_proxy_tests.rs"]
+mod tests;
