@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A small Debian root for the image tests (crates/airlock-cli/tests/images/): python3 with numpy
-# and pandas, built from the package mirror alone with mmdebstrap (no registry) as a root
+# A small Debian root for the image tests (crates/airlock-cli/tests/images/, and the SDK's coding-agent
+# loop in clients/python/tests/test_agent_loop.py): python3 with numpy, pandas and venv, and git,
+# built from the package mirror alone with mmdebstrap (no registry) as a root
 # tarball, and cached under /var/cache/airlock-test/images/<recipe hash>/ so it is built once
 # per machine (about a minute). With FORMATS=oci it also writes the same root as an OCI archive
 # and a Docker archive through podman (`podman import` + `podman save`).
@@ -21,7 +22,7 @@ sources=()
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
     [ -s "$f" ] && sources+=("$f")
 done
-packages="python3,python3-numpy,python3-pandas"
+packages="python3,python3-numpy,python3-pandas,python3-venv,git"
 key="$({ sed -n '/^set -euo/,$p' "${BASH_SOURCE[0]}"; echo "$suite"; for f in "${sources[@]}"; do cat "$f"; done; } \
     | sha256sum | cut -c1-16)"
 cache="/var/cache/airlock-test/images/$key"
