@@ -27,6 +27,8 @@ use airlock_jail::mounts::Usage;
 use airlock_jail::{fdpass, identity, mounts};
 use airlock_protocol::Message;
 
+use crate::machine::init::{Machine, MachineError, SandboxNamespaces};
+
 /// Host ids a root broker's sandboxes get: a range no account or file on a normal host uses.
 const SANDBOX_ID_BASE: u32 = 2_000_000_000;
 /// Width of that range (one id per sandbox, picked at random).
@@ -80,7 +82,7 @@ pub struct SandboxFs {
     binds: Vec<PathBuf>,
     image: Option<(Arc<Image>, DirFd)>,
     /// The sandbox's machine, once started: every later run and process joins it.
-    machine: std::sync::OnceLock<Arc<crate::machine::Machine>>,
+    machine: std::sync::OnceLock<Arc<Machine>>,
 }
 
 /// The identity a new sandbox gets: a fresh unprivileged host id under a root broker, None
@@ -231,7 +233,7 @@ impl SandboxFs {
 
     /// The sandbox's machine, if it was started.
     #[must_use]
-    pub fn machine(&self) -> Option<&Arc<crate::machine::Machine>> {
+    pub fn machine(&self) -> Option<&Arc<Machine>> {
         self.machine.get()
     }
 
@@ -241,19 +243,22 @@ impl SandboxFs {
         &self,
         executor: &Path,
         limits: &crate::limits::Limits,
-    ) -> Result<Arc<crate::machine::Machine>, crate::machine::MachineError> {
+    ) -> Result<Arc<Machine>, MachineError> {
         if let Some(m) = self.machine.get() {
             return Ok(Arc::clone(m));
         }
-        let started = Arc::new(crate::machine::Machine::start(executor, self, limits).await?);
+        let (userns, mntns) = self.namespaces()?;
+        let from = SandboxNamespaces {
+            userns,
+            mntns,
+            owner: self.owner,
+        };
+        let started = Arc::new(Machine::start(executor, from, limits).await?);
         match self.machine.set(Arc::clone(&started)) {
             Ok(()) => Ok(started),
             Err(_) => {
                 started.end().await;
-                self.machine
-                    .get()
-                    .cloned()
-                    .ok_or(crate::machine::MachineError::Ended)
+                self.machine.get().cloned().ok_or(MachineError::Ended)
             }
         }
     }

@@ -23,6 +23,7 @@ mod exit_status;
 mod guest_code;
 pub mod machine_init;
 pub mod stage;
+mod supervise;
 pub mod zygote;
 
 pub use attest::Attestation;

@@ -27,6 +27,7 @@ use crate::config::{
 use crate::container;
 use crate::exit_status::EXIT_REFUSED;
 use crate::guest_code::BOOTSTRAP_PY;
+use crate::supervise;
 
 /// fd of the socket inside the guest.
 pub const GUEST_SOCKET_FD: i32 = 3;
@@ -170,9 +171,9 @@ fn run_stage(mut chan: Channel, cfg: &ExecutorConfig, ending: Ending) {
         Ok(process::Fork::Parent { child }) => {
             drop(egress);
             if let Some(Joining::Process { .. }) = cfg.machine {
-                supervise_process(chan, child)
+                supervise::supervise_process(chan, child)
             }
-            supervise(chan, child)
+            supervise::supervise(chan, child)
         }
         Ok(process::Fork::Child) => pid1(chan, cfg, egress, ending),
         Err(r) => refuse(&mut chan, &r),
@@ -273,38 +274,6 @@ fn own_root(root: &AssembleConfig) -> Result<(), Refusal> {
         layer: "sandbox root",
         message: format!("{}: {}", e.step, e.message),
     })
-}
-
-/// The stage of a background process after fork: forward the broker's signals to the
-/// process's group, reap it, exit the way it did.
-fn supervise_process(chan: Channel, child: i32) -> ! {
-    drop(chan);
-    if let Err(e) = process::forward_signals_to_group(child) {
-        let _ = writeln!(std::io::stderr(), "airlock executor: signals: {e}");
-    }
-    match process::wait_child(child) {
-        Ok(status) => process::exit_like(status),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "airlock executor: wait: {e}");
-            process::exit_now(EXIT_REFUSED)
-        }
-    }
-}
-
-/// The stage after fork: forward termination signals, reap pid 1, exit the way it did.
-pub(crate) fn supervise(chan: Channel, child: i32) -> ! {
-    // Only pid 1 talks to the broker from here on; the broker must see EOF when pid 1 dies.
-    drop(chan);
-    if let Err(e) = process::forward_termination_signals(child) {
-        let _ = writeln!(std::io::stderr(), "airlock executor: signals: {e}");
-    }
-    match process::wait_child(child) {
-        Ok(status) => process::exit_like(status),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "airlock executor: wait: {e}");
-            process::exit_now(EXIT_REFUSED)
-        }
-    }
 }
 
 /// pid 1 of the run's pid namespace. Returns only with [`Ending::Return`], every layer but

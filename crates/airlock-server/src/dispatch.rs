@@ -191,7 +191,7 @@ fn on_sandbox(
     params: Value,
     tasks: &mut JoinSet<()>,
 ) {
-    let held = if crate::process_api::is_process_method(&method) {
+    let held = if crate::process_methods::is_process_method(&method) {
         crate::process_api::sandbox_of(&params)
             .ok_or_else(|| invalid("params must carry `sandbox_id` or a `process_id`"))
     } else {
@@ -233,7 +233,7 @@ fn on_sandbox(
                     m::OUTPUTS_COLLECT => {
                         crate::outputs_api::collect(&held, params, sbs.observers()).await
                     }
-                    m if crate::process_api::is_process_method(m) => {
+                    m if crate::process_methods::is_process_method(m) => {
                         crate::process_api::serve(&conn, &held, m, params).await
                     }
                     m::SANDBOX_EXPOSE => {

@@ -14,6 +14,7 @@
 //! a session never ends while its run is alive: a vanished peer or a shutdown cancels the run,
 //! and the session waits for it (and so for the executor to be reaped).
 pub mod admission;
+pub mod attached;
 pub mod audit;
 pub mod audit_events;
 pub mod auth;
@@ -34,6 +35,7 @@ pub mod params;
 pub mod port_proxy;
 pub mod prefixed;
 pub mod process_api;
+pub mod process_methods;
 pub mod remote_tools;
 pub mod reply;
 pub(crate) mod sandbox_run;

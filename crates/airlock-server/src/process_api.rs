@@ -24,17 +24,6 @@ use crate::sandbox_run::Conn;
 use crate::sandboxes::Held;
 use crate::transport::Outbound;
 
-/// The process methods.
-pub const PROCESS_METHODS: [&str; 8] = [
-    m::PROCESS_START,
-    m::PROCESS_LIST,
-    m::PROCESS_INPUT,
-    m::PROCESS_CLOSE_STDIN,
-    m::PROCESS_RESIZE,
-    m::PROCESS_SIGNAL,
-    m::PROCESS_WAIT,
-    m::PROCESS_OUTPUT,
-];
 /// The largest terminal a process may ask for.
 const MAX_TERMINAL: u16 = 1000;
 /// The most input one `process.input` carries (decoded).
@@ -43,12 +32,6 @@ const MAX_INPUT_BYTES: usize = 64 * 1024;
 const INPUT_WAIT: Duration = Duration::from_secs(5);
 /// The longest `process.wait`.
 const MAX_WAIT_S: f64 = 300.0;
-
-/// Whether `method` is a process method.
-#[must_use]
-pub fn is_process_method(method: &str) -> bool {
-    PROCESS_METHODS.contains(&method)
-}
 
 fn invalid(msg: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::InvalidParams, msg)
@@ -352,26 +335,5 @@ pub(crate) fn attach_all(conn: &Conn, held: &Held) {
         if p.exit().is_none() {
             attach(conn, held, &p);
         }
-    }
-}
-
-/// The processes one connection hears (so a re-attach never doubles the notifications).
-#[derive(Debug, Clone, Default)]
-pub struct Attached(Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
-
-impl Attached {
-    fn set(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Whether `id` was newly attached.
-    fn insert(&self, id: &str) -> bool {
-        self.set().insert(id.to_owned())
-    }
-
-    fn remove(&self, id: &str) {
-        self.set().remove(id);
     }
 }

@@ -75,7 +75,7 @@ pub(crate) struct Conn {
     /// Cancelled when the connection is gone.
     pub conn_gone: CancelToken,
     /// The background processes this connection hears.
-    pub attached: crate::process_api::Attached,
+    pub attached: crate::attached::Attached,
 }
 
 /// A parsed run request.

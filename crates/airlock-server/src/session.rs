@@ -50,7 +50,7 @@ struct Session {
     pending: Pending,
     conn_gone: CancelToken,
     /// The background processes this connection hears.
-    attached: crate::process_api::Attached,
+    attached: crate::attached::Attached,
     current: Option<Current>,
     /// The session methods in flight (each sends its own response).
     tasks: JoinSet<()>,
@@ -73,7 +73,7 @@ pub(crate) async fn serve(
             outbound,
             pending: Pending::default(),
             conn_gone: CancelToken::new(),
-            attached: crate::process_api::Attached::default(),
+            attached: crate::attached::Attached::default(),
             current: None,
             tasks: JoinSet::new(),
         };

@@ -217,7 +217,7 @@ pub fn needs(method: &str) -> Option<Capability> {
         m::FILES_READ | m::OUTPUTS_COLLECT => Capability::FilesOut,
         m::FILES_LIST | m::FILES_STAT => Capability::FilesList,
         m::FILES_REMOVE => Capability::FilesDelete,
-        m if crate::process_api::is_process_method(m) => Capability::Processes,
+        m if crate::process_methods::is_process_method(m) => Capability::Processes,
         m::SANDBOX_EXPOSE | m::SANDBOX_UNEXPOSE => Capability::Ports,
         _ => return None,
     })

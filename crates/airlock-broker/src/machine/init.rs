@@ -21,7 +21,6 @@ use serde_json::json;
 
 use crate::limits::Limits;
 use crate::run::cgroup_attach;
-use crate::sandbox_fs::SandboxFs;
 use airlock_jail::cgroup::RunCgroup;
 
 /// How long the init may take to hand its namespaces over.
@@ -50,7 +49,19 @@ pub enum MachineError {
     Ended,
 }
 
-/// One sandbox's machine, held by its [`SandboxFs`] for the sandbox's life.
+/// What a machine is started from: the sandbox's user and mount namespaces and its host
+/// identity (see `SandboxFs::start_machine`).
+#[derive(Debug)]
+pub struct SandboxNamespaces {
+    /// The sandbox's user namespace.
+    pub userns: OwnedFd,
+    /// The sandbox's mount namespace (its root staged).
+    pub mntns: OwnedFd,
+    /// The host identity the sandbox runs as (a root broker's sandboxes).
+    pub owner: Option<airlock_executor::HostId>,
+}
+
+/// One sandbox's machine, held by its `SandboxFs` for the sandbox's life.
 #[derive(Debug)]
 pub struct Machine {
     /// The init's stage (the broker's child; killed when dropped).
@@ -78,12 +89,16 @@ impl Machine {
     /// long as the runtime).
     pub async fn start(
         executor: &Path,
-        fs: &SandboxFs,
+        sandbox: SandboxNamespaces,
         limits: &Limits,
     ) -> Result<Machine, MachineError> {
         let (control, theirs) = UnixStream::pair()?;
         let (fds, fds_theirs) = UnixStream::pair()?;
-        let (userns, mntns) = fs.namespaces()?;
+        let SandboxNamespaces {
+            userns,
+            mntns,
+            owner,
+        } = sandbox;
         let mut cmd = tokio::process::Command::new(executor);
         cmd.arg("__executor")
             .env_clear()
@@ -110,7 +125,7 @@ impl Machine {
                 .map_err(|e| MachineError::Refused(format!("the machine's cgroup: {e}")))?;
         }
         let config = InitConfig {
-            identity: fs.owner(),
+            identity: owner,
             hostname: "airlock".into(),
         };
         let frame = Message::notification(INIT_METHOD, serde_json::to_value(&config).ok());

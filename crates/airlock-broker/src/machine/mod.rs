@@ -8,13 +8,13 @@
 //! machine's pid namespace itself, and lives until it exits, is signalled, or the machine
 //! ends — at disposal, idle reclaim, or the broker's death (the init's socket closes, pid 1
 //! exits, the kernel kills everything in the namespace).
-mod init;
+pub(crate) mod init;
 mod output_log;
 mod process;
 mod stdio;
 mod table;
 
-pub use init::{Machine, MachineError};
+pub use init::{Machine, MachineError, SandboxNamespaces};
 pub use output_log::{Exit, OutputLog, ProcessEvent, ProcessStream, Recent, KEPT_BYTES};
 pub use process::{signal_number, Process, ProcessError, ProcessRequest, SIGNALS};
 pub use table::{Processes, MAX_PROCESSES};

@@ -85,7 +85,7 @@ pub struct Process {
     /// When it started.
     pub started_at: SystemTime,
     /// Its output.
-    pub output: OutputLog,
+    pub output: Arc<OutputLog>,
     stage: Mutex<Option<OwnedFd>>,
     stdin: tokio::sync::Mutex<Option<Stdin>>,
     master: Option<Arc<tokio::io::unix::AsyncFd<std::fs::File>>>,
@@ -164,13 +164,13 @@ pub async fn start(
         argv: req.argv,
         pty: req.pty.is_some(),
         started_at: SystemTime::now(),
-        output: OutputLog::default(),
+        output: Arc::new(OutputLog::default()),
         stage: Mutex::new(Some(handle)),
         stdin: tokio::sync::Mutex::new(ends.stdin),
         master: ends.master.clone(),
         exit: exit_rx,
     });
-    let readers = stdio::read_output(&process, stdout, stderr, ends.master);
+    let readers = stdio::read_output(&process.output, stdout, stderr, ends.master);
     tokio::spawn(watch_to_the_end(
         Arc::clone(&process),
         child,

@@ -13,8 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::process::{ChildStderr, ChildStdout};
 use tokio::task::JoinHandle;
 
-use super::output_log::ProcessStream;
-use super::process::Process;
+use super::output_log::{OutputLog, ProcessStream};
 
 /// Bytes read from the output in one go.
 const CHUNK: usize = 16 * 1024;
@@ -112,12 +111,12 @@ fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
 
 /// Read the process's output into its log until every writer is gone.
 pub(super) fn read_output(
-    process: &Arc<Process>,
+    log: &Arc<OutputLog>,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
     master: Option<Arc<AsyncFd<File>>>,
 ) -> JoinHandle<()> {
-    let p = Arc::clone(process);
+    let p = Arc::clone(log);
     tokio::spawn(async move {
         let out = async {
             match (&master, stdout) {
@@ -140,7 +139,7 @@ pub(super) fn read_output(
 }
 
 async fn read_pipe(
-    p: &Process,
+    p: &OutputLog,
     mut pipe: impl tokio::io::AsyncRead + Unpin,
     stream: ProcessStream,
 ) {
@@ -148,12 +147,12 @@ async fn read_pipe(
     loop {
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => p.output.push(stream, buf[..n].to_vec()),
+            Ok(n) => p.push(stream, buf[..n].to_vec()),
         }
     }
 }
 
-async fn read_master(p: &Process, master: &AsyncFd<File>) {
+async fn read_master(p: &OutputLog, master: &AsyncFd<File>) {
     let mut buf = vec![0u8; CHUNK];
     loop {
         let read = master
@@ -162,7 +161,7 @@ async fn read_master(p: &Process, master: &AsyncFd<File>) {
         match read {
             // EIO: every slave is closed (the terminal's processes are gone).
             Ok(0) | Err(_) => return,
-            Ok(n) => p.output.push(ProcessStream::Pty, buf[..n].to_vec()),
+            Ok(n) => p.push(ProcessStream::Pty, buf[..n].to_vec()),
         }
     }
 }
