@@ -77,7 +77,7 @@ pub(crate) fn list(sbs: &Sandboxes, visible: impl Fn(&Held) -> bool) -> Value {
 struct SetTimeoutParams {
     #[allow(dead_code, reason = "routed on before the method runs")]
     sandbox_id: String,
-    idle_timeout_s: f64,
+    idle_timeout_s: Value,
 }
 
 /// `sandbox.set_timeout {sandbox_id, idle_timeout_s}`: the timeout in force from now (the
@@ -86,8 +86,13 @@ struct SetTimeoutParams {
 pub(crate) fn set_timeout(h: &Held, params: Value) -> Result<(), ErrorObject> {
     let p: SetTimeoutParams = serde_json::from_value(params)
         .map_err(|e| invalid(format!("sandbox.set_timeout params: {e}")))?;
-    let idle =
-        crate::sandbox_life::checked_idle("idle_timeout_s", p.idle_timeout_s).map_err(invalid)?;
+    let Some(secs) = p.idle_timeout_s.as_f64() else {
+        return Err(invalid(format!(
+            "idle_timeout_s = {}: must be a number of seconds",
+            p.idle_timeout_s
+        )));
+    };
+    let idle = crate::sandbox_life::checked_idle("idle_timeout_s", secs).map_err(invalid)?;
     h.life.set_idle_timeout(idle);
     h.touch();
     Ok(())
