@@ -73,10 +73,12 @@ pub fn parse_metadata(v: Option<Value>) -> Result<Metadata, String> {
     Ok(out)
 }
 
-/// Checks an idle timeout in seconds: in (0, [`crate::wire_spec::MAX_IDLE`]]; the error names
-/// `member`.
+/// Longest idle timeout a spec or `sandbox.set_timeout` may ask for.
+pub const MAX_IDLE: Duration = Duration::from_secs(24 * 3600);
+
+/// Checks an idle timeout in seconds: in (0, [`MAX_IDLE`]]; the error names `member`.
 pub fn checked_idle(member: &str, x: f64) -> Result<Duration, String> {
-    let max = crate::wire_spec::MAX_IDLE;
+    let max = MAX_IDLE;
     if x.is_finite() && x > 0.0 && x <= max.as_secs_f64() {
         return Ok(Duration::from_secs_f64(x));
     }

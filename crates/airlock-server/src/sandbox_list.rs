@@ -6,6 +6,8 @@
 //! ([`visible_to`]) so that a multi-tenant server narrows it in one place. Call-scoped
 //! `execute` sandboxes are never held, so never listed. The list is bounded by what the server
 //! holds (at most `--max-sandboxes`).
+use std::time::Duration;
+
 use airlock_protocol::{ErrorCode, ErrorObject};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -80,10 +82,8 @@ struct SetTimeoutParams {
     idle_timeout_s: Value,
 }
 
-/// `sandbox.set_timeout {sandbox_id, idle_timeout_s}`: the timeout in force from now (the
-/// call itself is a use, so the sandbox has all of it). The spec's own timeout, which the
-/// key-reuse rule compares, is unchanged.
-pub(crate) fn set_timeout(h: &Held, params: Value) -> Result<(), ErrorObject> {
+/// `sandbox.set_timeout` params, checked: the new idle timeout (the bounds of create's).
+pub(crate) fn parse_set_timeout(params: Value) -> Result<Duration, ErrorObject> {
     let p: SetTimeoutParams = serde_json::from_value(params)
         .map_err(|e| invalid(format!("sandbox.set_timeout params: {e}")))?;
     let Some(secs) = p.idle_timeout_s.as_f64() else {
@@ -92,8 +92,14 @@ pub(crate) fn set_timeout(h: &Held, params: Value) -> Result<(), ErrorObject> {
             p.idle_timeout_s
         )));
     };
-    let idle = crate::sandbox_life::checked_idle("idle_timeout_s", secs).map_err(invalid)?;
-    h.life.set_idle_timeout(idle);
+    crate::sandbox_life::checked_idle("idle_timeout_s", secs).map_err(invalid)
+}
+
+/// `sandbox.set_timeout {sandbox_id, idle_timeout_s}`: the timeout in force from now (the
+/// call itself is a use, so the sandbox has all of it). The spec's own timeout, which the
+/// key-reuse rule compares, is unchanged.
+pub(crate) fn set_timeout(h: &Held, params: Value) -> Result<(), ErrorObject> {
+    h.life.set_idle_timeout(parse_set_timeout(params)?);
     h.touch();
     Ok(())
 }

@@ -39,7 +39,7 @@ pub fn default_requires() -> BTreeSet<Capability> {
 /// Idle timeout when the spec names none.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
 /// Longest idle timeout a spec may ask for.
-pub const MAX_IDLE: Duration = Duration::from_secs(24 * 3600);
+pub use crate::sandbox_life::MAX_IDLE;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
