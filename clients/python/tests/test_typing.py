@@ -70,4 +70,4 @@ def test_a_misspelt_keyword_is_a_type_error_at_call_time(server):
 def test_the_typed_user_program_runs(server):
     lines = asyncio.run(typed_user_program.demo(server.url, server.token))
     assert lines == ["ok\n", "answer.txt", "in.txt", "42", "SandboxKeySpecMismatch"]
-    assert typed_user_program.demo_sync(server.url, server.token) == "hi 2"
+    assert typed_user_program.demo_sync(server.url, server.token) == "hi 2 typed 120"

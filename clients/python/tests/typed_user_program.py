@@ -6,8 +6,8 @@ import asyncio
 from typing import List, Optional
 
 from airlock_client import (AirlockError, AsyncClient, Capability, CollectedOutputs, DeclaredOutput, Egress,
-                            FileEntry, Limits, RunResult, RunStatus, Sandbox, SandboxKey, SandboxRefusedError,
-                            SyncClient, Tool, TransferLimits)
+                            FileEntry, Limits, RunResult, RunStatus, Sandbox, SandboxInfo, SandboxKey, SandboxRecord,
+                            SandboxRefusedError, SyncClient, Tool, TransferLimits)
 
 
 def add(a: int, b: int) -> int:
@@ -51,10 +51,14 @@ async def demo(url: str, token: str) -> List[str]:
 
 
 def demo_sync(url: str, token: str) -> str:
-    with SyncClient.connect(url, token) as client, client.sandbox() as sb:
+    with SyncClient.connect(url, token) as client, client.sandbox(metadata={"owner": "typed"}) as sb:
         sb.files.write("x.bin", b"\x00\x01")
         size: Optional[int] = sb.files.stat("x.bin").size
-        return f"{sb.exec(['/bin/echo', 'hi']).stdout.strip()} {size}"
+        info: SandboxInfo = sb.set_timeout(120)
+        records: List[SandboxRecord] = client.list_sandboxes()
+        mine = [r for r in records if r.sandbox_id == sb.sandbox_id]
+        owner: str = mine[0].metadata["owner"] if mine else "?"
+        return f"{sb.exec(['/bin/echo', 'hi']).stdout.strip()} {size} {owner} {info.idle_timeout_s:g}"
 
 
 if __name__ == "__main__":

@@ -43,6 +43,14 @@ pub(crate) fn map_err(op: &'static str, rel: &str, e: &io::Error) -> SandboxErro
     match e.raw_os_error() {
         Some(ENOENT) => SandboxError::NotFound { path: shown(rel) },
         Some(ELOOP | EXDEV | ENOTDIR) => SandboxError::NotConfined { path: shown(rel) },
+        // The sandbox's disk (one size- and inode-bounded tmpfs for /work, /tmp and /dev/shm)
+        // is full: said plainly, since it is what bounds what files.write can land.
+        Some(ENOSPC | EDQUOT) => SandboxError::Backend {
+            detail: format!(
+                "{op} of guest path {rel:?}: the sandbox's disk is full (its /work, /tmp and \
+                 /dev/shm share one bounded filesystem, the host policy's disk_mb)"
+            ),
+        },
         _ => SandboxError::Backend {
             detail: format!("{op} of guest path {rel:?}: {}", e.kind()),
         },
@@ -75,6 +83,8 @@ const EXDEV: i32 = 18;
 const ELOOP: i32 = 40;
 const EISDIR: i32 = 21;
 const ENOTEMPTY: i32 = 39;
+const ENOSPC: i32 = 28;
+const EDQUOT: i32 = 122;
 
 fn not_confined(rel: &str) -> SandboxError {
     SandboxError::NotConfined { path: shown(rel) }

@@ -25,6 +25,10 @@ pub const SANDBOX_RUN_CODE: &str = "sandbox.run_code";
 pub const SANDBOX_EXEC: &str = "sandbox.exec";
 /// Request: dispose of a sandbox (everything it wrote is freed).
 pub const SANDBOX_DISPOSE: &str = "sandbox.dispose";
+/// Request: the sandboxes the server holds for the caller. `params: {}`.
+pub const SANDBOX_LIST: &str = "sandbox.list";
+/// Request: change a sandbox's idle timeout. `params: {"sandbox_id", "idle_timeout_s"}`.
+pub const SANDBOX_SET_TIMEOUT: &str = "sandbox.set_timeout";
 /// Request: dispose of every sandbox of a conversation.
 pub const SCOPE_DISPOSE: &str = "scope.dispose";
 /// Request: cancel a run in flight; it ends `cancelled` with its one terminal result.

@@ -19,7 +19,7 @@ use crate::transport::Outbound;
 use crate::wire_spec;
 
 /// The session methods (everything but `execute`).
-pub const SESSION_METHODS: [&str; 23] = [
+pub const SESSION_METHODS: [&str; 25] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -43,6 +43,8 @@ pub const SESSION_METHODS: [&str; 23] = [
     m::PROCESS_OUTPUT,
     m::SANDBOX_EXPOSE,
     m::SANDBOX_UNEXPOSE,
+    m::SANDBOX_LIST,
+    m::SANDBOX_SET_TIMEOUT,
 ];
 
 /// Whether `method` is one of the session methods.
@@ -130,6 +132,12 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         }
         m::RUN_CANCEL => {
             let r = parse_cancel(params).and_then(|p| cancel(&sbs, p));
+            tasks.spawn(async move { respond(&conn, id, r).await });
+        }
+        m::SANDBOX_LIST => {
+            let visible = crate::sandbox_list::visible_to(&conn);
+            let r = crate::sandbox_list::parse_list(params)
+                .map(|()| crate::sandbox_list::list(&sbs, visible));
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         _ => on_sandbox(conn, &sbs, id, method, params, tasks),
@@ -225,6 +233,8 @@ fn on_sandbox(
                         Ok(()) => sbs.dispose(&held.id).await,
                         Err(e) => Err(e),
                     },
+                    m::SANDBOX_SET_TIMEOUT => crate::sandbox_list::set_timeout(&held, params)
+                        .map(|()| held.describe(sbs.isolation())),
                     m::FILES_WRITE => files_api::write(&held, params).await,
                     m::FILES_READ => files_api::read(&held, params).await,
                     m::FILES_LIST => files_api::list(&held, params).await,

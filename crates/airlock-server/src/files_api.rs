@@ -3,9 +3,10 @@
 //!
 //! Bytes travel as base64. A file larger than one message moves in chunks: `files.read` takes
 //! `offset`/`length` (at most [`MAX_CHUNK`] per call), `files.write` with `offset` > 0 appends
-//! exactly at the file's current end. Each file is bounded by the spec's transfer limits
-//! (`files_in` for writes, `files_out` for reads).
-use airlock_policy::{Direction, GuestRelPath};
+//! exactly at the file's current end. Each call is bounded on its own by the spec's per-file
+//! cap (`files_in.max_bytes_per_file` for writes, `files_out.max_bytes_per_file` for reads);
+//! nothing is counted over the sandbox's life (its disk bounds what it can hold).
+use airlock_policy::GuestRelPath;
 use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_router::ErrorKind;
 use airlock_router::{Sandbox, SandboxError};
@@ -115,18 +116,16 @@ pub(crate) fn parse_write(v: Value) -> Result<WriteCall, ErrorObject> {
 pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     let WriteCall { rel, data, offset } = parse_write(v)?;
     let max = h.spec.files_in().max_bytes_per_file;
-    let (len, new_file) = (data.len() as u64, offset == 0);
-    h.transfers
-        .charge(Direction::FilesIn, h.spec.files_in(), len, new_file)?;
-    let written = if new_file {
+    // Each call is checked on its own: the file it leaves is at most `max_bytes_per_file`
+    // (both branches refuse before a byte lands), and what a sandbox holds in all is bounded
+    // by its disk (one size- and inode-bounded tmpfs), not by a count of calls.
+    let len = data.len() as u64;
+    let written = if offset == 0 {
         h.sandbox.write_file(WORK, &rel, &data).await.map(|()| len)
     } else {
         h.sandbox.append_chunk(WORK, &rel, offset, data, max).await
     };
-    let size = written.map_err(|e| {
-        h.transfers.refund(Direction::FilesIn, len, new_file);
-        file_error(&e)
-    })?;
+    let size = written.map_err(|e| file_error(&e))?;
     Ok(json!({ "path": rel.as_str(), "size": size }))
 }
 
@@ -163,12 +162,6 @@ pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .read_chunk(WORK, &rel, offset, len, max)
         .await
         .map_err(|e| file_error(&e))?;
-    h.transfers.charge(
-        Direction::FilesOut,
-        h.spec.files_out(),
-        c.data.len() as u64,
-        offset == 0,
-    )?;
     let end = offset.saturating_add(c.data.len() as u64);
     Ok(json!({
         "path": rel.as_str(),

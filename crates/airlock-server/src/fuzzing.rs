@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use crate::auth::Auth;
 use crate::ceilings::Ceilings;
 use crate::transport::Inbound;
-use crate::{dispatch, files_api, outputs_api, params, sandbox_run, wire_spec};
+use crate::{dispatch, files_api, outputs_api, params, sandbox_list, sandbox_run, wire_spec};
 
 pub use crate::dispatch::SESSION_METHODS;
 pub use crate::files_api::MAX_CHUNK;
@@ -62,12 +62,16 @@ pub fn session_params(
         }
         m::SCOPE_DISPOSE => return dispatch::parse_scope(params).map(|_| out).map_err(msg),
         m::RUN_CANCEL => return dispatch::parse_cancel(params).map(|_| out).map_err(msg),
+        m::SANDBOX_LIST => return sandbox_list::parse_list(params).map(|()| out).map_err(msg),
         _ => {}
     }
     dispatch::sandbox_id(&params).map_err(msg)?;
     match method {
         m::SANDBOX_CONNECT | m::SANDBOX_DISPOSE => {
             dispatch::id_only(method, params).map_err(msg)?
+        }
+        m::SANDBOX_SET_TIMEOUT => {
+            sandbox_list::parse_set_timeout(params).map_err(msg)?;
         }
         m::SANDBOX_RUN_CODE | m::SANDBOX_EXEC => {
             let call = sandbox_run::parse(method, params).map_err(msg)?;

@@ -40,8 +40,10 @@ pub struct Held {
     pub outputs: crate::wire_spec::Outputs,
     /// The tools the orchestrator answers.
     pub tools: Vec<crate::wire_tools::WireTool>,
-    /// What its file methods moved (against the spec's transfer limits).
-    pub transfers: crate::transfer_budget::TransferBudget,
+    /// Its metadata, birth and idle timeout now (`sandbox.list`, `sandbox.set_timeout`).
+    pub life: crate::sandbox_life::Life,
+    /// The idle timeout its spec asked for: what the key-reuse rule compares (the timeout in
+    /// force is `life`'s).
     idle: Duration,
     last_used: Mutex<Instant>,
     busy: Mutex<Option<String>>,
@@ -116,12 +118,18 @@ impl Held {
         self.touch();
     }
 
+    /// When it was last used (a call it served, or the end of a run).
+    #[must_use]
+    pub fn last_used(&self) -> Instant {
+        *lock(&self.last_used)
+    }
+
     fn idle_for(&self, now: Instant) -> Option<Duration> {
         if lock(&self.busy).is_some() {
             return None;
         }
         let since = now.saturating_duration_since(*lock(&self.last_used));
-        (since >= self.idle).then_some(since)
+        (since >= self.life.idle_timeout()).then_some(since)
     }
 
     /// What `sandbox.create`/`sandbox.connect` answer.
@@ -134,7 +142,8 @@ impl Held {
             "egress": self.spec.egress().as_str(),
             "requires": self.spec.requires().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
             "work_dir": airlock_broker::GUEST_WORK_DIR,
-            "idle_timeout_s": self.idle.as_secs_f64(),
+            "idle_timeout_s": self.life.idle_timeout().as_secs_f64(),
+            "metadata": self.life.metadata,
         })
     }
 }
@@ -317,7 +326,7 @@ impl Sandboxes {
             sandbox: local,
             outputs: p.outputs,
             tools: p.tools,
-            transfers: crate::transfer_budget::TransferBudget::default(),
+            life: crate::sandbox_life::Life::new(p.metadata, p.idle),
             idle: p.idle,
             last_used: Mutex::new(Instant::now()),
             busy: Mutex::new(None),
@@ -442,6 +451,11 @@ impl Sandboxes {
                 ),
             )),
         }
+    }
+
+    /// Every held sandbox (at most `max_live`), for `sandbox.list`.
+    pub(crate) fn held(&self) -> Vec<Arc<Held>> {
+        lock(&self.live).values().cloned().collect()
     }
 
     /// Live sandboxes.

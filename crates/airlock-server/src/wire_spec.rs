@@ -39,7 +39,7 @@ pub fn default_requires() -> BTreeSet<Capability> {
 /// Idle timeout when the spec names none.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
 /// Longest idle timeout a spec may ask for.
-pub const MAX_IDLE: Duration = Duration::from_secs(24 * 3600);
+pub use crate::sandbox_life::MAX_IDLE;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +71,9 @@ struct RawSpec {
     /// An image of the server's store to run on (`airlock image ls`).
     #[serde(default)]
     image: Option<String>,
+    /// The orchestrator's labels (`crate::sandbox_life`); not part of the policy spec.
+    #[serde(default)]
+    metadata: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,6 +115,8 @@ pub struct CreateParams {
     pub tools: Vec<crate::wire_tools::WireTool>,
     /// The orchestrator's key, when it gave one.
     pub key: Option<SandboxKey>,
+    /// The orchestrator's labels (no part of spec equality).
+    pub metadata: crate::sandbox_life::Metadata,
 }
 
 fn invalid(m: impl Into<String>) -> String {
@@ -137,16 +142,9 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
     }
     let idle = match s.idle_timeout_s {
         None => DEFAULT_IDLE,
-        Some(x) if x.is_finite() && x > 0.0 && x <= MAX_IDLE.as_secs_f64() => {
-            Duration::from_secs_f64(x)
-        }
-        Some(x) => {
-            return Err(invalid(format!(
-                "spec.idle_timeout_s = {x}: must be in (0, {}]",
-                MAX_IDLE.as_secs()
-            )))
-        }
+        Some(x) => crate::sandbox_life::checked_idle("spec.idle_timeout_s", x)?,
     };
+    let metadata = crate::sandbox_life::parse_metadata(s.metadata)?;
     let mut b = SandboxSpec::builder("python")
         .requires(s.requires.unwrap_or_else(default_requires))
         .egress(s.egress.unwrap_or(Egress::Closed))
@@ -186,6 +184,7 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         outputs,
         tools: s.tools,
         key,
+        metadata,
     })
 }
 

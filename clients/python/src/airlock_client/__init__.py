@@ -18,7 +18,7 @@ from .errors import (AirlockError, BusyError, ConnectionClosedError, ConnectionE
                      OutputLimitError, OverCapacityError, ParseError, ProgramError, ProgramTooLargeError,
                      ProtocolError, RunTimeoutError, SandboxRefusedError, ShutdownError, ToolCallLimitError,
                      ToolDenied, ToolDeniedError, ToolError, UnauthorizedError, UnknownToolError, error_class)
-from .models import Artifact, CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo
+from .models import Artifact, CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo, SandboxRecord
 from .result import CellValue, DisplayItem, EgressDecision, RunError, RunResult, RunStatus
 from .sandbox import Sandbox
 from .spec import (DEFAULT_REQUIRES, Capability, DeclaredOutput, Egress, Identity, Isolation, IsolationScope,
@@ -34,7 +34,7 @@ __all__ = [
     "InvalidRequestError", "Isolation", "IsolationScope", "Limits", "MAX_MESSAGE_BYTES", "MemoryLimitError",
     "MethodNotFoundError", "NotFoundError", "OutputCallback", "OutputLimitError", "OverCapacityError",
     "ParseError", "ProgramError", "ProgramTooLargeError", "ProtocolError", "RunError", "RunResult",
-    "RunStatus", "RunTimeoutError", "Sandbox", "SandboxInfo", "SandboxKey", "SandboxRefusedError",
+    "RunStatus", "RunTimeoutError", "Sandbox", "SandboxInfo", "SandboxKey", "SandboxRecord", "SandboxRefusedError",
     "ShutdownError", "StdioClient", "SyncClient", "SyncFiles", "SyncSandbox", "Tool", "ToolCallLimitError",
     "ToolDeclaration", "ToolDenied", "ToolDeniedError", "ToolError", "ToolFn", "TransferLimits",
     "UnauthorizedError", "UnknownToolError", "error_class", "find_airlock_bin",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 
 import websockets
 from websockets.asyncio.client import ClientConnection
@@ -14,7 +14,7 @@ from ._binary import find_airlock_bin
 from ._runs import RunCtx, ToolFn
 from ._session import MAX_MESSAGE_BYTES, Session
 from .errors import AirlockError, ConnectionError, ProtocolError, UnauthorizedError
-from .models import SandboxInfo
+from .models import SandboxInfo, SandboxRecord
 from .result import RunResult
 from .sandbox import Sandbox
 from .spec import (DEFAULT_REQUIRES, Capability, CapabilityLike, DeclaredOutput, Egress, Isolation,
@@ -47,10 +47,13 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
                   files_in: Optional[TransferLimits], files_out: Optional[TransferLimits],
                   idle_timeout: Optional[float], tools: Sequence[Tool], declared_outputs: Sequence[DeclaredOutput],
                   outputs_named_at_call_time: bool, key: Optional[SandboxKey], stateful: bool = False,
-                  restricted: bool = False, image: Optional[str] = None) -> Dict[str, Any]:
+                  restricted: bool = False, image: Optional[str] = None,
+                  metadata: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire."""
     if isinstance(egress_allow, str):
         raise TypeError("egress_allow is a list of 'host[:port]' strings")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError("metadata is a mapping of str to str")
     caps = capabilities(requires) if requires is not None else None
     if tools and caps is None:
         caps = DEFAULT_REQUIRES | {Capability.HOST_TOOLS}
@@ -85,6 +88,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
         spec["restricted"] = True
     if image is not None:
         spec["image"] = str(image)
+    if metadata:
+        spec["metadata"] = dict(metadata)
     params: Dict[str, Any] = {"spec": spec}
     if key is not None:
         params["key"] = key.to_wire()
@@ -119,7 +124,8 @@ class BaseClient:
                       idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
                       declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
                       key: Optional[SandboxKey] = None, stateful: bool = False,
-                      restricted: bool = False, image: Optional[str] = None) -> Sandbox:
+                      restricted: bool = False, image: Optional[str] = None,
+                      metadata: Optional[Mapping[str, str]] = None) -> Sandbox:
         """Create a sandbox that persists across runs (`sandbox.create`).
 
         `requires`: the capabilities it may use (default: all but host tools; `host_tools` is
@@ -132,7 +138,10 @@ class BaseClient:
         objects persist; results carry `value` and `display`; see docs/server.md).
         `restricted`: programs run under the host's restricted language profile. `image`: the
         name of an image in the server's store (`airlock image ls`) to run on instead of the
-        host's system directories; its interpreter runs `run_code`. Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
+        host's system directories; its interpreter runs `run_code`. `metadata`: your labels
+        (at most 32 entries; keys 1-64 characters of `[A-Za-z0-9_.-]`, values at most 512
+        bytes), returned in `info.metadata` and by `list_sandboxes()`; not part of the spec a
+        key compares. Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
         OverCapacityError.
         """
         tools = list(tools)
@@ -141,7 +150,7 @@ class BaseClient:
                                files_in=files_in, files_out=files_out, idle_timeout=idle_timeout, tools=tools,
                                declared_outputs=declared_outputs,
                                outputs_named_at_call_time=outputs_named_at_call_time, key=key,
-                               stateful=stateful, restricted=restricted, image=image)
+                               stateful=stateful, restricted=restricted, image=image, metadata=metadata)
         info = SandboxInfo.from_wire(await self._session.request("sandbox.create", params))
         return Sandbox(self._session, info, {t.declaration.name: t.handler for t in tools})
 
@@ -150,6 +159,14 @@ class BaseClient:
         `tools` answers, by name, the tools its spec declared."""
         info = SandboxInfo.from_wire(await self._session.request("sandbox.connect", {"sandbox_id": sandbox_id}))
         return Sandbox(self._session, info, tools)
+
+    async def list_sandboxes(self) -> List[SandboxRecord]:
+        """The sandboxes the server holds (`sandbox.list`), oldest first. The server serves one
+        token, so every connection sees every sandbox it holds; one-shot `execute` sandboxes are
+        never held, so never listed."""
+        result = await self._session.request("sandbox.list", {})
+        items = result.get("sandboxes") if isinstance(result, dict) else None
+        return [SandboxRecord.from_wire(s) for s in items or []]
 
     async def dispose_scope(self, scope: str, thread_id: str) -> Dict[str, Any]:
         """Dispose every sandbox of one conversation key (`scope.dispose`); the broker's answer."""

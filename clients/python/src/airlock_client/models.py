@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, List, Mapping, Optional
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Literal, Mapping, Optional
 
-from .spec import Capability, Egress, IsolationScope
+from .spec import Capability, Egress, IsolationScope, SandboxKey
 
 
 def _obj(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, dict) else {}
+
+
+def _metadata(v: Any) -> Dict[str, str]:
+    return {str(k): str(x) for k, x in _obj(v).items()}
+
+
+def _ms(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,8 @@ class SandboxInfo:
     requires: List[Capability]
     work_dir: str
     idle_timeout_s: float
+    #: The orchestrator's labels from `sandbox.create` (`metadata=`), as the sandbox was made.
+    metadata: Dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_wire(cls, v: Any) -> "SandboxInfo":
@@ -38,7 +49,48 @@ class SandboxInfo:
                    isolation_scope=IsolationScope(d.get("isolation_scope", "conversation")),
                    egress=Egress(d.get("egress", "closed")), requires=requires,
                    work_dir=str(d.get("work_dir", "/work")),
-                   idle_timeout_s=float(d.get("idle_timeout_s", 0.0)))
+                   idle_timeout_s=float(d.get("idle_timeout_s", 0.0)),
+                   metadata=_metadata(d.get("metadata")))
+
+
+@dataclass(frozen=True)
+class SandboxRecord:
+    """One entry of `sandbox.list` (`client.list_sandboxes()`): a sandbox the server holds.
+
+    `key` is None for a sandbox made without one. Times are milliseconds since the Unix epoch
+    (`created_at`/`last_used_at` give them as aware datetimes); `last_used_at_ms` moves with
+    every call the sandbox serves and with the end of each run. `state` is `running` while a
+    run is in flight, else `idle`."""
+
+    sandbox_id: str
+    key: Optional[SandboxKey]
+    metadata: Dict[str, str]
+    created_at_ms: int
+    last_used_at_ms: int
+    idle_timeout_s: float
+    state: Literal["idle", "running"]
+
+    @property
+    def created_at(self) -> datetime:
+        return datetime.fromtimestamp(self.created_at_ms / 1000, tz=timezone.utc)
+
+    @property
+    def last_used_at(self) -> datetime:
+        return datetime.fromtimestamp(self.last_used_at_ms / 1000, tz=timezone.utc)
+
+    @classmethod
+    def from_wire(cls, v: Any) -> "SandboxRecord":
+        d = _obj(v)
+        k = d.get("key")
+        key = None
+        if isinstance(k, dict):
+            call_id = k.get("call_id")
+            key = SandboxKey(str(k.get("scope", "")), str(k.get("thread_id", "")),
+                             str(call_id) if call_id is not None else None)
+        state: Literal["idle", "running"] = "running" if d.get("state") == "running" else "idle"
+        return cls(sandbox_id=str(d.get("sandbox_id", "")), key=key, metadata=_metadata(d.get("metadata")),
+                   created_at_ms=_ms(d.get("created_at_ms")), last_used_at_ms=_ms(d.get("last_used_at_ms")),
+                   idle_timeout_s=float(d.get("idle_timeout_s", 0.0)), state=state)
 
 
 @dataclass(frozen=True)

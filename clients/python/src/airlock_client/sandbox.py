@@ -80,6 +80,17 @@ class Sandbox:
                                                                        {"sandbox_id": self.sandbox_id}))
         return self._info
 
+    async def set_timeout(self, seconds: float) -> SandboxInfo:
+        """Change the idle timeout (`sandbox.set_timeout`): disposed after `seconds` without a
+        call, from now (the call is a use). Same bounds as `idle_timeout` at create: more than
+        0, at most 86400 (else InvalidParamsError). The spec a key compares keeps the timeout
+        the sandbox was made with. Returns (and keeps) the new description."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError("seconds is a number")
+        self._info = SandboxInfo.from_wire(await self._session.request(
+            "sandbox.set_timeout", {"sandbox_id": self.sandbox_id, "idle_timeout_s": seconds}))
+        return self._info
+
     async def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                        on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
                        tools: Optional[Sequence[str]] = None, exact_output: bool = False) -> RunResult:

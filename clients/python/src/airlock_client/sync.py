@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Sequ
 from ._files import Files
 from ._runs import OutputCallback, ToolFn
 from .client import AsyncClient, BaseClient, StdioClient
-from .models import CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo
+from .models import CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo, SandboxRecord
 from .result import RunResult
 from .sandbox import Sandbox
 from .spec import (CapabilityLike, DeclaredOutput, Egress, Isolation, IsolationScope, Limits, SandboxKey, Tool,
@@ -104,6 +104,10 @@ class SyncSandbox:
     def describe(self) -> SandboxInfo:
         return self._loop.call(self._sb.describe())
 
+    def set_timeout(self, seconds: float) -> SandboxInfo:
+        """See `Sandbox.set_timeout`."""
+        return self._loop.call(self._sb.set_timeout(seconds))
+
     def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                  on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
                  tools: Optional[Sequence[str]] = None, exact_output: bool = False) -> RunResult:
@@ -191,18 +195,23 @@ class SyncClient:
                 idle_timeout: Optional[float] = None, tools: Sequence[Tool] = (),
                 declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
                 key: Optional[SandboxKey] = None, stateful: bool = False,
-                restricted: bool = False, image: Optional[str] = None) -> SyncSandbox:
+                restricted: bool = False, image: Optional[str] = None,
+                metadata: Optional[Mapping[str, str]] = None) -> SyncSandbox:
         """See `AsyncClient.sandbox`."""
         sb = self._loop.call(self._a.sandbox(
             requires=requires, egress=egress, egress_allow=egress_allow, isolation_scope=isolation_scope,
             min_isolation=min_isolation, limits=limits, files_in=files_in, files_out=files_out,
             idle_timeout=idle_timeout, tools=tools, declared_outputs=declared_outputs,
             outputs_named_at_call_time=outputs_named_at_call_time, key=key, stateful=stateful,
-            restricted=restricted, image=image))
+            restricted=restricted, image=image, metadata=metadata))
         return SyncSandbox(self._loop, sb)
 
     def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:
         return SyncSandbox(self._loop, self._loop.call(self._a.connect_sandbox(sandbox_id, tools=tools)))
+
+    def list_sandboxes(self) -> List[SandboxRecord]:
+        """See `AsyncClient.list_sandboxes`."""
+        return self._loop.call(self._a.list_sandboxes())
 
     def dispose_scope(self, scope: str, thread_id: str) -> Dict[str, Any]:
         return self._loop.call(self._a.dispose_scope(scope, thread_id))

@@ -6,6 +6,7 @@ mod conformance_stdio;
 mod conformance_ws;
 mod faults;
 mod kernel;
+mod lifetimes;
 mod ports;
 mod restricted;
 mod session_faults;

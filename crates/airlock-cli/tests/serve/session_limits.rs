@@ -304,44 +304,68 @@ async fn a_stalled_streaming_listener_does_not_keep_its_sandbox_busy() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn transfer_totals_and_file_counts_are_counted_over_the_sandbox_s_life() {
+async fn transfer_totals_bound_one_collect_never_the_sandbox_s_life() {
     let server = WsServer::start(&[]);
     let mut c = server.connect().await;
     let limits = json!({"max_bytes_per_file": 1000, "max_total_bytes": 2000, "max_files": 2});
+    let outputs: Vec<serde_json::Value> = ["a", "b", "c"]
+        .iter()
+        .map(|p| json!({"path": p, "media_type": "text/plain", "required": false}))
+        .collect();
     let r = c
         .call(
             "sandbox.create",
-            json!({"spec": {"files_in": limits, "files_out": limits}}),
+            json!({"spec": {"files_in": limits, "files_out": limits,
+                            "declared_outputs": outputs, "outputs_named_at_call_time": true}}),
         )
         .await;
     let sid = result_of(&r)["sandbox_id"].as_str().unwrap().to_owned();
     let write = |name: &str| json!({"sandbox_id": sid, "path": name, "data": b64(&[b'x'; 900])});
-    for name in ["a", "b"] {
+    // Files moved one call at a time are checked against the per-file cap only: three files
+    // (past max_files = 2, 2700 bytes past max_total_bytes = 2000), each read twice.
+    for name in ["a", "b", "c"] {
         result_of(&c.call("files.write", write(name)).await);
     }
-    // A third file passes max_files (and the bytes would pass max_total_bytes).
-    let r = c.call("files.write", write("c")).await;
+    for _ in 0..2 {
+        for name in ["a", "b", "c"] {
+            let r = c
+                .call("files.read", json!({"sandbox_id": sid, "path": name}))
+                .await;
+            assert_eq!(unb64(&result_of(&r)["data"]).len(), 900, "{r}");
+        }
+    }
+    // One collect is one call: its totals apply to what it returns. All three declared
+    // outputs pass max_files, refused before anything is read...
+    let r = c.call("outputs.collect", json!({"sandbox_id": sid})).await;
     assert_eq!(r["error"]["code"], -32017, "{r}");
     assert_eq!(
         r["error"]["data"]["kind"], "SandboxTransferCapExceeded",
         "{r}"
     );
-    let r = c
-        .call("files.stat", json!({"sandbox_id": sid, "path": "c"}))
-        .await;
-    assert_eq!(result_of(&r)["exists"], false, "nothing moved");
-    // Reads count on their own side.
-    for name in ["a", "b"] {
-        result_of(
-            &c.call("files.read", json!({"sandbox_id": sid, "path": name}))
-                .await,
+    // ...two of them fit (1800 bytes), and fit again on the next call.
+    let two: Vec<serde_json::Value> = ["a", "b"]
+        .iter()
+        .map(|p| json!({"path": p, "media_type": "text/plain"}))
+        .collect();
+    for _ in 0..3 {
+        let r = c
+            .call(
+                "outputs.collect",
+                json!({"sandbox_id": sid, "outputs": two}),
+            )
+            .await;
+        assert_eq!(
+            result_of(&r)["artifacts"].as_array().unwrap().len(),
+            2,
+            "{r}"
         );
     }
+    // A write above the per-file cap is still refused.
     let r = c
-        .call("files.read", json!({"sandbox_id": sid, "path": "a"}))
+        .call(
+            "files.write",
+            json!({"sandbox_id": sid, "path": "d", "data": b64(&[b'x'; 1001])}),
+        )
         .await;
-    assert_eq!(
-        r["error"]["data"]["kind"], "SandboxTransferCapExceeded",
-        "{r}"
-    );
+    assert_eq!(r["error"]["data"]["kind"], "SandboxFileTooLarge", "{r}");
 }
