@@ -26,6 +26,7 @@ class Capability(WireEnum):
     HOST_TOOLS = "host_tools"
     SNAPSHOT = "snapshot"
     ATTACHED_IDENTITY = "attached_identity"
+    PROCESSES = "processes"  # background processes and terminals (not in DEFAULT_REQUIRES)
 
 
 #: What the broker gives a spec that names no `requires`: everything but host tools.
