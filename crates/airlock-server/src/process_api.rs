@@ -136,7 +136,7 @@ async fn start(conn: &Conn, held: &Arc<Held>, p: StartParams) -> Result<Value, E
         .start_process(params)
         .await
         .map_err(|e| ErrorObject::new(ErrorCode::SandboxRefused, e.to_string()))?;
-    attach(conn, held, &process);
+    attach_from_start(conn, held, &process);
     Ok(json!({ "process_id": wire_id(held, &process) }))
 }
 
@@ -275,16 +275,32 @@ fn describe(held: &Held, p: &Process) -> Value {
 /// Forward `process`'s events to `conn` until it ends or the connection goes (once per
 /// connection and process).
 pub(crate) fn attach(conn: &Conn, held: &Held, process: &Arc<Process>) {
+    forward(conn, held, process, false);
+}
+
+/// As [`attach`], for the connection that started `process`: it hears the output from the
+/// process's first byte (a listener made after the start would miss what came before it,
+/// and a process that ended at once would send nothing but its exit).
+fn attach_from_start(conn: &Conn, held: &Held, process: &Arc<Process>) {
+    forward(conn, held, process, true);
+}
+
+fn forward(conn: &Conn, held: &Held, process: &Arc<Process>, from_start: bool) {
     let id = wire_id(held, process);
     if !conn.attached.insert(&id) {
         return;
     }
-    let mut rx = process.output.listen();
+    let mut rx = if from_start {
+        process.output.listen_from_start()
+    } else {
+        process.output.listen()
+    };
     let out = conn.outbound.clone();
     let gone = conn.conn_gone.clone();
     let sandbox_id = held.id.clone();
     let attached = conn.attached.clone();
-    let ended = process.exit();
+    // The listener from the start holds the exit too; a later one hears only the exit now.
+    let ended = if from_start { None } else { process.exit() };
     tokio::spawn(async move {
         if let Some(e) = ended {
             let _ = out.try_send(Outbound::Message(exited(&id, &sandbox_id, e)));

@@ -8,6 +8,10 @@ typed `AirlockError` subclass, one per wire error code. Reference: docs/sdk.md.
 """
 from ._binary import find_airlock_bin
 from ._files import CHUNK_BYTES, Files
+from ._process import (SIGNALS, CommandResult, Commands, DataCallback, Process, ProcessInfo,
+                       RecentOutput)
+from ._process_sync import SyncCommands, SyncProcess, SyncPty, SyncTerminal
+from ._pty import DEFAULT_TERMINAL_ENV, Pty, Terminal
 from ._route import sandbox_node, sandbox_url
 from ._runs import OutputCallback, ToolFn
 from ._session import MAX_MESSAGE_BYTES
@@ -39,4 +43,7 @@ __all__ = [
     "ToolDeclaration", "ToolDenied", "ToolDeniedError", "ToolError", "ToolFn", "TransferLimits",
     "UnauthorizedError", "UnknownToolError", "error_class", "find_airlock_bin",
     "sandbox_node", "sandbox_url",
+    # background processes and terminals
+    "CommandResult", "Commands", "DataCallback", "DEFAULT_TERMINAL_ENV", "Process", "ProcessInfo", "Pty",
+    "RecentOutput", "SIGNALS", "SyncCommands", "SyncProcess", "SyncPty", "SyncTerminal", "Terminal",
 ]

@@ -14,6 +14,7 @@ import inspect
 import json
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Set
 
+from ._proc_route import ProcessTable
 from ._runs import RunCtx, RunTable, ToolFn
 from .errors import (AirlockError, ConnectionClosedError, ErrorCode, NotFoundError, ProgramTooLargeError,
                      ToolDenied, error_from_wire)
@@ -49,6 +50,8 @@ class Session:
         self._waiting: Dict[int, "asyncio.Future[Response]"] = {}
         self._next_id = 0
         self._runs = RunTable()
+        #: Background processes' notifications, by process id (`_process`).
+        self.processes = ProcessTable()
         self._closed: Optional[AirlockError] = None
         self._edge_error: Optional[AirlockError] = None
         self._tasks: Set["asyncio.Future[None]"] = set()
@@ -205,8 +208,15 @@ class Session:
             else:
                 self._spawn(self._reply_error(m["id"], ErrorCode.METHOD_NOT_FOUND, "no such method"))
         elif "method" in m:
-            if m["method"] == "output" and isinstance(m.get("params"), dict):
-                self._runs.output(m["params"])
+            params = m.get("params")
+            if not isinstance(params, dict):
+                return
+            if m["method"] == "output" and "process_id" in params:
+                self.processes.output(params)
+            elif m["method"] == "output":
+                self._runs.output(params)
+            elif m["method"] == "process.exited":
+                self.processes.exited(params)
         elif "result" in m or "error" in m:
             rid = m.get("id")
             if rid is None:
@@ -220,6 +230,7 @@ class Session:
     def on_close(self, why: Optional[str] = None) -> None:
         err = self._edge_error or ConnectionClosedError(why or "the connection to the broker closed")
         self._closed = err
+        self.processes.on_close(err)
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_exception(err)

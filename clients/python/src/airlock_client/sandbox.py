@@ -10,6 +10,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Type
 
 from ._files import Files
+from ._process import Commands
+from ._pty import Pty
 from ._runs import OutputCallback, RunCtx, ToolFn
 from ._session import Session
 from .errors import NotFoundError
@@ -54,6 +56,10 @@ class Sandbox:
         self._disposed = False
         #: File transfer: `write`, `read`, `read_text`, `list`, `stat`, `exists`, `remove`.
         self.files = Files(session, info.sandbox_id)
+        #: Commands, one-shot or in the background (`processes` capability): `run`, `list`, `connect`.
+        self.commands = Commands(self, session)
+        #: Terminals (`processes` capability): `create`, `connect`.
+        self.pty = Pty(self, session)
 
     @property
     def sandbox_id(self) -> str:

@@ -29,6 +29,7 @@ class Capability(WireEnum):
     #: `sandbox.expose`: a port of the sandbox's own loopback served on the server's listener.
     #: Never in the default: a spec must ask for it.
     PORTS = "ports"
+    PROCESSES = "processes"  # background processes and terminals (not in DEFAULT_REQUIRES)
 
 
 #: What the broker gives a spec that names no `requires`: everything but host tools.

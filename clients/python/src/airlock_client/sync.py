@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 
 from ._files import Files
+from ._process_sync import SyncCommands, SyncPty
 from ._runs import OutputCallback, ToolFn
 from .client import AsyncClient, BaseClient, StdioClient
 from .models import CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo, SandboxRecord
@@ -84,6 +85,8 @@ class SyncSandbox:
     def __init__(self, loop: _Loop, sandbox: Sandbox) -> None:
         self._loop, self._sb = loop, sandbox
         self.files = SyncFiles(loop, sandbox.files)
+        self.commands = SyncCommands(loop, sandbox.commands)
+        self.pty = SyncPty(loop, sandbox.pty)
 
     @property
     def sandbox_id(self) -> str:

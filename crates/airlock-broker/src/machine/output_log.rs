@@ -71,13 +71,18 @@ struct Kept {
 pub struct OutputLog {
     kept: Mutex<Kept>,
     events: broadcast::Sender<ProcessEvent>,
+    /// A listener made with the log, so the connection that starts the process hears its
+    /// first output too (a listener made after the start would miss what came before it).
+    first: Mutex<Option<broadcast::Receiver<ProcessEvent>>>,
 }
 
 impl Default for OutputLog {
     fn default() -> Self {
+        let (events, first) = broadcast::channel(LISTENER_QUEUE);
         Self {
             kept: Mutex::default(),
-            events: broadcast::channel(LISTENER_QUEUE).0,
+            events,
+            first: Mutex::new(Some(first)),
         }
     }
 }
@@ -125,6 +130,17 @@ impl OutputLog {
         self.events.subscribe()
     }
 
+    /// The listener made with the log, which has heard every event since (at most
+    /// `LISTENER_QUEUE` of them queued); once taken, a new listener as [`Self::listen`] makes.
+    #[must_use]
+    pub fn listen_from_start(&self) -> broadcast::Receiver<ProcessEvent> {
+        self.first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_else(|| self.events.subscribe())
+    }
+
     /// The output kept (at most [`KEPT_BYTES`], the newest).
     #[must_use]
     pub fn recent(&self) -> Recent {
@@ -159,6 +175,21 @@ mod tests {
         assert_eq!(r.stderr, b"err");
         assert_eq!(*r.stdout.last().unwrap(), 99);
         assert_eq!(r.dropped + (r.stdout.len() + 3) as u64, 100 * 4096 + 3);
+    }
+
+    #[test]
+    fn the_first_listener_hears_what_came_before_it_was_taken() {
+        let log = OutputLog::default();
+        log.push(ProcessStream::Stdout, b"early".to_vec());
+        log.exited(Exit {
+            exit_code: Some(0),
+            signal: None,
+        });
+        let mut rx = log.listen_from_start();
+        assert!(matches!(rx.try_recv(), Ok(ProcessEvent::Output { data, .. }) if data == b"early"));
+        assert!(matches!(rx.try_recv(), Ok(ProcessEvent::Exited(_))));
+        // Taken once: the next listener hears only what comes next.
+        assert!(log.listen_from_start().try_recv().is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ from agents.sandbox.session.sandbox_client import BaseSandboxClientOptions
 from agents.sandbox.session.sandbox_session_state import SandboxSessionState
 from pydantic import Field
 
-from ...spec import Limits, TransferLimits
+from ...spec import DEFAULT_REQUIRES, Capability, Limits, TransferLimits
 
 #: The work dir of every airlock sandbox, and so the workspace root of its sessions.
 WORK_DIR = "/work"
@@ -33,15 +33,20 @@ class AirlockSandboxClientOptions(BaseSandboxClientOptions):
     dispose_on_shutdown: bool = True
     """Dispose of the airlock sandbox when the session shuts down. False leaves it to its idle
     timeout, so `client.resume(state)` re-attaches to it with its files."""
+    processes: bool = False
+    """Make the sandbox with the `processes` capability, so the shell tool's commands run as
+    background processes (and terminals with `tty=true`) that outlive the call and take
+    `write_stdin`. Needs closed egress (no `egress_allow`)."""
 
     def __init__(self, *, timeout_s: Optional[float] = None, memory_mb: Optional[int] = None,
                  max_output_bytes: Optional[int] = None, egress_allow: Tuple[str, ...] = (),
                  idle_timeout_s: Optional[float] = None, max_file_bytes: Optional[int] = None,
                  env: Optional[Dict[str, str]] = None, dispose_on_shutdown: bool = True,
-                 type: Literal["airlock"] = "airlock") -> None:
+                 processes: bool = False, type: Literal["airlock"] = "airlock") -> None:
         super().__init__(type=type, timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=max_output_bytes,
                          egress_allow=tuple(egress_allow), idle_timeout_s=idle_timeout_s,
-                         max_file_bytes=max_file_bytes, env=env, dispose_on_shutdown=dispose_on_shutdown)
+                         max_file_bytes=max_file_bytes, env=env, dispose_on_shutdown=dispose_on_shutdown,
+                         processes=processes)
 
     def sandbox_kwargs(self) -> Dict[str, Any]:
         """Keyword arguments of `client.sandbox(...)` for these options."""
@@ -54,6 +59,8 @@ class AirlockSandboxClientOptions(BaseSandboxClientOptions):
             caps = TransferLimits(max_bytes_per_file=self.max_file_bytes,
                                   max_total_bytes=max(default.max_total_bytes, self.max_file_bytes))
             kwargs["files_in"] = kwargs["files_out"] = caps
+        if self.processes:
+            kwargs["requires"] = sorted({*DEFAULT_REQUIRES, Capability.PROCESSES})
         return kwargs
 
 

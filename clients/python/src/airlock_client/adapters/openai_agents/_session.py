@@ -16,12 +16,14 @@ from typing import Dict, List, NoReturn, Optional, Type, Union
 from agents.sandbox.errors import (ExecTimeoutError, ExecTransportError, WorkspaceArchiveReadError,
                                    WorkspaceArchiveWriteError, WorkspaceReadNotFoundError, WorkspaceWriteTypeError)
 from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
+from agents.sandbox.session.pty_types import PtyExecUpdate
 from agents.sandbox.types import ExecResult, User
 
 from ...errors import AirlockError, ErrorCode, NotFoundError
 from ...result import RunResult, RunStatus
 from ...sandbox import Sandbox
 from ._options import AirlockSandboxSessionState
+from ._pty import ProcessSessions, supports_processes
 
 log = logging.getLogger("airlock_client.adapters.openai_agents")
 
@@ -66,6 +68,7 @@ class AirlockSandboxSession(BaseSandboxSession):
         self.state = state
         self._sandbox = sandbox
         self._disposed = False
+        self._procs = ProcessSessions()
 
     @property
     def sandbox(self) -> Sandbox:
@@ -106,6 +109,29 @@ class AirlockSandboxSession(BaseSandboxSession):
         if argv[:2] == ["sudo", "-u"] and len(argv) > 3 and argv[3] == "--":  # SDK's run_as prefix
             self._refuse_user(argv[2], argv)
         return exec_result(argv, timeout, await self._run(argv, timeout))
+
+    # -- interactive exec (`_pty`): background processes when the sandbox has `processes` --
+
+    def supports_pty(self) -> bool:
+        return supports_processes(self._sandbox)
+
+    async def pty_exec_start(self, *command: Union[str, Path], timeout: Optional[float] = None,
+                             shell: Union[bool, List[str]] = True, user: Union[str, User, None] = None,
+                             tty: bool = False, yield_time_s: Optional[float] = None,
+                             max_output_tokens: Optional[int] = None) -> PtyExecUpdate:
+        argv = self._prepare_exec_command(*command, shell=shell, user=None)
+        self._refuse_user(user, argv)
+        return await self._procs.start(self._sandbox, argv, cwd=str(self._root()), env=await self._env(),
+                                       timeout=timeout, tty=tty, yield_time_s=yield_time_s,
+                                       max_output_tokens=max_output_tokens)
+
+    async def pty_write_stdin(self, *, session_id: int, chars: str, yield_time_s: Optional[float] = None,
+                              max_output_tokens: Optional[int] = None) -> PtyExecUpdate:
+        entry = self._resolve_pty_session_entry(pty_processes=self._procs.entries, session_id=session_id)
+        return await self._procs.write(entry, session_id, chars, yield_time_s, max_output_tokens)
+
+    async def pty_terminate_all(self) -> None:
+        await self._procs.terminate_all()
 
     async def read(self, path: Path, *, user: Union[str, User, None] = None) -> io.IOBase:
         self._refuse_user(user, ["read", str(path)])
