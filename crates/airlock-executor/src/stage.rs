@@ -498,6 +498,8 @@ fn start(
     cfg: &ExecutorConfig,
     placed: &Placed,
 ) -> Result<Infallible, Refusal> {
+    // What execve hands the workload: default dispositions, nothing blocked.
+    process::reset_signal_dispositions().layer("signals")?;
     let env = cstrings(cfg.env.iter().map(|(k, v)| format!("{k}={v}")))?;
     match &cfg.mode {
         Mode::Python { interpreter, .. } => {

@@ -273,6 +273,56 @@ pub fn forward_signals_to_group(leader: i32) -> Result<()> {
     install_handler(KILL_GROUP_SIGNAL, kill_group_handler)
 }
 
+/// Every signal back to its default disposition, none blocked: what a program expects to
+/// inherit from `execve` (the broker's runtime ignores `SIGPIPE`, and an ignored disposition
+/// survives `execve`, so `yes | head` would see `EPIPE` instead of dying quietly).
+pub fn reset_signal_dispositions() -> Result<()> {
+    /// The kernel's `struct sigaction` (what `rt_sigaction` takes; glibc's `sigaction` refuses
+    /// the two real-time signals it reserves, 32 and 33, which the broker's may have ignored).
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: libc::sighandler_t,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let default = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    for sig in 1..=libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        check_long(
+            // SAFETY: `default` is a valid kernel sigaction (SIG_DFL, no flags, empty mask) for
+            // the call; the old action is not asked for; the size is the kernel's sigset (8).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    &default as *const KernelSigaction,
+                    std::ptr::null_mut::<KernelSigaction>(),
+                    8usize,
+                )
+            },
+            "rt_sigaction",
+        )?;
+    }
+    // SAFETY: sigset_t is plain old data; sigemptyset initialises it before use.
+    let mut none: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `none` is ours; sigemptyset only writes it.
+    unsafe { libc::sigemptyset(&mut none) };
+    check(
+        // SAFETY: `none` is an initialised, empty set; the old mask is not asked for.
+        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) },
+        "sigprocmask",
+    )?;
+    Ok(())
+}
+
 /// `setsid(2)`: a new session and process group led by the caller.
 pub fn new_session() -> Result<()> {
     // SAFETY: setsid takes nothing.

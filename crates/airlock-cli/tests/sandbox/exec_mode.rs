@@ -105,3 +105,26 @@ fn doctor_lists_every_layer() {
         );
     }
 }
+
+/// The broker's runtime ignores SIGPIPE, and an ignored disposition survives execve: a
+/// command starts with every signal at its default and none blocked, so a pipeline's writer
+/// dies quietly when its reader goes (no "Broken pipe" from `yes`).
+#[test]
+fn a_command_starts_with_default_signal_dispositions() {
+    for who in identities() {
+        let v = exec(who, &["/bin/cat", "/proc/self/status"], &[]);
+        assert_completed(&v);
+        let status = v["stdout"].as_str().unwrap();
+        for field in ["SigIgn", "SigBlk"] {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(field))
+                .unwrap_or_else(|| panic!("no {field} in {status}"));
+            assert!(line.ends_with("0000000000000000"), "{line}");
+        }
+        let v = exec(who, &["/bin/sh", "-c", "yes | head -n 1"], &[]);
+        assert_completed(&v);
+        assert_eq!(v["stdout"], "y\n");
+        assert_eq!(v["stderr"], "", "{v}");
+    }
+}
