@@ -303,8 +303,13 @@ pub(crate) fn attach(conn: &Conn, held: &Held, process: &Arc<Process>) {
     let attached = conn.attached.clone();
     let ended = process.exit();
     tokio::spawn(async move {
+        // The end is never dropped (unlike output): it waits for room while the connection
+        // lasts.
         if let Some(e) = ended {
-            let _ = out.try_send(Outbound::Message(exited(&id, &sandbox_id, e)));
+            tokio::select! {
+                () = gone.cancelled() => {}
+                _ = out.send(Outbound::Message(exited(&id, &sandbox_id, e))) => {}
+            }
             attached.remove(&id);
             return;
         }
@@ -322,7 +327,10 @@ pub(crate) fn attach(conn: &Conn, held: &Held, process: &Arc<Process>) {
                     })),
                 ),
                 Ok(ProcessEvent::Exited(e)) => {
-                    let _ = out.try_send(Outbound::Message(exited(&id, &sandbox_id, e)));
+                    tokio::select! {
+                        () = gone.cancelled() => {}
+                        _ = out.send(Outbound::Message(exited(&id, &sandbox_id, e))) => {}
+                    }
                     break;
                 }
                 // A listener that fell behind lost chunks; it goes on with what comes next.
