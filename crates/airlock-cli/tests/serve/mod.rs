@@ -7,6 +7,7 @@ mod conformance_ws;
 mod faults;
 mod kernel;
 mod ports;
+mod processes;
 mod restricted;
 mod session_faults;
 mod session_limits;
