@@ -302,8 +302,13 @@ fn forward(conn: &Conn, held: &Held, process: &Arc<Process>, from_start: bool) {
     // The listener from the start holds the exit too; a later one hears only the exit now.
     let ended = if from_start { None } else { process.exit() };
     tokio::spawn(async move {
+        // The end is never dropped (unlike output): it waits for room while the connection
+        // lasts.
         if let Some(e) = ended {
-            let _ = out.try_send(Outbound::Message(exited(&id, &sandbox_id, e)));
+            tokio::select! {
+                () = gone.cancelled() => {}
+                _ = out.send(Outbound::Message(exited(&id, &sandbox_id, e))) => {}
+            }
             attached.remove(&id);
             return;
         }
@@ -321,7 +326,10 @@ fn forward(conn: &Conn, held: &Held, process: &Arc<Process>, from_start: bool) {
                     })),
                 ),
                 Ok(ProcessEvent::Exited(e)) => {
-                    let _ = out.try_send(Outbound::Message(exited(&id, &sandbox_id, e)));
+                    tokio::select! {
+                        () = gone.cancelled() => {}
+                        _ = out.send(Outbound::Message(exited(&id, &sandbox_id, e))) => {}
+                    }
                     break;
                 }
                 // A listener that fell behind lost chunks; it goes on with what comes next.

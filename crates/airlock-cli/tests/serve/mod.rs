@@ -8,6 +8,7 @@ mod faults;
 mod kernel;
 mod lifetimes;
 mod ports;
+mod processes;
 mod restricted;
 mod session_faults;
 mod session_limits;
