@@ -254,6 +254,7 @@ impl SandboxFs {
             owner: self.owner,
         };
         let started = Arc::new(Machine::start(executor, from, limits).await?);
+        started.watch_memory();
         match self.machine.set(Arc::clone(&started)) {
             Ok(()) => Ok(started),
             Err(_) => {

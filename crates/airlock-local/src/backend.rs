@@ -21,7 +21,6 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use crate::config::LocalConfig;
-use crate::root::start_machine;
 use crate::root::{new_fs, Root};
 use crate::rung::{egress_modes, probe_rung, RungProbe};
 use crate::sandbox::{LocalSandbox, Parts, ToolsForRun};
@@ -181,15 +180,11 @@ impl Backend for LocalBackend {
         let root = if spec.isolation_scope() == IsolationScope::Call {
             Root::Unmade { image }
         } else {
-            let fs = new_fs(&self.config, image)
-                .await
-                .map_err(BackendError::Other)?;
-            if machine {
-                start_machine(&fs, &self.config)
+            Root::Made(Arc::new(
+                new_fs(&self.config, image)
                     .await
-                    .map_err(BackendError::Refused)?;
-            }
-            Root::Made(Arc::new(fs))
+                    .map_err(BackendError::Other)?,
+            ))
         };
         let mut map = lock(&self.sandboxes);
         if let Some(e) = map.get(key) {

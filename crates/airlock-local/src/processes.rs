@@ -59,12 +59,9 @@ impl LocalSandbox {
             None => None,
         };
         let fs = self.fs().await?;
-        let machine = fs
-            .machine()
-            .cloned()
-            .ok_or_else(|| backend("the sandbox's machine is not running"))?;
         let mut limits = p.limits.unwrap_or_else(|| self.config.limits.clone());
         limits.egress = self.egress.clone();
+        let machine = self.machine_of(&fs, &limits).await?;
         let req = ProcessRequest {
             argv: p.argv,
             cwd,
@@ -103,10 +100,22 @@ impl LocalSandbox {
             ));
         }
         let fs = self.fs().await?;
-        let machine = fs
-            .machine()
-            .cloned()
-            .ok_or_else(|| backend("the sandbox's machine is not running"))?;
+        // No machine yet: nothing ever ran in the sandbox, so nothing listens.
+        let machine = fs.machine().cloned().ok_or_else(|| {
+            backend(airlock_broker::machine::MachineError::NotListening(port).to_string())
+        })?;
         machine.dial(port).await.map_err(|e| backend(e.to_string()))
+    }
+
+    /// The machine of `fs`, started now (bounded by `limits`: the sandbox's run limits, which
+    /// its cgroup or its watchdog holds every background process to together) if it is not yet.
+    pub(crate) async fn machine_of(
+        &self,
+        fs: &airlock_broker::SandboxFs,
+        limits: &Limits,
+    ) -> Result<Arc<airlock_broker::machine::Machine>, SandboxError> {
+        fs.start_machine(&self.config.executor, limits)
+            .await
+            .map_err(|e| backend(e.to_string()))
     }
 }

@@ -38,7 +38,7 @@ pub(crate) enum ForRun {
 #[derive(Debug)]
 pub(crate) struct RootCell {
     root: Mutex<Root>,
-    /// The sandbox has a machine (background processes, ports), started with its root.
+    /// The sandbox has a machine (background processes, ports): its root is never a run's own.
     machine: bool,
     /// Held while the root is being made, so it is made once.
     making: tokio::sync::Mutex<()>,
@@ -75,9 +75,6 @@ impl RootCell {
             Root::Unmade { image } => image.clone(),
         };
         let fs = Arc::new(new_fs(config, image).await?);
-        if self.machine {
-            start_machine(&fs, config).await?;
-        }
         let mut root = self.lock();
         if matches!(*root, Root::Gone) {
             return Err("the sandbox was disposed".into());
@@ -101,14 +98,6 @@ impl RootCell {
     pub(crate) fn take(&self) -> Root {
         std::mem::replace(&mut *self.lock(), Root::Gone)
     }
-}
-
-/// Start the machine of `fs` (see `airlock_broker::machine`).
-pub(crate) async fn start_machine(fs: &SandboxFs, config: &LocalConfig) -> Result<(), String> {
-    fs.start_machine(&config.executor, &config.limits)
-        .await
-        .map(drop)
-        .map_err(|e| e.to_string())
 }
 
 /// A fresh sandbox filesystem for `config`: the image's root, or the system root with the

@@ -99,6 +99,10 @@ impl LocalSandbox {
             ForRun::Join(fs) => (Some(fs), None),
             ForRun::Own(image) => (None, image),
         };
+        if let Some(fs) = sandbox.as_ref().filter(|_| self.machine) {
+            // Every run of a sandbox with a machine joins it: started before the first run.
+            self.machine_of(fs, &limits).await?;
+        }
         let spec = RunSpec {
             workload: req.workload,
             limits,

@@ -77,6 +77,11 @@ pub struct Machine {
     /// The cgroup that holds the init and every background process (memory, pids and CPU
     /// bounded together), where the machine allows one; killed and removed when dropped.
     cgroup: Option<RunCgroup>,
+    /// Without a cgroup: the memory every background process may hold together, and the
+    /// stages of the processes started (their trees are what the watchdog measures).
+    memory_bound: u64,
+    stages: Mutex<Vec<i32>>,
+    init_stage: i32,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -118,6 +123,7 @@ impl Machine {
         .map_err(io::Error::other)?;
         let stage = cmd.spawn()?;
         drop(cmd);
+        let init_stage = stage.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         // Made and entered before the init reads its frame (so before it forks pid 1).
         let cgroup = cgroup_attach::create(limits).ok();
         if let (Some(cg), Some(pid)) = (&cgroup, stage.id()) {
@@ -150,12 +156,38 @@ impl Machine {
             namespaces,
             pid_ns,
             cgroup,
+            memory_bound: limits.memory_bytes,
+            stages: Mutex::new(Vec::new()),
+            init_stage,
         })
+    }
+
+    /// Start the watchdog that holds the machine's processes to its memory bound where no
+    /// cgroup does (see `watchdog`).
+    pub(crate) fn watch_memory(self: &Arc<Self>) {
+        if self.cgroup.is_none() {
+            tokio::spawn(super::watchdog::watch(Arc::downgrade(self)));
+        }
+    }
+
+    /// What the watchdog measures: the init's stage and the bound; None once the machine ended.
+    pub(crate) fn watched(&self) -> Option<(i32, u64)> {
+        lock(&self.control)
+            .is_some()
+            .then_some((self.init_stage, self.memory_bound))
+    }
+
+    /// The stages of the background processes that are still alive.
+    pub(crate) fn live_stages(&self) -> Vec<i32> {
+        let mut stages = lock(&self.stages);
+        stages.retain(|p| airlock_jail::procfs::process_exists(*p));
+        stages.clone()
     }
 
     /// Put the stage `pid` of a background process in the machine's cgroup (before it forks
     /// the process); nothing where the machine has none.
     pub(crate) fn adopt(&self, pid: i32) -> Result<(), MachineError> {
+        lock(&self.stages).push(pid);
         match &self.cgroup {
             Some(cg) => cg
                 .add_process(pid)

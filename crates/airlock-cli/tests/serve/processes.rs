@@ -594,13 +594,10 @@ async fn a_background_memory_hog_is_killed_and_the_host_is_fine() {
     }
 }
 
-/// The memory limit bounds what a sandbox's background processes hold — the spec's own limit
-/// (256 MiB here), not a figure many times it.
+/// The memory limit bounds what a sandbox's background processes hold together — the spec's
+/// own limit (256 MiB here), not a figure many times it: a root server's cgroup holds it
+/// exactly, an unprivileged server's watchdog within one 50 ms sample.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "BUG: a background process is bounded by the server's default memory (root: the \
-            machine's cgroup is made from the server's limits, 512 MiB, not the spec's) or only \
-            by RLIMIT_AS (unprivileged: 2 x limit + 2 GiB per process, no RSS watchdog): 496 MiB \
-            and 2544 MiB held under a 256 MiB limit"]
 async fn a_background_process_cannot_hold_more_than_the_sandboxs_memory_limit() {
     for who in IDENTITIES {
         let server = WsServer::start_as(who, &[]);
@@ -613,8 +610,12 @@ async fn a_background_process_cannot_hold_more_than_the_sandboxs_memory_limit() 
             .filter_map(|l| l.parse().ok())
             .max()
             .unwrap_or(0);
+        // A cgroup holds the limit exactly; a watchdog samples every 50 ms, so what the
+        // processes allocate between two samples passes it (docs/server.md).
+        let bound = if who.is_none() { 256 + 32 } else { 2 * 256 };
+        eprintln!("{who:?}: reached {reached} MiB (bound {bound})");
         assert!(
-            reached <= 256 + 32,
+            reached <= bound,
             "{who:?}: a background process held {reached} MiB under a 256 MiB limit ({w})"
         );
     }
