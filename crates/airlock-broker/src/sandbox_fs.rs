@@ -254,7 +254,10 @@ impl SandboxFs {
             owner: self.owner,
         };
         let started = Arc::new(Machine::start(executor, from, limits).await?);
-        started.watch_memory();
+        if !started.has_cgroup() {
+            // No cgroup holds the machine's memory: its watchdog does.
+            tokio::spawn(crate::machine::watchdog::watch(Arc::downgrade(&started)));
+        }
         match self.machine.set(Arc::clone(&started)) {
             Ok(()) => Ok(started),
             Err(_) => {

@@ -162,14 +162,6 @@ impl Machine {
         })
     }
 
-    /// Start the watchdog that holds the machine's processes to its memory bound where no
-    /// cgroup does (see `watchdog`).
-    pub(crate) fn watch_memory(self: &Arc<Self>) {
-        if self.cgroup.is_none() {
-            tokio::spawn(super::watchdog::watch(Arc::downgrade(self)));
-        }
-    }
-
     /// What the watchdog measures: the init's stage and the bound; None once the machine ended.
     pub(crate) fn watched(&self) -> Option<(i32, u64)> {
         lock(&self.control)

@@ -13,7 +13,7 @@ mod output_log;
 mod process;
 mod stdio;
 mod table;
-mod watchdog;
+pub(crate) mod watchdog;
 
 pub use init::{Machine, MachineError, SandboxNamespaces};
 pub use output_log::{Exit, OutputLog, ProcessEvent, ProcessStream, Recent, KEPT_BYTES};
