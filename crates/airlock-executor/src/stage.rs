@@ -481,8 +481,12 @@ fn lock_down(cfg: &ExecutorConfig, placed: &Placed) -> Result<(), Refusal> {
         read_exec: cfg.fs.read_exec.clone(),
         read_write: cfg.fs.read_write.clone(),
     };
-    if cfg.machine.is_some() {
-        // The machine's network namespace holds only its own loopback: any port of it.
+    if let Some(Joining::Process { .. }) = cfg.machine {
+        // A background process: any port of the machine's own loopback, and signals to the
+        // machine's other processes (its pid namespace is all it can name).
+        landlock::restrict_in_machine(&fs).layer("landlock")?;
+    } else if cfg.machine.is_some() {
+        // A run in a machine: any port of the machine's own loopback.
         landlock::restrict_on_own_loopback(&fs).layer("landlock")?;
     } else {
         let connect_ports: Vec<u16> = cfg.egress_proxy_port.into_iter().collect();

@@ -71,19 +71,40 @@ pub fn restrict(p: &FsPolicy) -> Result<LandlockReport> {
 /// network namespace decides which addresses exist). A non-empty list needs ABI >= 4 and is
 /// refused below it, never silently widened.
 pub fn restrict_with_connect(p: &FsPolicy, connect_ports: &[u16]) -> Result<LandlockReport> {
-    restrict_inner(p, Some(connect_ports))
+    restrict_inner(p, Some(connect_ports), Scoping::Both)
 }
 
 /// [`restrict`] for a process of a sandbox's machine, whose network namespace holds only its
 /// own loopback: TCP bind and connect are left to that namespace (any port of `lo`), the file
 /// system and the scopes are restricted as everywhere.
 pub fn restrict_on_own_loopback(p: &FsPolicy) -> Result<LandlockReport> {
-    restrict_inner(p, None)
+    restrict_inner(p, None, Scoping::Both)
+}
+
+/// [`restrict_on_own_loopback`] for a background process of a sandbox's machine: signals are
+/// not scoped to its own Landlock domain, so the machine's processes (each started with a
+/// domain of its own) can signal one another as on any machine. What they can reach is the
+/// machine's pid namespace: its own processes, never a host's or another sandbox's (nor its
+/// init, which the kernel protects from signals sent inside its namespace). Abstract unix
+/// sockets stay scoped.
+pub fn restrict_in_machine(p: &FsPolicy) -> Result<LandlockReport> {
+    restrict_inner(p, None, Scoping::AbstractSocketsOnly)
+}
+
+/// Which Landlock scopes (ABI >= 6) a ruleset takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scoping {
+    Both,
+    AbstractSocketsOnly,
 }
 
 /// `connect_ports`: `Some` handles TCP bind/connect (ABI >= 4) and allows connect to exactly
 /// those ports; `None` leaves the network to the namespace.
-fn restrict_inner(p: &FsPolicy, connect_ports: Option<&[u16]>) -> Result<LandlockReport> {
+fn restrict_inner(
+    p: &FsPolicy,
+    connect_ports: Option<&[u16]>,
+    scoping: Scoping,
+) -> Result<LandlockReport> {
     let Some(abi_num) = abi_version() else {
         return Err(JailError::Unsupported {
             what: "landlock".into(),
@@ -111,9 +132,11 @@ fn restrict_inner(p: &FsPolicy, connect_ports: Option<&[u16]>) -> Result<Landloc
     }
     let scoped = abi_num >= 6;
     if scoped {
-        ruleset = ruleset
-            .scope(Scope::AbstractUnixSocket | Scope::Signal)
-            .map_err(not_enforced)?;
+        let scopes = match scoping {
+            Scoping::Both => Scope::AbstractUnixSocket | Scope::Signal,
+            Scoping::AbstractSocketsOnly => Scope::AbstractUnixSocket.into(),
+        };
+        ruleset = ruleset.scope(scopes).map_err(not_enforced)?;
     }
     let mut created = ruleset.create().map_err(not_enforced)?;
     if !connect_ports.is_empty() && !network_restricted {

@@ -409,29 +409,34 @@ async fn a_process_cannot_see_or_signal_another_sandboxs_processes() {
         // script carries them.
         let ((bh, bt), (ah, at)) = (mb.split_at(4), ma.split_at(4));
         let script = format!(
-            "kill -9 -1; echo kill=$?; kill -9 {host_b} 2>/dev/null; echo host=$?; \
-             echo procs $(ls /proc | grep -E '^[0-9]+$'); \
+            "echo procs $(ls /proc | grep -E '^[0-9]+$'); \
              printf '%s%s\\n' {bh} {bt} > /tmp/b; printf '%s%s\\n' {ah} {at} > /tmp/a; \
              cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c -F -f /tmp/b; \
-             cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c -F -f /tmp/a; true"
+             cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c -F -f /tmp/a; \
+             kill -9 -1; echo kill=$?; kill -9 {host_b} 2>/dev/null; echo host=$?; true"
         );
         let attacker = start_sh(&mut c, &a, &script).await;
         let (w, out) = finished(&mut c, &attacker, 20.0).await;
         assert_eq!(w["exit_code"], 0, "{who:?}: {w} {out}");
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines[0], "kill=0", "{who:?}: {out}");
         // It sees its own sandbox's other process (so the view is not empty), not B's.
-        assert_eq!(lines[3], "0", "{who:?}: A sees B's process: {out}");
+        assert_eq!(lines[1], "0", "{who:?}: A sees B's process: {out}");
         assert_eq!(
-            lines[4], "1",
+            lines[2], "1",
             "{who:?}: A does not see its own sibling: {out}"
         );
-        // (Landlock scopes signals per process: kill -1 does not reach even A's sibling.)
-        eprintln!(
-            "{who:?}: A's sibling alive after kill -1: {:?}",
-            alive(&a_seen)
+        assert_eq!(lines[3], "kill=0", "{who:?}: {out}");
+        assert_eq!(
+            lines[4], "host=1",
+            "{who:?}: B's host pid is not A's to name: {out}"
         );
-        let procs: Vec<&str> = lines[2].split_whitespace().skip(1).collect();
+        // `kill -1` reaches every process of A's machine (its sibling), and nothing else.
+        let gone = wait_all_gone(&a_seen, &[&ma], Duration::from_secs(10));
+        assert!(
+            gone.is_empty(),
+            "{who:?}: A's sibling survived kill -1: {gone:?}"
+        );
+        let procs: Vec<&str> = lines[0].split_whitespace().skip(1).collect();
         assert!(
             procs.len() <= 8 && procs.contains(&"1"),
             "{who:?}: A sees more than its own pid namespace: {out}"
@@ -1092,4 +1097,29 @@ async fn processes_stream_take_input_run_terminals_and_reattach() {
         )
         .await;
     assert_eq!(result_of(&r)["exit_code"], 0, "{r}");
+}
+
+/// A machine is one machine: a process (a shell on its terminal, say) can signal the
+/// sandbox's other background processes by pid, as `kill` would on any host — and nothing
+/// outside the machine's pid namespace.
+#[tokio::test(flavor = "multi_thread")]
+async fn processes_of_one_machine_can_signal_one_another() {
+    for who in IDENTITIES {
+        let server = WsServer::start_as(who, &[]);
+        let mut c = server.connect().await;
+        let sid = machine(&mut c, json!({})).await;
+        let m = marker();
+        let target = start(&mut c, &sid, json!({ "argv": ["sleep", m] })).await;
+        let seen = wait_marked(&[&m], Duration::from_secs(10));
+        assert_eq!(seen.len(), 1, "{who:?}: {seen:?}");
+        let script = format!(
+            "for p in /proc/[0-9]*; do if grep -q {m} $p/cmdline 2>/dev/null; then \
+             kill -TERM ${{p#/proc/}} && echo killed; fi; done"
+        );
+        let killer = start_sh(&mut c, &sid, &script).await;
+        let (_, out) = finished(&mut c, &killer, 20.0).await;
+        assert_eq!(out, "killed\n", "{who:?}: {out}");
+        let (w, _) = finished(&mut c, &target, 20.0).await;
+        assert_eq!(w["signal"], 15, "{who:?}: {w}");
+    }
 }
