@@ -58,7 +58,7 @@ pub(crate) fn init_main(mut chan: Channel, cfg: &InitConfig) -> ! {
         Ok(process::Fork::Parent { child }) => {
             // Only pid 1 hands descriptors over: the broker sees EOF when it is gone.
             drop(fds);
-            crate::supervise::supervise(chan, child)
+            crate::supervise::supervise(chan, child, crate::supervise::Forward::Termination)
         }
         Ok(process::Fork::Child) => pid1(chan, &fds, cfg),
         Err(e) => refuse(&mut chan, "fork", e),

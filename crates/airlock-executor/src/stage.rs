@@ -27,7 +27,7 @@ use crate::config::{
 use crate::container;
 use crate::exit_status::EXIT_REFUSED;
 use crate::guest_code::BOOTSTRAP_PY;
-use crate::supervise;
+use crate::supervise::{supervise, Forward};
 
 /// fd of the socket inside the guest.
 pub const GUEST_SOCKET_FD: i32 = 3;
@@ -170,10 +170,11 @@ fn run_stage(mut chan: Channel, cfg: &ExecutorConfig, ending: Ending) {
     match isolate(cfg) {
         Ok(process::Fork::Parent { child }) => {
             drop(egress);
-            if let Some(Joining::Process { .. }) = cfg.machine {
-                supervise::supervise_process(chan, child)
-            }
-            supervise::supervise(chan, child)
+            let forward = match cfg.machine {
+                Some(Joining::Process { .. }) => Forward::Group,
+                _ => Forward::Termination,
+            };
+            supervise(chan, child, forward)
         }
         Ok(process::Fork::Child) => pid1(chan, cfg, egress, ending),
         Err(r) => refuse(&mut chan, &r),
@@ -295,6 +296,17 @@ fn pid1(mut chan: Channel, cfg: &ExecutorConfig, egress: Option<OwnedFd>, ending
         refuse(&mut guest, &r)
     }
     if ending == Ending::Return {
+        // The zygote inherited the broker's real-time dispositions; a cold run's interpreter
+        // starts with none (its stage resets every one before execve).
+        if let Err(e) = process::reset_realtime_signal_dispositions() {
+            refuse(
+                &mut guest,
+                &Refusal {
+                    layer: "signals",
+                    message: e.to_string(),
+                },
+            )
+        }
         // The interpreter that continues here reads fds 3 and 4 by number: they stay open.
         std::mem::forget(guest);
         std::mem::forget(placed);

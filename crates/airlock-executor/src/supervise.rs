@@ -8,27 +8,25 @@ use airlock_jail::process;
 use crate::channel::Channel;
 use crate::exit_status::EXIT_REFUSED;
 
-/// The stage of a background process after fork: forward the broker's signals to the
-/// process's group, reap it, exit the way it did.
-pub(crate) fn supervise_process(chan: Channel, child: i32) -> ! {
-    drop(chan);
-    if let Err(e) = process::forward_signals_to_group(child) {
-        let _ = writeln!(std::io::stderr(), "airlock executor: signals: {e}");
-    }
-    match process::wait_child(child) {
-        Ok(status) => process::exit_like(status),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "airlock executor: wait: {e}");
-            process::exit_now(EXIT_REFUSED)
-        }
-    }
+/// What the stage passes on to its child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Forward {
+    /// SIGTERM, SIGINT and SIGHUP, to the child (a run's pid 1, a machine's init).
+    Termination,
+    /// The broker's signals, to the child's whole process group (a background process).
+    Group,
 }
 
-/// The stage after fork: forward termination signals, reap pid 1, exit the way it did.
-pub(crate) fn supervise(chan: Channel, child: i32) -> ! {
-    // Only pid 1 talks to the broker from here on; the broker must see EOF when pid 1 dies.
+/// The stage after fork: pass the broker's signals on (`forward`), reap the child, exit the
+/// way it did. Only the child talks to the broker from here on: the broker must see EOF when
+/// it dies.
+pub(crate) fn supervise(chan: Channel, child: i32, forward: Forward) -> ! {
     drop(chan);
-    if let Err(e) = process::forward_termination_signals(child) {
+    let forwarding = match forward {
+        Forward::Termination => process::forward_termination_signals(child),
+        Forward::Group => process::forward_signals_to_group(child),
+    };
+    if let Err(e) = forwarding {
         let _ = writeln!(std::io::stderr(), "airlock executor: signals: {e}");
     }
     match process::wait_child(child) {

@@ -202,17 +202,7 @@ pub fn forward_termination_signals(child: i32) -> Result<()> {
     }
     FORWARD_TO.store(child, Ordering::SeqCst);
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        // SAFETY: sigaction is plain old data; all-zero is valid before we fill it.
-        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-        act.sa_sigaction = forward_handler as *const () as libc::sighandler_t;
-        act.sa_flags = libc::SA_RESTART;
-        // SAFETY: `act.sa_mask` is ours; sigemptyset only writes it.
-        unsafe { libc::sigemptyset(&mut act.sa_mask) };
-        check(
-            // SAFETY: `act` is initialised, the handler only calls async-signal-safe functions.
-            unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) },
-            "sigaction",
-        )?;
+        install_handler(sig, forward_handler)?;
     }
     Ok(())
 }
@@ -277,6 +267,27 @@ pub fn forward_signals_to_group(leader: i32) -> Result<()> {
 /// inherit from `execve` (the broker's runtime ignores `SIGPIPE`, and an ignored disposition
 /// survives `execve`, so `yes | head` would see `EPIPE` instead of dying quietly).
 pub fn reset_signal_dispositions() -> Result<()> {
+    reset_dispositions(1..=libc::SIGRTMAX())?;
+    // SAFETY: sigset_t is plain old data; sigemptyset initialises it before use.
+    let mut none: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `none` is ours; sigemptyset only writes it.
+    unsafe { libc::sigemptyset(&mut none) };
+    check(
+        // SAFETY: `none` is an initialised, empty set; the old mask is not asked for.
+        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) },
+        "sigprocmask",
+    )?;
+    Ok(())
+}
+
+/// The real-time signals (32 up) back to their default disposition: for a zygote's child,
+/// whose interpreter owns the classic signals' handlers but never sets a real-time one, so that
+/// it starts with the dispositions a cold run's interpreter has.
+pub fn reset_realtime_signal_dispositions() -> Result<()> {
+    reset_dispositions(32..=libc::SIGRTMAX())
+}
+
+fn reset_dispositions(signals: std::ops::RangeInclusive<i32>) -> Result<()> {
     /// The kernel's `struct sigaction` (what `rt_sigaction` takes; glibc's `sigaction` refuses
     /// the two real-time signals it reserves, 32 and 33, which the broker's may have ignored).
     #[repr(C)]
@@ -292,7 +303,7 @@ pub fn reset_signal_dispositions() -> Result<()> {
         restorer: 0,
         mask: 0,
     };
-    for sig in 1..=libc::SIGRTMAX() {
+    for sig in signals {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
@@ -311,15 +322,6 @@ pub fn reset_signal_dispositions() -> Result<()> {
             "rt_sigaction",
         )?;
     }
-    // SAFETY: sigset_t is plain old data; sigemptyset initialises it before use.
-    let mut none: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `none` is ours; sigemptyset only writes it.
-    unsafe { libc::sigemptyset(&mut none) };
-    check(
-        // SAFETY: `none` is an initialised, empty set; the old mask is not asked for.
-        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) },
-        "sigprocmask",
-    )?;
     Ok(())
 }
 

@@ -18,8 +18,9 @@ use crate::sandboxes::{Held, Sandboxes};
 use crate::transport::Outbound;
 use crate::wire_spec;
 
-/// The session methods (everything but `execute`).
-pub const SESSION_METHODS: [&str; 25] = [
+/// The session methods (everything but `execute`), besides the process methods
+/// (`crate::process_methods`).
+pub const SESSION_METHODS: [&str; 17] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -33,14 +34,6 @@ pub const SESSION_METHODS: [&str; 25] = [
     m::FILES_STAT,
     m::FILES_REMOVE,
     m::OUTPUTS_COLLECT,
-    m::PROCESS_START,
-    m::PROCESS_LIST,
-    m::PROCESS_INPUT,
-    m::PROCESS_CLOSE_STDIN,
-    m::PROCESS_RESIZE,
-    m::PROCESS_SIGNAL,
-    m::PROCESS_WAIT,
-    m::PROCESS_OUTPUT,
     m::SANDBOX_EXPOSE,
     m::SANDBOX_UNEXPOSE,
     m::SANDBOX_LIST,
@@ -50,7 +43,7 @@ pub const SESSION_METHODS: [&str; 25] = [
 /// Whether `method` is one of the session methods.
 #[must_use]
 pub fn is_session_method(method: &str) -> bool {
-    SESSION_METHODS.contains(&method)
+    SESSION_METHODS.contains(&method) || crate::process_methods::is_process_method(method)
 }
 
 fn invalid(msg: impl Into<String>) -> ErrorObject {

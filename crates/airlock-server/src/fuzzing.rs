@@ -17,7 +17,13 @@ use crate::ceilings::Ceilings;
 use crate::transport::Inbound;
 use crate::{dispatch, files_api, outputs_api, params, sandbox_list, sandbox_run, wire_spec};
 
-pub use crate::dispatch::SESSION_METHODS;
+/// Every session method, the process methods included.
+pub static SESSION_METHODS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| {
+        let mut all = crate::dispatch::SESSION_METHODS.to_vec();
+        all.extend(crate::process_methods::PROCESS_METHODS);
+        all
+    });
 pub use crate::files_api::MAX_CHUNK;
 
 /// What a method's params were accepted as: the facts the fuzz oracles check.
@@ -63,6 +69,13 @@ pub fn session_params(
         m::SCOPE_DISPOSE => return dispatch::parse_scope(params).map(|_| out).map_err(msg),
         m::RUN_CANCEL => return dispatch::parse_cancel(params).map(|_| out).map_err(msg),
         m::SANDBOX_LIST => return sandbox_list::parse_list(params).map(|()| out).map_err(msg),
+        m if crate::process_methods::is_process_method(m) => {
+            crate::process_api::sandbox_of(&params)
+                .ok_or_else(|| "params must carry `sandbox_id` or a `process_id`".to_string())?;
+            return crate::process_params::check(m, params)
+                .map(|()| out)
+                .map_err(msg);
+        }
         _ => {}
     }
     dispatch::sandbox_id(&params).map_err(msg)?;

@@ -36,6 +36,7 @@ pub mod port_proxy;
 pub mod prefixed;
 pub mod process_api;
 pub mod process_methods;
+pub mod process_params;
 pub mod remote_tools;
 pub mod reply;
 pub mod sandbox_life;

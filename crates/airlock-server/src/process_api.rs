@@ -7,35 +7,24 @@
 //! later — as `output` notifications (`process_id`, `stream`, base64 `data`), then one
 //! `process.exited`; a connection that does not read loses notifications (never slows the
 //! process) and can re-read the recent output with `process.output`.
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use airlock_broker::machine::{signal_number, Exit, Process, ProcessEvent};
+use airlock_broker::machine::{Exit, Process, ProcessEvent};
 use airlock_local::processes::ProcessParams;
 use airlock_protocol::method as m;
 use airlock_protocol::{ErrorCode, ErrorObject, Message};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::process_params::{self, Action, OnCall, StartCall};
 use crate::sandbox_run::Conn;
 use crate::sandboxes::Held;
 use crate::transport::Outbound;
 
-/// The largest terminal a process may ask for.
-const MAX_TERMINAL: u16 = 1000;
-/// The most input one `process.input` carries (decoded).
-const MAX_INPUT_BYTES: usize = 64 * 1024;
 /// How long `process.input` waits for a process that does not read.
 const INPUT_WAIT: Duration = Duration::from_secs(5);
-/// The longest `process.wait`.
-const MAX_WAIT_S: f64 = 300.0;
-
-fn invalid(msg: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(ErrorCode::InvalidParams, msg)
-}
 
 /// The sandbox a process method addresses: its `sandbox_id`, or the one its `process_id` names.
 #[must_use]
@@ -47,44 +36,6 @@ pub fn sandbox_of(params: &Value) -> Option<String> {
     pid.rsplit_once('.').map(|(sb, _)| sb.to_owned())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartParams {
-    sandbox_id: String,
-    argv: Vec<String>,
-    cwd: Option<String>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    stdin: bool,
-    pty: Option<TerminalSize>,
-    timeout_s: Option<f64>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-#[serde(deny_unknown_fields)]
-struct TerminalSize {
-    rows: u16,
-    cols: u16,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OnProcess {
-    #[allow(dead_code, reason = "routed on before the method runs")]
-    sandbox_id: Option<String>,
-    process_id: String,
-    data: Option<String>,
-    rows: Option<u16>,
-    cols: Option<u16>,
-    signal: Option<Value>,
-    timeout_s: Option<f64>,
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(method: &str, params: Value) -> Result<T, ErrorObject> {
-    serde_json::from_value(params).map_err(|e| invalid(format!("{method} params: {e}")))
-}
-
 /// Serve one process method on `held` (live, touched, capability-checked).
 pub(crate) async fn serve(
     conn: &Conn,
@@ -93,42 +44,24 @@ pub(crate) async fn serve(
     params: Value,
 ) -> Result<Value, ErrorObject> {
     match method {
-        m::PROCESS_START => start(conn, held, parse(method, params)?).await,
-        m::PROCESS_LIST => Ok(json!({
-            "processes": held.sandbox.process_list().iter().map(|p| describe(held, p)).collect::<Vec<_>>()
-        })),
-        _ => on_process(conn, held, method, parse(method, params)?).await,
+        m::PROCESS_START => start(conn, held, process_params::parse_start(params)?).await,
+        m::PROCESS_LIST => {
+            process_params::parse_list(params)?;
+            let all = held.sandbox.process_list();
+            Ok(json!({ "processes": all.iter().map(|p| describe(held, p)).collect::<Vec<_>>() }))
+        }
+        _ => on_process(held, process_params::parse_on(method, params)?).await,
     }
 }
 
-async fn start(conn: &Conn, held: &Arc<Held>, p: StartParams) -> Result<Value, ErrorObject> {
-    // argv and env by `execute`'s rules (bounded, valid names, fit the setup frame).
-    let checked = crate::params::parse(Some(json!({ "argv": p.argv, "env": p.env })))
-        .map_err(|e| invalid(format!("process.start: {e}")))?;
-    let crate::params::Program::Argv(argv) = checked.program else {
-        return Err(invalid("process.start takes `argv`"));
-    };
-    let env = checked.env;
-    if let Some(t) = p.pty {
-        if t.rows == 0 || t.cols == 0 || t.rows > MAX_TERMINAL || t.cols > MAX_TERMINAL {
-            return Err(invalid(format!(
-                "process.start: `pty` rows and cols must be 1 to {MAX_TERMINAL}"
-            )));
-        }
-    }
-    let timeout = match p.timeout_s {
-        None => None,
-        Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Some(Duration::from_secs_f64(t)),
-        Some(_) => return Err(invalid("process.start: `timeout_s` must be in (0, 86400]")),
-    };
-    let _ = p.sandbox_id;
+async fn start(conn: &Conn, held: &Arc<Held>, p: StartCall) -> Result<Value, ErrorObject> {
     let params = ProcessParams {
-        argv,
+        argv: p.argv,
         working_directory: p.cwd,
-        env,
+        env: p.env,
         stdin: p.stdin,
-        pty: p.pty.map(|t| (t.rows, t.cols)),
-        timeout,
+        pty: p.pty,
+        timeout: p.timeout,
         limits: Some(held.limits.clone()),
     };
     let process = held
@@ -140,13 +73,8 @@ async fn start(conn: &Conn, held: &Arc<Held>, p: StartParams) -> Result<Value, E
     Ok(json!({ "process_id": wire_id(held, &process) }))
 }
 
-async fn on_process(
-    conn: &Conn,
-    held: &Arc<Held>,
-    method: &str,
-    p: OnProcess,
-) -> Result<Value, ErrorObject> {
-    let local = p
+async fn on_process(held: &Arc<Held>, call: OnCall) -> Result<Value, ErrorObject> {
+    let local = call
         .process_id
         .strip_prefix(held.id.as_str())
         .and_then(|r| r.strip_prefix('.'))
@@ -154,66 +82,29 @@ async fn on_process(
     let process = held.sandbox.process(local).ok_or_else(|| {
         ErrorObject::new(
             ErrorCode::NotFound,
-            format!("sandbox {} has no process {:?}", held.id, p.process_id),
+            format!("sandbox {} has no process {:?}", held.id, call.process_id),
         )
     })?;
     let id = wire_id(held, &process);
-    let _ = conn;
-    match method {
-        m::PROCESS_INPUT => {
-            let data = B64
-                .decode(p.data.as_deref().unwrap_or_default())
-                .map_err(|e| invalid(format!("process.input: `data` is not base64: {e}")))?;
-            if data.len() > MAX_INPUT_BYTES {
-                return Err(invalid(format!(
-                    "process.input: at most {MAX_INPUT_BYTES} bytes per call"
-                )));
-            }
+    match call.action {
+        Action::Input(data) => {
             process.input(&data, INPUT_WAIT).await.map_err(refused)?;
             Ok(json!({ "process_id": id, "bytes": data.len() }))
         }
-        m::PROCESS_CLOSE_STDIN => {
+        Action::CloseStdin => {
             process.close_stdin().await.map_err(refused)?;
             Ok(json!({ "process_id": id }))
         }
-        m::PROCESS_RESIZE => {
-            let (Some(rows), Some(cols)) = (p.rows, p.cols) else {
-                return Err(invalid("process.resize takes `rows` and `cols`"));
-            };
-            if rows == 0 || cols == 0 || rows > MAX_TERMINAL || cols > MAX_TERMINAL {
-                return Err(invalid(format!(
-                    "rows and cols must be 1 to {MAX_TERMINAL}"
-                )));
-            }
+        Action::Resize(rows, cols) => {
             process.resize(rows, cols).map_err(refused)?;
             Ok(json!({ "process_id": id }))
         }
-        m::PROCESS_SIGNAL => {
-            let sig = match &p.signal {
-                Some(Value::String(s)) => signal_number(s),
-                Some(Value::Number(n)) => n
-                    .as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .filter(|n| airlock_broker::machine::SIGNALS.iter().any(|(_, s)| s == n)),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                invalid(
-                    "process.signal: `signal` must be one of SIGTERM, SIGINT, SIGHUP, SIGQUIT, \
-                     SIGUSR1, SIGUSR2, SIGCONT, SIGKILL (name or number)",
-                )
-            })?;
+        Action::Signal(sig) => {
             let delivered = process.signal(sig);
             Ok(json!({ "process_id": id, "delivered": delivered }))
         }
-        m::PROCESS_WAIT => {
-            let t = p.timeout_s.unwrap_or(MAX_WAIT_S);
-            if !(t.is_finite() && (0.0..=MAX_WAIT_S).contains(&t)) {
-                return Err(invalid(format!(
-                    "process.wait: `timeout_s` must be in [0, {MAX_WAIT_S}]"
-                )));
-            }
-            let exit = process.wait(Duration::from_secs_f64(t)).await;
+        Action::Wait(t) => {
+            let exit = process.wait(t).await;
             let mut v = describe(held, &process);
             if let (Value::Object(o), Some(e)) = (&mut v, exit) {
                 o.insert("exit_code".into(), json!(e.exit_code));
@@ -221,7 +112,7 @@ async fn on_process(
             }
             Ok(v)
         }
-        m::PROCESS_OUTPUT => {
+        Action::Output => {
             let r = process.output.recent();
             Ok(json!({
                 "process_id": id,
@@ -231,10 +122,6 @@ async fn on_process(
                 "encoding": "base64",
             }))
         }
-        _ => Err(ErrorObject::new(
-            ErrorCode::MethodNotFound,
-            "unknown method",
-        )),
     }
 }
 
