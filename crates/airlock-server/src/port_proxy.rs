@@ -11,10 +11,14 @@
 //! rewritten head is forwarded.
 //!
 //! Then bytes flow both ways through bounded buffers ([`CHUNK`]). The guest's side is hostile
-//! and is never parsed: its bytes reach the client as they are. The client's side is framed
-//! request by request (one `Content-Length` body, no transfer codings, as the egress proxy
-//! does), so each keep-alive request is rewritten and re-checked against its exposure; after
-//! a request that asks for an upgrade (a WebSocket) the client's bytes flow unread. The
+//! and is not parsed: its bytes reach the client as they are; only its first line (at most
+//! [`MAX_STATUS_LINE`] bytes) is looked at, when the connection's first request asked for an
+//! upgrade. The client's side is framed request by request (one `Content-Length` body, no
+//! transfer codings, as the egress proxy does), so each keep-alive request is rewritten and
+//! re-checked against its exposure. Only a connection's first request may ask for an upgrade
+//! (a WebSocket, `h2c`; a later one closes the connection unforwarded); the client's bytes
+//! after it are held until the guest answers, flow unread once it answered `101`, and are
+//! never forwarded when it declined (its side is shut: nothing unchecked follows). The
 //! connection ends when the guest closes, when either side fails, after [`PROXY_IDLE`] with no
 //! byte either way, and at once when the exposure ends (unexpose, sandbox disposal or reclaim)
 //! or the server shuts down.
@@ -28,6 +32,7 @@ use airlock_egress::head::{read_head, HeadError};
 use airlock_egress::{framing, syntax};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 
 use crate::auth::Auth;
 use crate::cancel::CancelToken;
@@ -391,11 +396,16 @@ where
 /// The client's side: one request at a time, each head rewritten and re-checked, each body
 /// copied to its length; after an upgrade request, everything unread. `Ok` when the client
 /// closed between requests (the guest's write side is shut then).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the two ends, what came first, and the connection's state"
+)]
 async fn client_to_guest<R, W>(
     mut r: R,
     mut w: W,
     first: Forward,
     mut carry: Vec<u8>,
+    switched: Option<oneshot::Receiver<bool>>,
     exposure: &Exposure,
     ctx: &Ctx<'_>,
     act: &Activity,
@@ -405,7 +415,16 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut fwd = first;
+    let mut switched = switched;
     loop {
+        // Only a connection's first request may ask for an upgrade (its answer is then the
+        // guest's first bytes): a later one closes the connection unforwarded.
+        if fwd.upgrade && switched.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "an upgrade is a connection's first request only",
+            ));
+        }
         ctx.dialer.touch(&exposure.sandbox_id);
         w.write_all(&fwd.head).await?;
         let from_carry = usize::try_from(fwd.body_length)
@@ -415,11 +434,23 @@ where
         carry.drain(..from_carry);
         copy_len(&mut r, &mut w, fwd.body_length - from_carry as u64, act).await?;
         if fwd.upgrade {
-            w.write_all(&carry).await?;
-            copy_all(&mut r, &mut w, act).await?;
+            // The client's bytes flow unread only once the guest answered `101 Switching
+            // Protocols`. A declined upgrade ends the client's side: nothing after it is
+            // forwarded unchecked.
+            let answer = switched.take();
+            let accepted = match answer {
+                Some(a) => a.await.unwrap_or(false),
+                None => false,
+            };
+            if accepted {
+                w.write_all(&carry).await?;
+                copy_all(&mut r, &mut w, act).await?;
+            }
             let _ = w.shutdown().await;
             return Ok(());
         }
+        // Past the first request, no upgrade is awaited.
+        switched = None;
         let mut reader = Prefixed::new(std::mem::take(&mut carry), Touching { inner: &mut r, act });
         let (head, rest) = match read_head(&mut reader, MAX_HEAD).await {
             Ok(h) => h,
@@ -441,6 +472,35 @@ where
             ));
         }
     }
+}
+
+/// The most bytes read for the guest's first status line.
+const MAX_STATUS_LINE: usize = 1024;
+
+/// Pass the guest's first bytes on to the client up to the end of its first line (or
+/// [`MAX_STATUS_LINE`] bytes, or EOF), and return that line: the answer to the connection's
+/// first request, whose status says whether an upgrade was accepted.
+async fn status_line<R, W>(r: &mut R, w: &mut W, act: &Activity) -> io::Result<Vec<u8>>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < MAX_STATUS_LINE && !line.ends_with(b"\n") {
+        if r.read(&mut byte).await? == 0 {
+            break;
+        }
+        act.touch();
+        line.push(byte[0]);
+    }
+    w.write_all(&line).await?;
+    Ok(line)
+}
+
+/// Whether a status line is `101 Switching Protocols`.
+fn is_switching(line: &[u8]) -> bool {
+    line.starts_with(b"HTTP/1.1 101 ") || line.starts_with(b"HTTP/1.0 101 ")
 }
 
 /// Write one response of the broker's own and close (bounded: a client that does not read
@@ -488,9 +548,16 @@ where
     let act = Activity::new();
     let (cr, mut cw) = tokio::io::split(client);
     let (mut gr, gw) = guest.into_split();
-    let up = client_to_guest(cr, gw, forward, carry, &exposure, ctx, &act);
+    let (tell, switched) = oneshot::channel();
+    let up = client_to_guest(cr, gw, forward, carry, Some(switched), &exposure, ctx, &act);
     let down = async {
-        let r = copy_all(&mut gr, &mut cw, &act).await;
+        let r = match status_line(&mut gr, &mut cw, &act).await {
+            Ok(line) => {
+                let _ = tell.send(is_switching(&line));
+                copy_all(&mut gr, &mut cw, &act).await
+            }
+            Err(e) => Err(e),
+        };
         let _ = cw.shutdown().await;
         r
     };

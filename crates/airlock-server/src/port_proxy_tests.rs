@@ -261,7 +261,7 @@ async fn keep_alive_requests_are_each_rewritten_and_bodies_and_responses_pass_th
 }
 
 #[tokio::test]
-async fn after_an_upgrade_request_the_bytes_flow_unread_both_ways() {
+async fn after_an_accepted_upgrade_the_bytes_flow_unread_both_ways() {
     let x = Arc::new(Exposures::new());
     let e = x.expose("sb-1", 8000, || true).unwrap();
     let host = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -274,14 +274,82 @@ async fn after_an_upgrade_request_the_bytes_flow_unread_both_ways() {
     req.extend_from_slice(b"\x81\x05frame GET /x/not-parsed");
     client.write_all(&req).await.unwrap();
     let (mut guest, _) = host.accept().await.unwrap();
-    let seen = read_until(&mut guest, b"/x/not-parsed").await;
+    let seen = read_until(&mut guest, b"\r\n\r\n").await;
     assert!(seen.starts_with(b"GET /ws HTTP/1.1\r\n"));
-    assert!(seen.ends_with(b"\r\n\r\n\x81\x05frame GET /x/not-parsed"));
+    // Nothing past the upgrade request reaches the guest before it switched.
+    assert!(
+        seen.ends_with(b"\r\n\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&seen)
+    );
     guest
         .write_all(b"HTTP/1.1 101 Switching\r\n\r\n\x81\x02ok")
         .await
         .unwrap();
+    read_until(&mut guest, b"/x/not-parsed").await;
     read_until(&mut client, b"\x81\x02ok").await;
+}
+
+/// `curl --http2` on `http://` asks for `Upgrade: h2c` on its first request; a guest that
+/// declines answers it normally. Nothing the client sends after it — a request naming another
+/// exposure, carrying the server's token — reaches the guest unchecked.
+#[tokio::test]
+async fn after_a_declined_upgrade_nothing_more_is_forwarded() {
+    let x = Arc::new(Exposures::new());
+    let mine = x.expose("sb-1", 8000, || true).unwrap();
+    let other = x.expose("sb-2", 8000, || true).unwrap();
+    let host = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (mut client, task) = proxy(Arc::clone(&x), host.local_addr().unwrap(), PROXY_IDLE);
+    let req = format!(
+        "GET /x/{}/one HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+         Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n\
+         POST /x/{}/two HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {SERVER_TOKEN}\r\n\
+         Content-Length: 6\r\n\r\nsecret",
+        mine.token, other.token
+    );
+    client.write_all(req.as_bytes()).await.unwrap();
+    let (mut guest, _) = host.accept().await.unwrap();
+    let seen = read_until(&mut guest, b"\r\n\r\n").await;
+    assert!(seen.starts_with(b"GET /one HTTP/1.1\r\n"));
+    guest
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno")
+        .await
+        .unwrap();
+    read_until(&mut client, b"\r\n\r\nno").await;
+    // The guest hears nothing more: its side is shut.
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), guest.read_to_end(&mut rest)).await;
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(
+        !rest.contains("two") && !rest.contains(SERVER_TOKEN) && !rest.contains(&other.token),
+        "{rest}"
+    );
+    drop(guest);
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upgrade_past_a_connections_first_request_closes_it_unforwarded() {
+    let x = Arc::new(Exposures::new());
+    let e = x.expose("sb-1", 8000, || true).unwrap();
+    let host = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (mut client, task) = proxy(Arc::clone(&x), host.local_addr().unwrap(), PROXY_IDLE);
+    let req = format!(
+        "GET /x/{t}/a HTTP/1.1\r\nHost: h\r\n\r\n\
+         GET /x/{t}/b HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        t = e.token
+    );
+    client.write_all(req.as_bytes()).await.unwrap();
+    let (mut guest, _) = host.accept().await.unwrap();
+    let mut seen = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), guest.read_to_end(&mut seen)).await;
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(
+        seen.starts_with("GET /a HTTP/1.1\r\n") && !seen.contains("GET /b"),
+        "{seen}"
+    );
+    assert!(closes(&mut client).await);
+    task.await.unwrap();
 }
 
 #[tokio::test]
