@@ -36,8 +36,9 @@ pub const DIALED: u8 = b'D';
 pub const NOT_DIALED: u8 = b'N';
 /// How long pid 1 sleeps between reaping rounds when no request comes.
 const REAP_EVERY_MS: i32 = 500;
-/// How long a dial may take (loopback answers at once; this bounds a full backlog).
-const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one connect may take (loopback answers at once; this bounds a full backlog). With
+/// IPv6 tried only after IPv4 was refused, a dial's answer comes within about this long.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A step of the machine's start that failed.
 fn refuse(chan: &mut Channel, layer: &str, e: impl std::fmt::Display) -> ! {
@@ -156,12 +157,16 @@ fn serve(mut chan: Channel, fds: &OwnedFd) -> ! {
     }
 }
 
-/// A connection to `port` of this namespace's loopback (IPv4, then IPv6).
+/// A connection to `port` of this namespace's loopback: IPv4, and IPv6 only when IPv4 refused
+/// at once (nothing listens there), so a port that accepts nothing costs one timeout.
 fn dial(port: u16) -> Option<TcpStream> {
-    [
-        SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
-        SocketAddr::from((Ipv6Addr::LOCALHOST, port)),
-    ]
-    .iter()
-    .find_map(|a| TcpStream::connect_timeout(a, DIAL_TIMEOUT).ok())
+    let v4 = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    match TcpStream::connect_timeout(&v4, DIAL_TIMEOUT) {
+        Ok(s) => Some(s),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, port));
+            TcpStream::connect_timeout(&v6, DIAL_TIMEOUT).ok()
+        }
+        Err(_) => None,
+    }
 }

@@ -25,8 +25,10 @@ use airlock_jail::cgroup::RunCgroup;
 
 /// How long the init may take to hand its namespaces over.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long a dial may take end to end (the init bounds its own connect at 2 s).
+/// How long the init's answer to a dial may take (it bounds its own connects at 1 s each).
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a dial waits for the machine's one dial lane before it is refused as busy.
+const DIAL_QUEUE: Duration = Duration::from_secs(2);
 /// How long the machine's end may take: pid 1 exits at EOF, the kernel empties its namespace.
 const END_TIMEOUT: Duration = Duration::from_secs(5);
 /// Cap on the init's refusal message.
@@ -47,6 +49,13 @@ pub enum MachineError {
     /// The machine has ended (its sandbox was disposed).
     #[error("the sandbox's machine has ended")]
     Ended,
+    /// Another dial has held the machine's one dial lane for too long.
+    #[error("the sandbox's ports are busy: another connection is still being made; retry")]
+    Busy,
+    /// The init once failed to answer a dial in time: its answers can no longer be matched to
+    /// requests, so no port of this sandbox is dialled again.
+    #[error("the sandbox's init stopped answering dials; dispose of the sandbox")]
+    OutOfStep,
 }
 
 /// What a machine is started from: the sandbox's user and mount namespaces and its host
@@ -70,6 +79,12 @@ pub struct Machine {
     control: Mutex<Option<UnixStream>>,
     /// Descriptors from the init (tagged `SCM_RIGHTS` messages).
     fds: Mutex<UnixStream>,
+    /// One dial at a time (each answer is the last request's): a dial waits for the lane at
+    /// most `DIAL_QUEUE`, so a port that never accepts cannot pile dials (and blocking
+    /// threads) up behind it.
+    dial_lane: tokio::sync::Semaphore,
+    /// Set when the init did not answer a dial in time (see [`MachineError::OutOfStep`]).
+    out_of_step: std::sync::atomic::AtomicBool,
     /// mnt, net, pid, ipc, uts (the order of `MACHINE_NAMESPACES`).
     namespaces: Vec<OwnedFd>,
     /// `pid:[inode]` of the machine's pid namespace, as a process's attestation names it.
@@ -153,6 +168,8 @@ impl Machine {
             stage: tokio::sync::Mutex::new(Some(stage)),
             control: Mutex::new(Some(control)),
             fds: Mutex::new(fds),
+            dial_lane: tokio::sync::Semaphore::new(1),
+            out_of_step: std::sync::atomic::AtomicBool::new(false),
             namespaces,
             pid_ns,
             cgroup,
@@ -211,10 +228,18 @@ impl Machine {
 
     /// A connection to `port` of the machine's loopback, made by its init and handed over.
     pub async fn dial(self: &Arc<Self>, port: u16) -> Result<tokio::net::TcpStream, MachineError> {
+        let lane = tokio::time::timeout(DIAL_QUEUE, self.dial_lane.acquire())
+            .await
+            .map_err(|_| MachineError::Busy)?
+            .map_err(|_| MachineError::Ended)?;
+        if self.out_of_step.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(MachineError::OutOfStep);
+        }
         let me = Arc::clone(self);
         let stream = tokio::task::spawn_blocking(move || me.dial_blocking(port))
             .await
             .map_err(io::Error::other)??;
+        drop(lane);
         stream.set_nonblocking(true)?;
         Ok(tokio::net::TcpStream::from_std(stream)?)
     }
@@ -238,6 +263,17 @@ impl Machine {
                 Ok(Some(_)) => return Err(MachineError::NotListening(port)),
                 Ok(None) => return Err(MachineError::Ended),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    // A late answer would be taken for the next request's.
+                    self.out_of_step
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    return Err(MachineError::OutOfStep);
+                }
                 Err(e) => return Err(MachineError::Io(e)),
             }
         }

@@ -1123,3 +1123,47 @@ async fn processes_of_one_machine_can_signal_one_another() {
         assert_eq!(w["signal"], 15, "{who:?}: {w}");
     }
 }
+
+/// A process shares its init's uid, which would let it lower the init's limits or starve it
+/// (`SCHED_IDLE`): every call that names another process's limits or scheduling is `EPERM`,
+/// and the host sees the init's limits, nice value and policy unchanged.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_cannot_change_the_inits_limits_or_scheduling() {
+    const ATTACK: &str = "import os, resource\n\
+        def tried(name, f):\n    try:\n        f(); print(name, 'DONE')\n    except OSError as e:\n        print(name, e.errno)\n\
+        tried('prlimit', lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (1, 1)))\n\
+        tried('prlimit_cpu', lambda: resource.prlimit(1, resource.RLIMIT_CPU, (1, 1)))\n\
+        tried('setpriority', lambda: os.setpriority(os.PRIO_PROCESS, 1, 19))\n\
+        tried('setpriority_pgrp', lambda: os.setpriority(os.PRIO_PGRP, 0, 19))\n\
+        tried('sched_idle', lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0)))\n\
+        tried('own', lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))\n";
+    for who in IDENTITIES {
+        let server = WsServer::start_as(who, &[]);
+        let mut c = server.connect().await;
+        let sid = machine(&mut c, json!({})).await;
+        let m = marker();
+        start(&mut c, &sid, json!({ "argv": ["sleep", m] })).await;
+        let seen = wait_marked(&[&m], Duration::from_secs(10));
+        let init = init_of(seen[0].0).expect("the machine's init");
+        let limits = std::fs::read_to_string(format!("/proc/{init}/limits")).unwrap();
+        // `nice` and `policy` (fields 19 and 41 of `stat`; the list starts at field 3).
+        let sched = |pid: i32| stat_field(pid, 16).zip(stat_field(pid, 38));
+        let before = sched(init);
+        let p = start(&mut c, &sid, json!({ "argv": ["python3", "-c", ATTACK] })).await;
+        let (_, out) = finished(&mut c, &p, 20.0).await;
+        for line in out.lines().filter(|l| !l.starts_with("own")) {
+            assert!(
+                line.ends_with(" 1"),
+                "{who:?}: {line} (EPERM expected): {out}"
+            );
+        }
+        assert!(out.contains("own DONE"), "{who:?}: its own priority: {out}");
+        let after = std::fs::read_to_string(format!("/proc/{init}/limits")).unwrap();
+        assert_eq!(limits, after, "{who:?}: the init's limits changed");
+        assert_eq!(
+            before,
+            sched(init),
+            "{who:?}: the init's nice/policy changed"
+        );
+    }
+}

@@ -447,3 +447,52 @@ fn tty_injection_ioctls_are_eperm_everywhere_and_others_pass() {
         }
     }
 }
+
+/// Calls that name a process work on the caller (pid 0, the "a process" selector) and are
+/// `EPERM` for any other pid, process group or user, in every profile.
+#[test]
+fn limits_and_scheduling_of_another_process_are_eperm_everywhere() {
+    const PRIO_PGRP: u64 = 1;
+    const IOPRIO_WHO_PROCESS: u64 = 1;
+    const IOPRIO_WHO_USER: u64 = 3;
+    for (name, prog) in all_programs() {
+        for nr in [
+            libc::SYS_prlimit64,
+            libc::SYS_sched_setscheduler,
+            libc::SYS_sched_setparam,
+            libc::SYS_sched_setattr,
+        ] {
+            assert_eq!(eval(&prog, nr, [0; 6]), RET_ALLOW, "{name} {nr} self");
+            assert_eq!(
+                eval(&prog, nr, [1, 0, 0, 0, 0, 0]),
+                EPERM,
+                "{name} {nr} pid 1"
+            );
+            assert_eq!(
+                eval(&prog, nr, [1 << 32, 0, 0, 0, 0, 0]),
+                RET_ALLOW,
+                "{name} {nr} high word"
+            );
+        }
+        let setprio = |which, who| eval(&prog, libc::SYS_setpriority, [which, who, 19, 0, 0, 0]);
+        assert_eq!(setprio(0, 0), RET_ALLOW, "{name} own priority");
+        assert_eq!(setprio(0, 1), EPERM, "{name} pid 1's priority");
+        assert_eq!(setprio(PRIO_PGRP, 0), EPERM, "{name} own group's priority");
+        let ioprio = |which, who| eval(&prog, libc::SYS_ioprio_set, [which, who, 0, 0, 0, 0]);
+        assert_eq!(
+            ioprio(IOPRIO_WHO_PROCESS, 0),
+            RET_ALLOW,
+            "{name} own io priority"
+        );
+        assert_eq!(
+            ioprio(IOPRIO_WHO_PROCESS, 1),
+            EPERM,
+            "{name} pid 1's io priority"
+        );
+        assert_eq!(
+            ioprio(IOPRIO_WHO_USER, 0),
+            EPERM,
+            "{name} the user's io priority"
+        );
+    }
+}

@@ -161,6 +161,22 @@ fn action_block(action: Action) -> Vec<Insn> {
             ret(RET_ALLOW),
             ret(eperm),
         ],
+        // pid_t and the selectors are `int`: the low word is all that counts. EPERM is the
+        // last instruction, allow the one before it.
+        Action::OwnProcessOnly { pid_arg, which } => {
+            let mut block = Vec::new();
+            if let Some((arg, value)) = which {
+                block.push(load(off_arg_lo(arg)));
+                block.push(jeq(value, 0, 3));
+            }
+            block.extend([
+                load(off_arg_lo(pid_arg)),
+                jeq(0, 0, 1),
+                ret(RET_ALLOW),
+                ret(eperm),
+            ]);
+            block
+        }
         // personality's argument is an `unsigned int` in the kernel.
         Action::PersonalityQueryOnly => vec![
             load(off_arg_lo(0)),

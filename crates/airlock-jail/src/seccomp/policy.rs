@@ -27,6 +27,10 @@
 //!   and `accept` only ever see TCP sockets, a socketpair end (which, connected, cannot
 //!   `listen`: `EINVAL`) or the inherited socket; the namespace has only `lo`, so nothing a
 //!   listener accepts comes from outside the sandbox.
+//! - calls that name a process — `prlimit64`, `setpriority`, `sched_setscheduler`,
+//!   `sched_setparam`, `sched_setattr`, `ioprio_set` — are `EPERM` for any process but the
+//!   caller, in every profile ([`Action::OwnProcessOnly`]): a sandbox's processes share one
+//!   uid, and its machine's init must not be starved or have its limits lowered.
 //! - `ioctl`: `TIOCSTI`, `TIOCLINUX`, `TIOCSETD` and `TIOCCONS` are `EPERM` in every profile
 //!   ([`Action::DenyTtyInjection`]); `TIOCSCTTY` is not (the stage takes the sandbox's own
 //!   terminal as controlling tty before the filter, and nothing else needs denying there).
@@ -76,6 +80,17 @@ pub enum Action {
     /// `socketpair`: only a connected `AF_UNIX` `SOCK_STREAM` pair (protocol 0), else `EPERM`.
     /// It reaches nothing outside the process that made it: asyncio's self-pipe.
     UnixStreamPair,
+    /// A call that names a process (its limits, its scheduling): allowed only for the caller
+    /// itself — argument `pid_arg` is 0 and, where the call has one, argument `which.0` is
+    /// `which.1` (the "a process" selector) — else `EPERM`. Every process of a sandbox runs as
+    /// its one uid, so the kernel would let one lower another's limits or starve it (a
+    /// machine's init among them).
+    OwnProcessOnly {
+        /// The index of the pid (or "who") argument.
+        pid_arg: u32,
+        /// The index of the selector argument and the value that means "a process".
+        which: Option<(u32, u32)>,
+    },
 }
 
 /// One line of the policy.
@@ -243,6 +258,36 @@ const COMMON: &[Rule] = &[
         SYS_ioctl,
         DenyTtyInjection,
         "TIOCSTI/TIOCLINUX inject tty input; TIOCSETD reaches line-discipline code; TIOCCONS takes the console"
+    ),
+    rule!(
+        SYS_prlimit64,
+        Action::OwnProcessOnly { pid_arg: 0, which: None },
+        "another process's limits: one process of a sandbox could cripple another (its init)"
+    ),
+    rule!(
+        SYS_setpriority,
+        Action::OwnProcessOnly { pid_arg: 1, which: Some((0, 0)) },
+        "another process's (group's, user's) priority: PRIO_PROCESS of the caller only"
+    ),
+    rule!(
+        SYS_sched_setscheduler,
+        Action::OwnProcessOnly { pid_arg: 0, which: None },
+        "another process's policy (SCHED_IDLE starves it): the caller only"
+    ),
+    rule!(
+        SYS_sched_setparam,
+        Action::OwnProcessOnly { pid_arg: 0, which: None },
+        "another process's scheduling: the caller only"
+    ),
+    rule!(
+        SYS_sched_setattr,
+        Action::OwnProcessOnly { pid_arg: 0, which: None },
+        "another process's scheduling: the caller only"
+    ),
+    rule!(
+        SYS_ioprio_set,
+        Action::OwnProcessOnly { pid_arg: 1, which: Some((0, 1)) },
+        "another process's I/O priority: IOPRIO_WHO_PROCESS of the caller only"
     ),
 ];
 
