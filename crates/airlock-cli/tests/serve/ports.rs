@@ -342,3 +342,83 @@ async fn an_exposed_url_reaches_only_its_own_sandboxs_loopback() {
         assert!(got.starts_with("HTTP/1.1 502 "), "{who:?}: {got}");
     }
 }
+
+/// A guest port that never accepts (a full backlog) cannot stall the server: dials of one
+/// sandbox take one lane and are refused as busy past its wait, so a wave of requests to that
+/// port leaves the server's threads bounded, and another sandbox's port and session calls are
+/// served meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_port_that_never_accepts_cannot_stall_the_server() {
+    const STUCK: &str = "import socket, time\n\
+        l = socket.socket(); l.bind(('127.0.0.1', 8001)); l.listen(0)\n\
+        held = []\n\
+        for _ in range(8):\n    s = socket.socket(); s.setblocking(False)\n    \
+        try:\n        s.connect(('127.0.0.1', 8001))\n    except BlockingIOError:\n        pass\n    \
+        held.append(s)\n\
+        print('stuck', flush=True)\n\
+        time.sleep(600)\n";
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    let a = create(&mut c, &MACHINE_SPEC).await;
+    let b = create(&mut c, &MACHINE_SPEC).await;
+    let url_b = exposed(&mut c, &b, 8000).await;
+    serve_http(&mut c, &b, 8000, "b is fine", &url_b).await;
+    let r = c
+        .call(
+            "process.start",
+            json!({"sandbox_id": a, "argv": ["python3", "-c", STUCK]}),
+        )
+        .await;
+    let pid = result_of(&r)["process_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = c.call("process.output", json!({"process_id": pid})).await;
+        if String::from_utf8_lossy(&unb64(&result_of(&r)["stdout"])).contains("stuck") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stuck listener never started"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let url_a = exposed(&mut c, &a, 8001).await;
+    let (addr, path_a) = split_url(&url_a);
+    let wave: Vec<_> = (0..60)
+        .map(|_| {
+            let (addr, path) = (addr.clone(), path_a.clone());
+            tokio::spawn(async move { http(&addr, "GET", &path, "").await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Meanwhile: B's port and a session call on B are served promptly.
+    let (_, path_b) = split_url(&url_b);
+    let started = Instant::now();
+    let got = text(&http(&addr, "GET", &format!("{path_b}index.html"), "").await);
+    assert!(got.ends_with("b is fine"), "{got}");
+    let r = c
+        .call(
+            "sandbox.exec",
+            json!({"sandbox_id": b, "argv": ["echo", "ok"]}),
+        )
+        .await;
+    assert_eq!(result_of(&r)["stdout"], "ok\n", "{r}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "another sandbox waited {:?} behind a stuck port",
+        started.elapsed()
+    );
+    let threads = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Threads:")
+                .map(|t| t.trim().parse::<u32>().unwrap())
+        })
+        .unwrap();
+    assert!(threads < 40, "the server grew to {threads} threads");
+    for w in wave {
+        let a = text(&w.await.unwrap());
+        assert!(a.starts_with("HTTP/1.1 50"), "{a}");
+    }
+}
