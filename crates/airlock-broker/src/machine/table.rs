@@ -20,6 +20,8 @@ const END_WAIT: Duration = Duration::from_secs(5);
 pub struct Processes {
     next: AtomicU64,
     all: Mutex<Vec<Arc<Process>>>,
+    /// One start at a time, so the count checked is the count started.
+    starting: tokio::sync::Mutex<()>,
 }
 
 impl Processes {
@@ -34,6 +36,7 @@ impl Processes {
         machine: &Arc<Machine>,
         req: ProcessRequest,
     ) -> Result<Arc<Process>, ProcessError> {
+        let _one_at_a_time = self.starting.lock().await;
         let running = self.all().iter().filter(|p| p.exit().is_none()).count();
         if running >= MAX_PROCESSES {
             return Err(ProcessError::Refused(format!(
