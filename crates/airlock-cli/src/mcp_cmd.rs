@@ -39,6 +39,11 @@ pub struct McpOpts {
     /// `call`: a fresh sandbox per tool call.
     #[arg(long, value_enum, default_value_t = Scope::Conversation)]
     pub scope: Scope,
+    /// Serve `start_process`, `process_output` and `stop_process`: background processes (dev
+    /// servers, watchers) in the session's sandbox, whose runs reach them on 127.0.0.1. The
+    /// sandbox then requires the `processes` capability. Not with `--scope call`.
+    #[arg(long)]
+    pub processes: bool,
     /// Start an upstream MCP server (outside the sandbox) and offer its tools to `execute`
     /// programs as NAME.tool (repeatable). COMMAND is split into words, not run by a shell.
     #[arg(long = "upstream", value_name = "NAME='COMMAND ARGS'")]
@@ -112,6 +117,13 @@ pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
         Scope::Conversation => IsolationScope::Conversation,
         Scope::Call => IsolationScope::Call,
     };
+    if opts.processes && config.scope == IsolationScope::Call {
+        bail!(
+            "--processes needs --scope conversation: a background process lives in the \
+             session's sandbox, and with --scope call every tool call gets a fresh one"
+        );
+    }
+    config.processes = opts.processes;
     config.python = opts.python;
     config.image = opts.image;
     config.image_dir = opts.image_dir;

@@ -74,6 +74,9 @@ pub struct McpConfig {
     pub policy: Option<Policy>,
     /// One sandbox for the whole MCP session (files persist across calls), or one per call.
     pub scope: IsolationScope,
+    /// Serve the process tools (`start_process`, `process_output`, `stop_process`): the
+    /// session sandbox requires `processes`. Conversation scope only.
+    pub processes: bool,
     /// The `airlock` binary (its `__executor` subcommand is the stage).
     pub executor: PathBuf,
     /// The interpreter; `python3` on PATH when None (with an image: on the image's PATH, or a
@@ -107,6 +110,7 @@ impl McpConfig {
                 .within(host.and_then(|h| h.files_in_ceiling.as_ref())),
             policy: policy.cloned(),
             scope: IsolationScope::Conversation,
+            processes: false,
             executor,
             python: None,
             image: None,

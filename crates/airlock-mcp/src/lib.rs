@@ -4,7 +4,9 @@
 //! SDK) and offers sandboxed code execution as tools: `execute` (a Python program that may call
 //! upstream MCP tools), `run_python` (a Python program with no tools), `exec` (a command), and
 //! `write_file`, `read_file`, `list_files` on the session's one sandbox (the `local` backend
-//! behind the router, under the policy: [`sandboxes`]), whose files persist across calls.
+//! behind the router, under the policy: [`sandboxes`]), whose files persist across calls;
+//! with `--processes`, `start_process`, `process_output` and `stop_process` on that sandbox's
+//! background processes ([`process_tools`]).
 //! Upstream MCP servers are started by airlock itself, outside the sandbox; their tools reach
 //! the sandboxed program only through [`UpstreamTools`]: each tool is registered in the
 //! host-tool registry (`airlock_router::host_tools`, sealed at start-up), whose one door refuses
@@ -22,6 +24,7 @@ pub mod file_tools;
 pub mod fuzzing;
 pub mod media;
 pub mod outputs;
+pub mod process_tools;
 pub mod progress;
 pub mod pytypes;
 pub mod registry;

@@ -7,7 +7,9 @@
 //! refusal names the check. Then it gets its sandbox: in conversation scope the session's one
 //! sandbox (made on first use, files kept across calls, disposed when the session ends), in
 //! call scope a fresh one disposed when the call returns. The session sandbox's spec requires
-//! every capability the policy allows, so one spec serves every admitted call.
+//! every capability the policy allows, so one spec serves every admitted call (`processes` too
+//! with `--processes`: the sandbox is then a machine whose background processes and runs share
+//! one loopback).
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -129,8 +131,17 @@ impl Sandboxes {
             scope,
             calls: AtomicU64::new(0),
         };
+        if config.processes && scope == IsolationScope::Call {
+            return Err(McpError::Session(
+                "the process tools (--processes) need conversation scope, and the policy's \
+                 scope floor makes every sandbox call-scoped"
+                    .to_owned(),
+            ));
+        }
+        let processes = config.processes.then_some(Capability::Processes);
         let allowed: Vec<Capability> = CANDIDATES
             .into_iter()
+            .chain(processes)
             .filter(|c| me.admit(&[*c]).is_ok())
             .collect();
         me.spec = me
@@ -142,6 +153,11 @@ impl Sandboxes {
     /// The scope calls are served under (the flag, raised by the policy's scope floor).
     pub fn scope(&self) -> IsolationScope {
         self.scope
+    }
+
+    /// Whether the process tools are served (`--processes`).
+    pub fn processes(&self) -> bool {
+        self.config.processes
     }
 
     /// The rung this machine's sandbox holds.

@@ -8,6 +8,8 @@
 //!   signatures.
 //! - `run_python {code, outputs?, timeout_s?}`: a Python program with no tools at all.
 //! - `exec {argv, env?, outputs?, timeout_s?}`: a command.
+//! - with `--processes`: `start_process`, `process_output`, `stop_process` (see
+//!   [`crate::process_tools`]), on the session sandbox's background processes.
 //!
 //! Every call is admitted by the policy first. A run is spawned as its own task, so a client
 //! that goes away or cancels (`notifications/cancelled`) ends the run through its cancel path
@@ -35,7 +37,7 @@ use crate::config::McpConfig;
 use crate::error::McpError;
 use crate::registry::UpstreamTools;
 use crate::sandboxes::Sandboxes;
-use crate::{args, file_tools, outputs, progress, result, stubs, tools};
+use crate::{args, file_tools, outputs, process_tools, progress, result, stubs, tools};
 
 /// Largest line (one message) read from the MCP client. A program must fit the 1 MiB frame
 /// cap of the internal hop anyway; the headroom lets a too-large program get a clean
@@ -143,6 +145,9 @@ impl AirlockMcp {
         let out = match name {
             "write_file" => file_tools::write(sb, a, &c.files_in).await,
             "read_file" => file_tools::read(sb, a, &c.outputs).await,
+            "start_process" => process_tools::start(sb, a).await,
+            "process_output" => process_tools::output(sb, a).await,
+            "stop_process" => process_tools::stop(sb, a).await,
             _ => file_tools::list(sb, a).await,
         };
         lease.release().await;
@@ -260,6 +265,8 @@ impl ServerHandler for AirlockMcp {
             let shown: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
             let why = if tools::FILE_TOOLS.contains(&name) {
                 " (file tools are not served with --scope call: nothing would persist)"
+            } else if process_tools::PROCESS_TOOLS.contains(&name) {
+                " (process tools are served only with `airlock mcp --processes`)"
             } else {
                 ""
             };

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::args::{MAX_DECLARED_OUTPUTS, MAX_ENV_VARS};
 use crate::registry::UpstreamTools;
 use crate::sandboxes::Sandboxes;
-use crate::stubs;
+use crate::{process_tools, stubs};
 
 /// The code tools.
 pub const CODE_TOOLS: [&str; 3] = ["execute", "run_python", "exec"];
@@ -26,6 +26,7 @@ pub fn needs(tool: &str, outputs: bool, upstreams: bool) -> Vec<Capability> {
         "write_file" => vec![Capability::FilesIn],
         "read_file" => vec![Capability::FilesOut],
         "list_files" => vec![Capability::FilesList],
+        "start_process" | "process_output" | "stop_process" => vec![Capability::Processes],
         _ => Vec::new(),
     };
     if outputs {
@@ -120,6 +121,9 @@ pub fn list(upstreams: &UpstreamTools, sandboxes: &Sandboxes, max_s: f64) -> Vec
     ];
     if scope == IsolationScope::Conversation {
         tools.extend(file_tools());
+        if sandboxes.processes() {
+            tools.extend(process_tools::tools());
+        }
     }
     tools
         .into_iter()

@@ -1,6 +1,7 @@
 //! Helpers: spawn `airlock mcp` with upstreams and a policy, talk MCP to it.
 mod files;
 mod policy;
+mod processes;
 mod session;
 mod wire;
 
