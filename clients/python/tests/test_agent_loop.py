@@ -170,7 +170,9 @@ async def test_the_coding_agent_loop_on_a_debian_image(identity):
         await term.expect("$ ", timeout=30)
         await term.send_input("echo sum=$((40 + 2))\n")
         await term.expect("sum=42", timeout=30)
-        await term.send_input("python3 -c 'import time; print(\"holding\", flush=True); time.sleep(60)'\n")
+        # The program says it holds the terminal in words its own command line does not carry
+        # (the echo of the line must not count), so Ctrl-C reaches it, not the shell.
+        await term.send_input("python3 -c 'import time; print(\"hold\" + \"ing\", flush=True); time.sleep(60)'\n")
         await term.expect("holding", timeout=30)
         await term.send_input("\x03")
         await term.send_input("echo rc=$?\n")
