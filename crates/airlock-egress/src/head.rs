@@ -130,22 +130,51 @@ fn bad(why: impl Into<String>) -> HeadError {
     HeadError::Bad(why.into())
 }
 
-/// Parse a head read by [`read_head`], strictly: anything malformed is [`HeadError::Bad`],
-/// decided here, before any name is resolved or any upstream contacted.
-pub fn parse(head: &[u8]) -> Result<Request, HeadError> {
-    let lines = syntax::lines(head).map_err(bad)?;
-    let (first, fields) = lines.split_first().ok_or_else(|| bad("an empty head"))?;
-    let line = syntax::request_line(first).map_err(bad)?;
+/// A request head split strictly: its request line, its header fields (at most
+/// [`MAX_HEADERS`]), and its body's length (one `Content-Length`, no transfer codings, one
+/// `Host`).
+#[derive(Debug)]
+pub struct Framed<'a> {
+    /// The request line.
+    pub line: syntax::RequestLine<'a>,
+    /// The header fields, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body's length.
+    pub body_length: u64,
+}
+
+/// Split a head read by [`read_head`] strictly (the egress proxy's grammar, which
+/// `sandbox.expose`'s proxy shares); why not, when it is malformed.
+pub fn frame(head: &[u8]) -> Result<Framed<'_>, String> {
+    let lines = syntax::lines(head)?;
+    let (first, fields) = lines
+        .split_first()
+        .ok_or_else(|| "an empty head".to_string())?;
+    let line = syntax::request_line(first)?;
     if fields.len() > MAX_HEADERS {
-        return Err(bad("too many header lines"));
+        return Err("too many header lines".into());
     }
     let headers = fields
         .iter()
         .map(|l| syntax::field_line(l))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(bad)?;
-    framing::check_host(&headers).map_err(bad)?;
-    let body_length = framing::body_length(&headers).map_err(bad)?;
+        .collect::<Result<Vec<_>, _>>()?;
+    framing::check_host(&headers)?;
+    let body_length = framing::body_length(&headers)?;
+    Ok(Framed {
+        line,
+        headers,
+        body_length,
+    })
+}
+
+/// Parse a head read by [`read_head`], strictly: anything malformed is [`HeadError::Bad`],
+/// decided here, before any name is resolved or any upstream contacted.
+pub fn parse(head: &[u8]) -> Result<Request, HeadError> {
+    let Framed {
+        line,
+        headers,
+        body_length,
+    } = frame(head).map_err(bad)?;
     let (authority, target) = split_target(line.method, line.target)?;
     let (host, port) = authority_of(authority, &target)?;
     Ok(Request {

@@ -28,8 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use airlock_egress::head::{read_head, HeadError};
-use airlock_egress::{framing, syntax};
+use airlock_egress::head::{frame, read_head, Framed, HeadError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -185,19 +184,11 @@ pub fn split_target(target: &str) -> Option<(&str, String)> {
 
 /// Parse one request head strictly and rewrite it for the guest (see the module doc).
 pub fn rewrite(head: &[u8], auth: &Auth) -> Result<Forward, Refusal> {
-    let lines = syntax::lines(head).map_err(bad)?;
-    let (first, fields) = lines.split_first().ok_or_else(|| bad("an empty head"))?;
-    let line = syntax::request_line(first).map_err(bad)?;
-    if fields.len() > airlock_egress::head::MAX_HEADERS {
-        return Err(bad("too many header lines"));
-    }
-    let headers = fields
-        .iter()
-        .map(|l| syntax::field_line(l))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(bad)?;
-    framing::check_host(&headers).map_err(bad)?;
-    let body_length = framing::body_length(&headers).map_err(bad)?;
+    let Framed {
+        line,
+        headers,
+        body_length,
+    } = frame(head).map_err(bad)?;
     let Some((token, target)) = split_target(line.target) else {
         return Err(Refusal(not_found()));
     };
