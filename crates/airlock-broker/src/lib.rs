@@ -19,6 +19,7 @@ pub mod limits;
 pub mod machine;
 pub mod output;
 pub mod pool;
+pub(crate) mod refusal;
 pub mod result;
 pub mod run;
 pub mod runner;

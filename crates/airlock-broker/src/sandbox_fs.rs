@@ -28,6 +28,7 @@ use airlock_jail::{fdpass, identity, mounts};
 use airlock_protocol::Message;
 
 use crate::machine::init::{Machine, MachineError, SandboxNamespaces};
+use crate::refusal::read_refusal;
 
 /// Host ids a root broker's sandboxes get: a range no account or file on a normal host uses.
 const SANDBOX_ID_BASE: u32 = 2_000_000_000;
@@ -35,8 +36,6 @@ const SANDBOX_ID_BASE: u32 = 2_000_000_000;
 const SANDBOX_ID_SPAN: u32 = 1 << 24;
 /// How long an assembling stage may take.
 const ASSEMBLE_TIMEOUT: Duration = Duration::from_secs(20);
-/// Cap on what an assembling stage may write back as its refusal.
-const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
 
 /// What the sandbox's root holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,7 +300,10 @@ fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, Sandbox
         .and_then(|()| receive(&fd_ours));
     // The stage closes its hand-over socket when it fails, then writes why: read that first.
     let why = match &outcome {
-        Ok(None) => Some(refusal(ours)),
+        Ok(None) => Some(read_refusal(
+            ours,
+            "the sandbox root could not be assembled (the stage exited without a reason)",
+        )),
         _ => None,
     };
     let _ = child.kill();
@@ -342,21 +344,4 @@ pub(crate) fn receive_hand_over(sock: &UnixStream) -> std::io::Result<Option<[Ow
         }
     }
     Ok(got.try_into().ok())
-}
-
-/// The stage's `refused` message, read with a cap.
-fn refusal(sock: UnixStream) -> String {
-    let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut reader = airlock_protocol::FrameReader::new(sock.take(MAX_REFUSAL_BYTES));
-    match reader.read_message() {
-        Ok(Some(Message::Notification(n))) if n.method == "refused" => {
-            let p = n.params.unwrap_or_default();
-            format!(
-                "sandbox layer {} unavailable: {}",
-                p["layer"].as_str().unwrap_or("unknown"),
-                p["message"].as_str().unwrap_or("")
-            )
-        }
-        _ => "the sandbox root could not be assembled (the stage exited without a reason)".into(),
-    }
 }

@@ -16,7 +16,7 @@ use airlock_executor::config::{
 };
 use airlock_executor::machine_init::{DIALED, DIAL_METHOD};
 use airlock_jail::fdpass;
-use airlock_protocol::{FrameReader, Message};
+use airlock_protocol::Message;
 use serde_json::json;
 
 use crate::limits::Limits;
@@ -31,8 +31,6 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 const DIAL_QUEUE: Duration = Duration::from_secs(2);
 /// How long the machine's end may take: pid 1 exits at EOF, the kernel empties its namespace.
 const END_TIMEOUT: Duration = Duration::from_secs(5);
-/// Cap on the init's refusal message.
-const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
 
 /// Why a machine could not start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -141,8 +139,8 @@ impl Machine {
         let init_stage = stage.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         // Made and entered before the init reads its frame (so before it forks pid 1).
         let cgroup = cgroup_attach::create(limits).ok();
-        if let (Some(cg), Some(pid)) = (&cgroup, stage.id()) {
-            cg.add_process(i32::try_from(pid).unwrap_or(0))
+        if let Some(cg) = &cgroup {
+            cg.add_process(init_stage)
                 .map_err(|e| MachineError::Refused(format!("the machine's cgroup: {e}")))?;
         }
         let config = InitConfig {
@@ -320,21 +318,9 @@ fn receive_namespaces(sock: &UnixStream) -> io::Result<Option<Vec<OwnedFd>>> {
 
 /// The init's `refused` message, read with a cap.
 async fn refusal(sock: UnixStream) -> String {
-    let read = tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
-        let mut reader = FrameReader::new(sock.take(MAX_REFUSAL_BYTES));
-        match reader.read_message() {
-            Ok(Some(Message::Notification(n))) if n.method == "refused" => {
-                let p = n.params.unwrap_or_default();
-                format!(
-                    "layer {} unavailable: {}",
-                    p["layer"].as_str().unwrap_or("unknown"),
-                    p["message"].as_str().unwrap_or("")
-                )
-            }
-            _ => "the init exited without a reason".into(),
-        }
-    });
-    read.await.unwrap_or_else(|e| e.to_string())
+    tokio::task::spawn_blocking(move || {
+        crate::refusal::read_refusal(sock, "the init exited without a reason")
+    })
+    .await
+    .unwrap_or_else(|e| e.to_string())
 }

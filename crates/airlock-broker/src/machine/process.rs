@@ -21,6 +21,7 @@ use super::stdio::{self, Stdin};
 use crate::limits::Limits;
 use crate::run::channel::{self, Inbox};
 use crate::run::cold::run_probe;
+use crate::run::guest_messages::refusal_of;
 use crate::run::prepare::prepare;
 use crate::run::{RunSpec, Workload};
 use crate::sandbox_fs::SandboxFs;
@@ -193,12 +194,7 @@ async fn attested(inbox: &mut Inbox, machine: &Machine) -> Result<(), String> {
                 .map_err(|p| format!("attestation failed: {}", p.join("; ")))
         }
         Some(Ok(Some(Message::Notification(n)))) if n.method == "refused" => {
-            let p = n.params.unwrap_or_default();
-            Err(format!(
-                "sandbox layer {} unavailable: {}",
-                p["layer"].as_str().unwrap_or("unknown"),
-                p["message"].as_str().unwrap_or("")
-            ))
+            Err(refusal_of(n.params))
         }
         Some(Ok(Some(_))) => Err("protocol violation before start".into()),
         _ => Err("the process's stage exited before it was ready".into()),

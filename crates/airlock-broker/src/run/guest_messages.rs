@@ -28,13 +28,7 @@ pub(crate) fn check_ready(
     }
 }
 
-/// A `refused` notification's layer and message, as the run's refusal.
-pub(crate) fn refusal_of(params: Option<Value>) -> String {
-    let params = params.unwrap_or(Value::Null);
-    let layer = params["layer"].as_str().unwrap_or("unknown");
-    let message = params["message"].as_str().unwrap_or("");
-    format!("sandbox layer {layer} unavailable: {message}")
-}
+pub(crate) use crate::refusal::refusal_of;
 
 /// A `refused` notification still queued after the stage exited.
 pub(super) async fn drain_refusal(inbox: &mut Inbox) -> Option<String> {
