@@ -14,19 +14,15 @@
 //! the broker's death — pid 1 exits, and the kernel kills every process of the namespace.
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
 use std::time::Duration;
 
-use airlock_jail::{caps, fd, fdpass, identity, landlock, mounts, net, ns, process};
+use airlock_jail::{caps, fd, fdpass, identity, landlock, ns, process};
 use airlock_protocol::Message;
 
 use crate::channel::Channel;
-use crate::config::{
-    InitConfig, MACHINE_CHANNEL_FD, MACHINE_NAMESPACES, ROOT_STAGING, SANDBOX_MNTNS_FD,
-    SANDBOX_USERNS_FD,
-};
-use crate::container;
-use crate::exit_status::EXIT_REFUSED;
+use crate::config::{InitConfig, MACHINE_CHANNEL_FD, MACHINE_NAMESPACES};
+use crate::enter::{enter_own_root, join_sandbox};
+use crate::refusal::{refuse, Layer, Refusal};
 
 /// The method of the broker's request for a connection to a port of the machine's loopback.
 pub const DIAL_METHOD: &str = "dial";
@@ -40,87 +36,62 @@ const REAP_EVERY_MS: i32 = 500;
 /// IPv6 tried only after IPv4 was refused, a dial's answer comes within about this long.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A step of the machine's start that failed.
-fn refuse(chan: &mut Channel, layer: &str, e: impl std::fmt::Display) -> ! {
-    chan.refuse(layer, &e.to_string());
-    process::exit_now(EXIT_REFUSED)
-}
-
 /// Entry point of a stage opened by an `init` frame.
 pub(crate) fn init_main(mut chan: Channel, cfg: &InitConfig) -> ! {
-    let fds = match fdpass::take_inherited(MACHINE_CHANNEL_FD) {
+    let fds = match fdpass::take_inherited(MACHINE_CHANNEL_FD).layer("machine") {
         Ok(fd) => fd,
-        Err(e) => refuse(&mut chan, "machine", e),
+        Err(r) => refuse(&mut chan, &r),
     };
-    if let Err((layer, e)) = isolate(cfg) {
-        refuse(&mut chan, layer, e)
+    if let Err(r) = isolate(cfg) {
+        refuse(&mut chan, &r)
     }
-    match process::fork() {
+    match process::fork().layer("fork") {
         Ok(process::Fork::Parent { child }) => {
             // Only pid 1 hands descriptors over: the broker sees EOF when it is gone.
             drop(fds);
             crate::supervise::supervise(chan, child, crate::supervise::Forward::Termination)
         }
         Ok(process::Fork::Child) => pid1(chan, &fds, cfg),
-        Err(e) => refuse(&mut chan, "fork", e),
+        Err(r) => refuse(&mut chan, &r),
     }
 }
 
-type Step = Result<(), (&'static str, String)>;
-
-fn step<E: std::fmt::Display>(layer: &'static str) -> impl Fn(E) -> (&'static str, String) {
-    move |e| (layer, e.to_string())
-}
-
-/// The sandbox's identity, its user and mount namespaces, then every other one of its own.
-fn isolate(cfg: &InitConfig) -> Step {
+/// The sandbox's identity, its user and mount namespaces (as a run's stage joins them), then
+/// every other namespace of its own.
+fn isolate(cfg: &InitConfig) -> Result<(), Refusal> {
     let broker = std::os::unix::process::parent_id();
-    let userns = fdpass::take_inherited(SANDBOX_USERNS_FD).map_err(step("sandbox"))?;
-    let mntns = fdpass::take_inherited(SANDBOX_MNTNS_FD).map_err(step("sandbox"))?;
-    if let Some(id) = cfg.identity {
-        identity::become_id(id).map_err(step("identity"))?;
-    }
-    process::set_parent_death_signal_kill().map_err(step("pdeathsig"))?;
-    identity::join_user_namespace(userns.as_fd()).map_err(step("userns"))?;
-    identity::join_mount_namespace(mntns.as_fd()).map_err(step("mount namespace"))?;
+    join_sandbox(cfg.identity)?;
     if std::os::unix::process::parent_id() != broker {
-        return Err(("pdeathsig", "broker exited during setup".into()));
+        return Err(Refusal {
+            layer: "pdeathsig",
+            message: "broker exited during setup".into(),
+        });
     }
-    ns::unshare(ns::Namespaces::all()).map_err(step("namespaces"))
+    ns::unshare(ns::Namespaces::all()).layer("namespaces")
 }
 
 /// pid 1 of the machine: set up, hand the namespaces over, lock down, serve.
 fn pid1(mut chan: Channel, fds: &OwnedFd, cfg: &InitConfig) -> ! {
-    if let Err((layer, e)) = set_up(&chan, fds, cfg) {
-        refuse(&mut chan, layer, e)
+    if let Err(r) = set_up(&chan, fds, cfg) {
+        refuse(&mut chan, &r)
     }
     serve(chan, fds)
 }
 
-fn set_up(chan: &Channel, fds: &OwnedFd, cfg: &InitConfig) -> Step {
-    process::set_parent_death_signal_kill().map_err(step("pdeathsig"))?;
-    let root = Path::new(ROOT_STAGING);
-    mounts::mount_proc_at(&root.join("proc"))
-        .map_err(container::explain(container::PROC_MOUNT))
-        .map_err(step("proc mount"))?;
-    mounts::pivot_into(root)
-        .map_err(container::explain(container::PIVOT_ROOT))
-        .map_err(step("sandbox root"))?;
-    ns::set_hostname(&cfg.hostname)
-        .map_err(container::explain(container::SETHOSTNAME))
-        .map_err(step("uts namespace"))?;
-    net::loopback_up().map_err(step("network namespace"))?;
+fn set_up(chan: &Channel, fds: &OwnedFd, cfg: &InitConfig) -> Result<(), Refusal> {
+    process::set_parent_death_signal_kill().layer("pdeathsig")?;
+    enter_own_root(&cfg.hostname)?;
     for (index, (name, _)) in MACHINE_NAMESPACES.iter().enumerate() {
-        let fd = identity::own_namespace(name).map_err(step("namespaces"))?;
+        let fd = identity::own_namespace(name).layer("namespaces")?;
         let tag = u8::try_from(index).unwrap_or(u8::MAX);
-        fdpass::send_tagged(fds.as_fd(), tag, Some(fd.as_fd())).map_err(step("namespaces"))?;
+        fdpass::send_tagged(fds.as_fd(), tag, Some(fd.as_fd())).layer("namespaces")?;
     }
-    std::env::set_current_dir("/").map_err(step("work dir"))?;
-    process::close_fds_except(&[chan.fd().as_raw_fd(), fds.as_raw_fd()]).map_err(step("fds"))?;
-    process::set_dumpable(false).map_err(step("dumpable"))?;
-    landlock::restrict_on_own_loopback(&landlock::FsPolicy::default()).map_err(step("landlock"))?;
-    caps::drop_all().map_err(step("capabilities"))?;
-    caps::set_no_new_privs().map_err(step("no_new_privs"))
+    std::env::set_current_dir("/").layer("work dir")?;
+    process::close_fds_except(&[chan.fd().as_raw_fd(), fds.as_raw_fd()]).layer("fds")?;
+    process::set_dumpable(false).layer("dumpable")?;
+    landlock::restrict_on_own_loopback(&landlock::FsPolicy::default()).layer("landlock")?;
+    caps::drop_all().layer("capabilities")?;
+    caps::set_no_new_privs().layer("no_new_privs")
 }
 
 /// Reap orphans; answer dials; end with the broker's socket.

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use airlock_jail::{caps, fdpass, identity, landlock, mounts, net, ns, process, rlimits, seccomp};
+use airlock_jail::{caps, fdpass, identity, landlock, mounts, ns, process, rlimits, seccomp};
 use airlock_protocol::Message;
 
 use crate::assemble;
@@ -21,12 +21,13 @@ use crate::attest::Attestation;
 use crate::channel::{Channel, First};
 use crate::config::{
     AssembleConfig, ExecutorConfig, Joining, Mode, ProcessStdio, EGRESS_CHANNEL_FD,
-    MACHINE_NAMESPACES, PROCESS_STDIO_FD, ROOT_STAGING, SANDBOX_CHANNEL_FD, SANDBOX_MNTNS_FD,
-    SANDBOX_USERNS_FD,
+    MACHINE_NAMESPACES, PROCESS_STDIO_FD, SANDBOX_CHANNEL_FD, SANDBOX_USERNS_FD,
 };
 use crate::container;
+use crate::enter::{enter_own_root, join_sandbox};
 use crate::exit_status::EXIT_REFUSED;
 use crate::guest_code::BOOTSTRAP_PY;
+use crate::refusal::{refuse, Layer, Refusal};
 use crate::supervise::{supervise, Forward};
 
 /// fd of the socket inside the guest.
@@ -56,33 +57,6 @@ def _airlock_load():
     return marshal.loads(bytes(data))
 exec(_airlock_load(), {'__name__': '__main__', '__builtins__': __builtins__})
 "#;
-
-/// A setup step that failed, named by the layer it belongs to.
-#[derive(Debug)]
-struct Refusal {
-    layer: &'static str,
-    message: String,
-}
-
-trait Layer<T> {
-    fn layer(self, layer: &'static str) -> Result<T, Refusal>;
-}
-
-impl<T, E: std::fmt::Display> Layer<T> for Result<T, E> {
-    fn layer(self, layer: &'static str) -> Result<T, Refusal> {
-        self.map_err(|e| Refusal {
-            layer,
-            message: e.to_string(),
-        })
-    }
-}
-
-/// Report the refusal and end: `_exit`, since a zygote's child shares a copy of the zygote's
-/// address space and must run none of its exit handlers.
-fn refuse(chan: &mut Channel, r: &Refusal) -> ! {
-    chan.refuse(r.layer, &r.message);
-    process::exit_now(EXIT_REFUSED)
-}
 
 /// How pid 1 hands over to the workload once every layer before seccomp is in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +170,7 @@ fn isolate(cfg: &ExecutorConfig) -> Result<process::Fork, Refusal> {
             }
         }
         (None, None) => {
-            join_sandbox(cfg)?;
+            join_sandbox(cfg.identity)?;
             ns::Namespaces::all()
         }
         (None, Some(joining)) => {
@@ -220,19 +194,6 @@ fn isolate(cfg: &ExecutorConfig) -> Result<process::Fork, Refusal> {
     }
     ns::unshare(unshared).layer("namespaces")?;
     process::fork().layer("fork")
-}
-
-/// A sandbox that outlives the run: its identity, then its user and mount namespaces.
-fn join_sandbox(cfg: &ExecutorConfig) -> Result<(), Refusal> {
-    let userns = fdpass::take_inherited(SANDBOX_USERNS_FD).layer("sandbox")?;
-    let mntns = fdpass::take_inherited(SANDBOX_MNTNS_FD).layer("sandbox")?;
-    if let Some(id) = cfg.identity {
-        identity::become_id(id).layer("identity")?;
-    }
-    // After the identity change, which clears the parent-death signal.
-    process::set_parent_death_signal_kill().layer("pdeathsig")?;
-    identity::join_user_namespace(userns.as_fd()).layer("userns")?;
-    identity::join_mount_namespace(mntns.as_fd()).layer("mount namespace")
 }
 
 /// A sandbox with a machine: its identity, its user namespace, then the machine's mount,
@@ -356,7 +317,7 @@ fn prepare(
 ) -> Result<Staged, Refusal> {
     process::set_parent_death_signal_kill().layer("pdeathsig")?;
     match cfg.machine {
-        None => enter_own_root(cfg)?,
+        None => enter_own_root(&cfg.hostname)?,
         // The machine's root, hostname and loopback are this process's already; a run's pid
         // namespace is its own and gets its own /proc.
         Some(Joining::Run) => mounts::mount_proc_at(Path::new("/proc"))
@@ -400,21 +361,6 @@ fn prepare(
         filter,
         code,
     })
-}
-
-/// A fresh root of its own (no machine): /proc, the sandbox's root, hostname, loopback.
-fn enter_own_root(cfg: &ExecutorConfig) -> Result<(), Refusal> {
-    let root = Path::new(ROOT_STAGING);
-    mounts::mount_proc_at(&root.join("proc"))
-        .map_err(container::explain(container::PROC_MOUNT))
-        .layer("proc mount")?;
-    mounts::pivot_into(root)
-        .map_err(container::explain(container::PIVOT_ROOT))
-        .layer("sandbox root")?;
-    ns::set_hostname(&cfg.hostname)
-        .map_err(container::explain(container::SETHOSTNAME))
-        .layer("uts namespace")?;
-    net::loopback_up().layer("network namespace")
 }
 
 /// stdin (and a terminal's stdout and stderr). A run's stdin is /dev/null; a background
