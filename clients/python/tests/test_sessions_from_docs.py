@@ -167,3 +167,74 @@ async def chunked_round_trip(server):
 
 def test_files_move_in_512_kib_chunks(server):
     asyncio.run(chunked_round_trip(server))
+
+
+async def wait_for_note(rpc, method, process_id, notes, timeout=30):
+    """Notifications arrive between responses; read until one names `process_id`."""
+    for n in notes:
+        if n["method"] == method and n["params"].get("process_id") == process_id:
+            return n, notes
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        msg = json.loads(await asyncio.wait_for(rpc.ws.recv(), timeout=max(0.1, end - loop.time())))
+        if "id" in msg:
+            rpc.early[msg["id"]] = msg
+            continue
+        notes.append(msg)
+        if msg["method"] == method and msg["params"].get("process_id") == process_id:
+            return msg, notes
+
+
+async def processes_ports_list_and_timeouts(server):
+    """docs/server.md, "Background processes and terminals", "Ports", "sandbox.list" and
+    "sandbox.set_timeout": the wire as written there."""
+    async with session(server) as ws:
+        rpc = Rpc(ws)
+        spec = {"requires": ["exec", "processes", "ports"], "metadata": {"task": "docs"}}
+        sid = ok(await rpc.call("sandbox.create", {"spec": spec}))["sandbox_id"]
+        # A process reading its stdin: input, close_stdin, its output and exit as notifications.
+        msg, notes = await rpc.response(await rpc.request(
+            "process.start", {"sandbox_id": sid, "argv": ["/bin/cat"], "stdin": True}))
+        pid = ok(msg)["process_id"]
+        assert pid.startswith(sid + "."), pid
+        # (the notifications that come before each response are kept: the output is among them)
+        msg, more = await rpc.response(await rpc.request(
+            "process.input", {"process_id": pid, "data": b64(b"typed\n")}))
+        notes += more
+        assert ok(msg)["bytes"] == 6
+        msg, more = await rpc.response(await rpc.request("process.close_stdin", {"process_id": pid}))
+        notes += more
+        assert ok(msg)["process_id"] == pid
+        exited, notes = await wait_for_note(rpc, "process.exited", pid, notes)
+        assert exited["params"]["exit_code"] == 0, exited
+        out = b"".join(base64.b64decode(n["params"]["data"]) for n in notes
+                       if n["method"] == "output" and n["params"].get("process_id") == pid)
+        assert out == b"typed\n", notes
+        waited = ok(await rpc.call("process.wait", {"process_id": pid, "timeout_s": 5}))
+        assert (waited["state"], waited["exit_code"]) == ("exited", 0), waited
+        kept = ok(await rpc.call("process.output", {"process_id": pid}))
+        assert (kept["encoding"], base64.b64decode(kept["stdout"])) == ("base64", b"typed\n"), kept
+        # A background server on the sandbox's loopback, exposed on the server's listener.
+        srv = ok(await rpc.call("process.start", {"sandbox_id": sid, "argv": [
+            "python3", "-m", "http.server", "8000", "--bind", "127.0.0.1"]}))["process_id"]
+        listed = ok(await rpc.call("process.list", {"sandbox_id": sid}))["processes"]
+        assert [p["process_id"] for p in listed] == [pid, srv], listed
+        exposed = ok(await rpc.call("sandbox.expose", {"sandbox_id": sid, "port": 8000}))
+        assert exposed["port"] == 8000 and exposed["url"].startswith("http://"), exposed
+        assert ok(await rpc.call("sandbox.unexpose", {"sandbox_id": sid, "port": 8000}))["port"] == 8000
+        sig = ok(await rpc.call("process.signal", {"process_id": srv, "signal": "SIGTERM"}))
+        assert sig["delivered"] is True, sig
+        done = ok(await rpc.call("process.wait", {"process_id": srv, "timeout_s": 30}))
+        assert (done["state"], done["signal"]) == ("exited", 15), done
+        # Listing and lifetimes.
+        mine = [s for s in ok(await rpc.call("sandbox.list", {}))["sandboxes"] if s["sandbox_id"] == sid]
+        assert mine and mine[0]["metadata"] == {"task": "docs"}, mine
+        assert ok(await rpc.call("sandbox.set_timeout", {"sandbox_id": sid, "idle_timeout_s": 60}))[
+            "idle_timeout_s"] == 60
+        assert code_of(await rpc.call("process.wait", {"process_id": sid + ".proc-99"})) == NOT_FOUND
+        ok(await rpc.call("sandbox.dispose", {"sandbox_id": sid}))
+
+
+def test_processes_ports_list_and_timeouts_from_the_docs(server):
+    asyncio.run(processes_ports_list_and_timeouts(server))
