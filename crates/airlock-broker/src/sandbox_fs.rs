@@ -77,6 +77,8 @@ pub struct SandboxFs {
     userns: OwnedFd,
     mntns: OwnedFd,
     work: Arc<DirFd>,
+    /// The root of the writable tmpfs: `work`, `tmp`, `shm` (what a snapshot holds).
+    data: Arc<DirFd>,
     owner: Option<HostId>,
     binds: Vec<PathBuf>,
     image: Option<(Arc<Image>, DirFd)>,
@@ -112,6 +114,13 @@ impl SandboxFs {
     #[must_use]
     pub fn work(&self) -> &Arc<DirFd> {
         &self.work
+    }
+
+    /// The root of the sandbox's writable tmpfs (`work`, `tmp`, `shm`): what a snapshot
+    /// captures and a restore fills, as the owner ([`SandboxFs::as_owner_of`]).
+    #[must_use]
+    pub fn data(&self) -> &Arc<DirFd> {
+        &self.data
     }
 
     /// The host identity the sandbox's files belong to (None: the broker's own).
@@ -195,17 +204,20 @@ impl SandboxFs {
             .any(|b| real.starts_with(b) || p.starts_with(b))
     }
 
-    /// The sandbox a stage handed over (user namespace, mount namespace, work dir).
+    /// The sandbox a stage handed over (user namespace, mount namespace, data root).
     pub(crate) fn from_hand_over(
-        [userns, mntns, work]: [OwnedFd; 3],
+        [userns, mntns, data]: [OwnedFd; 3],
         owner: Option<HostId>,
         binds: Vec<PathBuf>,
         image: Option<(Arc<Image>, DirFd)>,
     ) -> std::io::Result<Self> {
+        let data = DirFd::from_owned(data)?;
+        let work = data.open_dir_at("work")?;
         Ok(SandboxFs {
             userns,
             mntns,
-            work: Arc::new(DirFd::from_owned(work)?),
+            work: Arc::new(work),
+            data: Arc::new(data),
             owner,
             binds,
             image,

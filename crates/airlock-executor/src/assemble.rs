@@ -52,16 +52,17 @@ const HOSTS: &str = "127.0.0.1 localhost airlock\n::1 localhost ip6-localhost\n"
 /// Assemble the root and hand the namespaces and the work dir to the broker.
 pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     let channel = fdpass::take_inherited(SANDBOX_CHANNEL_FD).map_err(at("channel"))?;
-    let work = build(cfg)?;
-    hand_over(channel.as_fd(), work)
+    let data = build(cfg)?;
+    hand_over(channel.as_fd(), data)
 }
 
-/// Send the caller's user and mount namespaces and `work`, in that order, over `channel`.
-pub fn hand_over(channel: BorrowedFd<'_>, work: OwnedFd) -> Result<(), AssembleError> {
+/// Send the caller's user and mount namespaces and `data` (the root of the sandbox's writable
+/// tmpfs: `work`, `tmp`, `shm`), in that order, over `channel`.
+pub fn hand_over(channel: BorrowedFd<'_>, data: OwnedFd) -> Result<(), AssembleError> {
     for fd in [
         identity::own_namespace("user").map_err(at("hand-over"))?,
         identity::own_namespace("mnt").map_err(at("hand-over"))?,
-        work,
+        data,
     ] {
         fdpass::send_fd(channel, fd.as_fd()).map_err(at("hand-over"))?;
     }
@@ -70,7 +71,7 @@ pub fn hand_over(channel: BorrowedFd<'_>, work: OwnedFd) -> Result<(), AssembleE
 
 /// Build the root at [`ROOT_STAGING`] in a fresh user and mount namespace, which the calling
 /// process is in from then on (a one-shot run's stage goes on from here to isolate and fork);
-/// returns the work dir, opened.
+/// returns the root of its writable tmpfs (`work`, `tmp`, `shm`), opened.
 pub fn build(cfg: &AssembleConfig) -> Result<OwnedFd, AssembleError> {
     // The bind trees are cloned (detached, read-only, nosuid, nodev) where the caller may
     // clone mounts: a root broker's stage does it in the host's mount namespace with root's
@@ -111,10 +112,10 @@ pub fn build(cfg: &AssembleConfig) -> Result<OwnedFd, AssembleError> {
     }
     mkdirs(&root.join("proc"))?;
     make_dev(root)?;
-    let work = make_data(root, cfg.data)?;
+    let data = make_data(root, cfg.data)?;
     mounts::set_attrs(&root.join("dev"), read_only()).map_err(at("read-only /dev"))?;
     mounts::set_attrs(root, read_only()).map_err(at("read-only root"))?;
-    Ok(work)
+    Ok(data)
 }
 
 fn read_only() -> Attrs {
@@ -283,7 +284,8 @@ fn make_dev(root: &Path) -> Result<(), AssembleError> {
     mkdirs(&dev.join("shm"))
 }
 
-/// The one bounded tmpfs for everything writable; returns the work dir, opened for the broker.
+/// The one bounded tmpfs for everything writable; returns its root (holding `work`, `tmp` and
+/// `shm`), opened for the broker: its files, its snapshots.
 fn make_data(root: &Path, bounds: DataBounds) -> Result<OwnedFd, AssembleError> {
     let data = root.join(".data");
     mkdirs(&data)?;
@@ -324,10 +326,11 @@ fn make_data(root: &Path, bounds: DataBounds) -> Result<OwnedFd, AssembleError> 
         let tree = mounts::detached_copy(fd.as_fd(), writable).map_err(at("data bind"))?;
         mounts::attach(tree.as_fd(), &target).map_err(at("data bind"))?;
     }
-    let work = airlock_jail::dirfd::DirFd::open(&root.join("work")).map_err(at("work dir"))?;
+    // Opened before the detach: the descriptor keeps the (then unreachable) mount.
+    let handle = airlock_jail::dirfd::DirFd::open(&data).map_err(at("data dir"))?;
     mounts::detach(&data).map_err(at("data detach"))?;
     std::fs::remove_dir(&data).map_err(at("data detach"))?;
-    Ok(work.into())
+    Ok(handle.into())
 }
 
 #[cfg(test)]

@@ -2,10 +2,12 @@
 
 /// The guest bootstrap that CPython runs with `-c` before the untrusted program: the protocol,
 /// seccomp, attestation and one-shot run (`guest/bootstrap.py`), the stateful kernel
-/// (`guest/kernel.py`), then `main()`.
+/// (`guest/kernel.py`) and its state's save and load
+/// (`guest/kernel_state.py`), then `main()`.
 pub const BOOTSTRAP_PY: &str = concat!(
     include_str!("guest/bootstrap.py"),
     include_str!("guest/kernel.py"),
+    include_str!("guest/kernel_state.py"),
     "\nmain()\n"
 );
 
@@ -15,5 +17,6 @@ pub const BOOTSTRAP_PY: &str = concat!(
 pub const ZYGOTE_PY: &str = concat!(
     include_str!("guest/bootstrap.py"),
     include_str!("guest/kernel.py"),
+    include_str!("guest/kernel_state.py"),
     include_str!("guest/zygote.py"),
 );

@@ -228,11 +228,11 @@ fn join_machine(cfg: &ExecutorConfig, joining: Joining) -> Result<(), Refusal> {
 /// an assembling stage builds one, and handed to the broker, which watches its disk use.
 fn own_root(root: &AssembleConfig) -> Result<(), Refusal> {
     let channel = fdpass::take_inherited(SANDBOX_CHANNEL_FD).layer("sandbox")?;
-    let work = assemble::build(root).map_err(|e| Refusal {
+    let data = assemble::build(root).map_err(|e| Refusal {
         layer: "sandbox root",
         message: format!("{}: {}", e.step, e.message),
     })?;
-    assemble::hand_over(channel.as_fd(), work).map_err(|e| Refusal {
+    assemble::hand_over(channel.as_fd(), data).map_err(|e| Refusal {
         layer: "sandbox root",
         message: format!("{}: {}", e.step, e.message),
     })

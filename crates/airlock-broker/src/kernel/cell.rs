@@ -26,7 +26,7 @@ use crate::tools::ToolHandler;
 
 const SIGINT: i32 = 2;
 const SIGSTOP: i32 = 19;
-const SIGCONT: i32 = 18;
+pub(super) const SIGCONT: i32 = 18;
 /// How long a kernel that closed its socket gets to exit.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Longest `repr` kept from a cell's value.
@@ -61,7 +61,7 @@ const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Stop the kernel between cells and wait until every thread is stopped: no CPU, and no file
 /// activity while the broker moves files. False if it would not stop in time.
-async fn stop_kernel(stage_pid: i32) -> bool {
+pub(super) async fn stop_kernel(stage_pid: i32) -> bool {
     signal_kernel(stage_pid, SIGSTOP);
     let until = Instant::now() + STOP_WAIT;
     loop {
@@ -79,7 +79,7 @@ async fn stop_kernel(stage_pid: i32) -> bool {
 }
 
 /// Signal every process of the kernel (pid 1 of its namespace and anything under it).
-fn signal_kernel(stage_pid: i32, sig: i32) {
+pub(super) fn signal_kernel(stage_pid: i32, sig: i32) {
     for pid in procfs::descendants(stage_pid) {
         let _ = process::kill(pid, sig);
     }
@@ -95,7 +95,7 @@ fn cell_id(n: i64) -> Id {
     Id::String(format!("cell-{n}-{random:016x}"))
 }
 
-fn execute(id: Id, n: i64, cell: &Cell<'_>, live: &Live) -> Message {
+fn execute(id: Id, n: i64, cell: &Cell<'_>, live: &Live, restore: bool) -> Message {
     let env: serde_json::Map<String, Value> = cell
         .spec
         .env
@@ -108,7 +108,7 @@ fn execute(id: Id, n: i64, cell: &Cell<'_>, live: &Live) -> Message {
     };
     let params = json!({
         "code": cell.code, "cell": n, "sys_path": live.sys_path, "env": env, "cwd": cwd,
-        "restricted": cell.spec.restricted,
+        "restricted": cell.spec.restricted, "restore": restore,
     });
     Message::request(id, "execute", Some(params))
 }
@@ -118,6 +118,7 @@ pub(super) async fn run(
     live: &mut Live,
     n: i64,
     cell: &Cell<'_>,
+    restore: Option<Vec<u8>>,
     tools: &dyn ToolHandler,
     cancel: &mut Cancel,
     started: Instant,
@@ -134,7 +135,12 @@ pub(super) async fn run(
     let mut exit = None;
     let mut interrupted: Option<(End, tokio::time::Instant)> = None;
     let id = cell_id(n);
-    let stop = if live.launched.send(execute(id.clone(), n, cell, live)) {
+    let request = execute(id.clone(), n, cell, live, restore.is_some());
+    let sent = live.launched.send(request);
+    let loader = restore
+        .filter(|_| sent)
+        .map(|state| super::state::load(live.launched.s.outbox.clone(), state));
+    let stop = if sent {
         supervise(
             live,
             &id,
@@ -151,6 +157,9 @@ pub(super) async fn run(
     } else {
         Stop::Fatal(End::Internal("the kernel's socket is closed".into()))
     };
+    if let Some(task) = loader {
+        task.abort();
+    }
     let l = &mut live.launched;
     let stop = match stop {
         Stop::Answered(hint, value) => settle(stage_pid, live.limits.memory_bytes, &mut peak_rss)

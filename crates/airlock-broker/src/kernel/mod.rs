@@ -12,6 +12,7 @@ pub(crate) mod display;
 mod guard;
 mod live;
 mod start;
+mod state;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,6 +22,7 @@ use airlock_protocol::ErrorCode;
 use live::{Cell, Live};
 
 pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
+pub use state::{SavedState, StateError};
 
 use crate::result::RunResult;
 use crate::run::plan::program_fits;
@@ -33,6 +35,8 @@ use crate::tools::ToolHandler;
 pub struct Kernel {
     live: Option<Live>,
     cells: i64,
+    /// A paused sandbox's state, loaded by the next kernel that starts.
+    restore: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -93,17 +97,28 @@ impl Kernel {
             tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
             self.shut_down().await;
         }
+        let mut restore = None;
         if self.live.is_none() {
             match start::start(&spec, &mut cancel, started).await {
                 Ok(live) => self.live = Some(live),
                 Err(result) => return result,
             }
+            restore = self.restore.take();
         }
         let Some(live) = self.live.as_mut() else {
             return RunResult::not_started(ErrorCode::InternalError, "the kernel did not start");
         };
         self.cells += 1;
-        let mut outcome = cell::run(live, self.cells, &cell, tools, &mut cancel, started).await;
+        let mut outcome = cell::run(
+            live,
+            self.cells,
+            &cell,
+            restore,
+            tools,
+            &mut cancel,
+            started,
+        )
+        .await;
         if outcome.kernel_restarted {
             if let Some(live) = self.live.take() {
                 end(live).await;
@@ -119,6 +134,38 @@ impl Kernel {
         outcome
     }
 
+    /// The kernel's state, for a snapshot: its live scope saved between cells (the kernel
+    /// stays), or the state a resumed sandbox has not loaded yet; None when there is none (no
+    /// cell ran, or the kernel was ended between cells). `cap` bounds the bytes. A broken
+    /// exchange ends the kernel (the next cell says `kernel_restarted`).
+    pub async fn save(&mut self, cap: u64) -> Result<Option<SavedState>, StateError> {
+        if let Some(g) = self.live.as_mut().and_then(|l| l.guard.take()) {
+            if let Some(why) = g.stop().await {
+                tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
+                self.shut_down().await;
+            }
+        }
+        let Some(live) = self.live.as_mut() else {
+            return Ok(self.restore.clone().map(|bytes| SavedState {
+                bytes,
+                ..SavedState::default()
+            }));
+        };
+        match state::save(live, cap, SAVE_TIMEOUT).await {
+            Ok(s) => Ok(Some(s)),
+            Err(e @ StateError::Refused(_)) => Err(e),
+            Err(e) => {
+                self.shut_down().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// A resumed sandbox's state: the next kernel that starts loads it before its first cell.
+    pub fn restore_on_start(&mut self, state: Vec<u8>) {
+        self.restore = Some(state);
+    }
+
     /// End the kernel (if one is alive) and reap every process of it.
     pub async fn shut_down(&mut self) {
         if let Some(live) = self.live.take() {
@@ -126,6 +173,9 @@ impl Kernel {
         }
     }
 }
+
+/// How long a kernel gets to save its state.
+const SAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Kill a kernel's tree and reap it.
 async fn end(live: Live) {

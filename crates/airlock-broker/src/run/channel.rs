@@ -61,6 +61,8 @@ struct Shared {
     sock: OwnedWriteHalf,
     queue: Mutex<Queue>,
     more: Notify,
+    /// A queued frame was written: room for [`Outbox::send`].
+    room: Notify,
 }
 
 impl Shared {
@@ -109,6 +111,29 @@ impl Outbox {
     }
 }
 
+impl Outbox {
+    /// Queue `msg`, first waiting while [`OUTBOX`] frames wait (a bulk transfer, such as a
+    /// kernel's state, paced by the guest's reading); Err once the socket is gone.
+    pub(crate) async fn send(&self, msg: Message) -> Result<(), NotSent> {
+        loop {
+            let room = self.shared.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let q = self.shared.lock();
+                if q.closed {
+                    return Err(NotSent);
+                }
+                if q.frames.len() < OUTBOX {
+                    break;
+                }
+            }
+            room.await;
+        }
+        self.try_send(msg)
+    }
+}
+
 /// Split the broker's end of the socket; the task flushes what [`Outbox::try_send`] queued
 /// (abort it with the run; the socket's write side shuts when the last `Outbox` is dropped).
 pub(crate) fn open(sock: UnixStream) -> (Inbox, Outbox, JoinHandle<()>) {
@@ -121,6 +146,7 @@ pub(crate) fn open(sock: UnixStream) -> (Inbox, Outbox, JoinHandle<()>) {
             closed: false,
         }),
         more: Notify::new(),
+        room: Notify::new(),
     });
     let flusher = tokio::spawn(flush(Arc::clone(&shared)));
     let inbox = Inbox {
@@ -145,6 +171,7 @@ async fn flush(shared: Arc<Shared>) {
                         if q.written == len {
                             q.frames.pop_front();
                             q.written = 0;
+                            shared.room.notify_waiters();
                         }
                         false
                     }
@@ -152,12 +179,14 @@ async fn flush(shared: Arc<Shared>) {
                     _ => {
                         q.closed = true;
                         q.frames.clear();
+                        shared.room.notify_waiters();
                         return;
                     }
                 }
             };
             if blocked && shared.sock.writable().await.is_err() {
                 shared.lock().closed = true;
+                shared.room.notify_waiters();
                 return;
             }
         }

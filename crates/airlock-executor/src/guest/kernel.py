@@ -19,6 +19,8 @@ def _kernel(rid, params):
     os.environ.setdefault("MPLBACKEND", "Agg")  # figures render to PNG, never to a display
     builtins.display = _display
     scope = _scope(params.get("restricted"))
+    if params.get("restore") is True:
+        _load(scope)  # a resumed kernel: the paused one's names, before its first cell
     while True:
         result = _outcome_value(_outcome(lambda code: _cell(ast, linecache, code, params, scope),
                                          params.get("code", ""), _cell_name(params)))
@@ -27,11 +29,25 @@ def _kernel(rid, params):
         with _Quiet():
             _send({"jsonrpc": "2.0", "id": rid, "result": result})
             msg = _read_frame()
+        while msg.get("method") == "save":  # between cells: the broker snapshots the state
+            msg = _answer_save(msg.get("id"), scope)
         if msg.get("method") != "execute" or not isinstance((msg.get("params") or {}).get("cell"), int):
             os._exit(71)
         rid, params = msg.get("id"), msg.get("params") or {}
         _interrupted[0] = False  # an interrupt meant for the previous cell
         _enter(params)
+
+
+def _answer_save(rid, scope):
+    """Stream the scope to the broker, answer, and read the next request."""
+    try:
+        answer = {"result": _save(scope)}
+    except BaseException as exc:
+        answer = {"error": {"code": -32603, "message": ("%s: %s" % (type(exc).__name__, exc))[:500]}}
+    answer.update({"jsonrpc": "2.0", "id": rid})
+    with _Quiet():
+        _send(answer)
+        return _read_frame()
 
 
 def _cell_name(params):
