@@ -13,6 +13,7 @@ mod run_cmd;
 mod run_opts;
 mod serve_cmd;
 mod serve_sandboxes;
+mod state_choice;
 mod sweep;
 mod usage;
 mod zygote_choice;

@@ -103,6 +103,12 @@ pub struct ServeOpts {
     /// Append one JSON line per run to this file.
     #[arg(long, value_name = "PATH")]
     pub audit: Option<PathBuf>,
+    /// Where snapshots and paused sandboxes are kept (mode 0700, one server at a time)
+    /// [default: $AIRLOCK_STATE_DIR, /var/lib/airlock/state as root, else
+    /// $XDG_STATE_HOME/airlock or ~/.local/state/airlock]. A default that cannot be opened
+    /// leaves the server without snapshots (it says so); a named one that cannot is an error.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Let the allowlisted hosts of session sandboxes resolve into this special range (CIDR,
     /// repeatable): a private network's, or loopback for a test server. Off by default.
     #[arg(long = "allow-private", value_name = "CIDR")]
@@ -363,6 +369,7 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         assembly.max_sandboxes,
         &opts.allow_private,
         opts.image_dir.clone(),
+        crate::state_choice::open(opts.state_dir.clone())?,
     )?);
     let server = Server::new(config);
     runtime.block_on(async {

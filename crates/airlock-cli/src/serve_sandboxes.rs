@@ -20,6 +20,7 @@ pub fn build(
     max_live: usize,
     allow_private: &[String],
     image_dir: Option<std::path::PathBuf>,
+    state: Option<Arc<airlock_server::state_dir::StateDir>>,
 ) -> anyhow::Result<Arc<Sandboxes>> {
     let mut local = LocalConfig::new(config.executor.clone());
     local.egress_allow_private = allow_private.to_vec();
@@ -30,6 +31,7 @@ pub fn build(
     // Session runs and `execute` share the server's one runner (slots, queue, zygote).
     local.runner = Arc::clone(&config.runner);
     local.python = config.interpreter.clone();
+    local.snapshots = state.is_some();
     // Policy events go to the audit log next to the run records.
     let observer = config
         .audit
@@ -47,6 +49,7 @@ pub fn build(
             max_live,
             Observers::new(observer),
         )
-        .with_audit(config.audit.clone()),
+        .with_audit(config.audit.clone())
+        .with_state(state),
     ))
 }

@@ -92,9 +92,15 @@ impl LocalBackend {
             return Err(LocalError::NoExecutor(config.executor));
         }
         let config = Arc::new(config);
+        let mut declarations = local_declarations();
+        if config.snapshots {
+            let mut caps = declarations.effective_capabilities();
+            caps.insert(Capability::Snapshot);
+            declarations = declarations.with_capabilities(caps);
+        }
         Ok(LocalBackend {
             probe,
-            declarations: local_declarations(),
+            declarations,
             config,
             tools: None,
             sandboxes: Mutex::new(HashMap::new()),

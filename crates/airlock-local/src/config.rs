@@ -32,6 +32,9 @@ pub struct LocalConfig {
     /// The front door every run of every sandbox goes through: its slots and queue, and how
     /// a run's process comes to be (zygote, warm pool, exec).
     pub runner: Arc<Runner>,
+    /// The host keeps snapshots (`airlock serve` with a state directory): the backend
+    /// declares `snapshot`, and a spec may require it.
+    pub snapshots: bool,
 }
 
 impl LocalConfig {
@@ -48,6 +51,7 @@ impl LocalConfig {
             observer: airlock_router::Observers::default(),
             restricted: airlock_policy::RestrictedProfile::default(),
             runner: Arc::new(Runner::default()),
+            snapshots: false,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod rung;
 pub mod sandbox;
 mod sandbox_trait;
 pub mod sink;
+pub mod snapshot;
 pub mod tools;
 
 pub use assembly::{assemble, Assembly, AssemblyError};

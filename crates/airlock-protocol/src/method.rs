@@ -29,6 +29,19 @@ pub const SANDBOX_DISPOSE: &str = "sandbox.dispose";
 pub const SANDBOX_LIST: &str = "sandbox.list";
 /// Request: change a sandbox's idle timeout. `params: {"sandbox_id", "idle_timeout_s"}`.
 pub const SANDBOX_SET_TIMEOUT: &str = "sandbox.set_timeout";
+/// Request: write a sandbox's files and kernel state to the snapshot store; it keeps running.
+/// `params: {"sandbox_id"}` -> `{"snapshot_id", ...}`.
+pub const SANDBOX_SNAPSHOT: &str = "sandbox.snapshot";
+/// Request: snapshot, then free the sandbox's processes and memory; a later call resumes it.
+pub const SANDBOX_PAUSE: &str = "sandbox.pause";
+/// Request: bring a paused sandbox back under its id. `params: {"sandbox_id"}`.
+pub const SANDBOX_RESUME: &str = "sandbox.resume";
+/// Request: N new sandboxes, each a copy of a live one. `params: {"sandbox_id", "count"}`.
+pub const SANDBOX_FORK: &str = "sandbox.fork";
+/// Request: the snapshots in the store. `params: {}`.
+pub const SNAPSHOT_LIST: &str = "snapshot.list";
+/// Request: remove a snapshot from the store. `params: {"snapshot_id"}`.
+pub const SNAPSHOT_REMOVE: &str = "snapshot.remove";
 /// Request: dispose of every sandbox of a conversation.
 pub const SCOPE_DISPOSE: &str = "scope.dispose";
 /// Request: cancel a run in flight; it ends `cancelled` with its one terminal result.

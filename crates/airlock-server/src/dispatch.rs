@@ -20,7 +20,7 @@ use crate::wire_spec;
 
 /// The session methods (everything but `execute`), besides the process methods
 /// (`crate::process_methods`).
-pub const SESSION_METHODS: [&str; 17] = [
+pub const SESSION_METHODS: [&str; 23] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -38,6 +38,12 @@ pub const SESSION_METHODS: [&str; 17] = [
     m::SANDBOX_UNEXPOSE,
     m::SANDBOX_LIST,
     m::SANDBOX_SET_TIMEOUT,
+    m::SANDBOX_SNAPSHOT,
+    m::SANDBOX_PAUSE,
+    m::SANDBOX_RESUME,
+    m::SANDBOX_FORK,
+    m::SNAPSHOT_LIST,
+    m::SNAPSHOT_REMOVE,
 ];
 
 /// Whether `method` is one of the session methods.
@@ -110,7 +116,46 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
     match method.as_str() {
         m::SANDBOX_CREATE => {
             tasks.spawn(async move {
-                let r = create(&conn, &sbs, params).await;
+                let r = if params.get("from_snapshot").is_some() {
+                    crate::snapshot_api::create_from(&conn, &sbs, params).await
+                } else {
+                    create(&conn, &sbs, params).await
+                };
+                respond(&conn, id, r).await;
+            });
+        }
+        m::SNAPSHOT_LIST => {
+            let r = crate::snapshot_api::list(&sbs, params);
+            tasks.spawn(async move { respond(&conn, id, r).await });
+        }
+        m::SNAPSHOT_REMOVE => {
+            let r = crate::snapshot_api::remove(&sbs, params);
+            tasks.spawn(async move { respond(&conn, id, r).await });
+        }
+        m::SANDBOX_PAUSE => {
+            tasks.spawn(async move {
+                let r = match sandbox_id(&params) {
+                    Ok(sid) => match id_only(&method, params) {
+                        Ok(()) if sbs.is_paused(&sid) && sbs.get(&sid).is_err() => {
+                            Err(ErrorObject::new(ErrorCode::SandboxRefused, format!("sandbox {sid} is paused already")))
+                        }
+                        Ok(()) => sbs.pause(&sid).await,
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                respond(&conn, id, r).await;
+            });
+        }
+        m::SANDBOX_RESUME => {
+            tasks.spawn(async move {
+                let r = match sandbox_id(&params).and_then(|sid| id_only(&method, params).map(|()| sid)) {
+                    Ok(sid) => {
+                        let resolve = crate::snapshot_api::limits_of(&conn);
+                        sbs.resume(&sid, &resolve).await.map(|h| h.describe(sbs.isolation()))
+                    }
+                    Err(e) => Err(e),
+                };
                 respond(&conn, id, r).await;
             });
         }
@@ -198,9 +243,20 @@ fn on_sandbox(
     } else {
         sandbox_id(&params)
     }
-    .and_then(|sid| sbs.get(&sid));
-    let held = match held {
+    ;
+    let sid = match held {
+        Ok(sid) => sid,
+        Err(e) => {
+            tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+            return;
+        }
+    };
+    let held = match sbs.get(&sid) {
         Ok(h) => h,
+        Err(_) if sbs.is_paused(&sid) => {
+            on_paused(conn, sbs, id, method, params, sid, tasks);
+            return;
+        }
         Err(e) => {
             tasks.spawn(async move { respond(&conn, id, Err(e)).await });
             return;
@@ -226,6 +282,11 @@ fn on_sandbox(
                         Ok(()) => sbs.dispose(&held.id).await,
                         Err(e) => Err(e),
                     },
+                    m::SANDBOX_SNAPSHOT => match id_only(&method, params) {
+                        Ok(()) => sbs.snapshot(&held).await,
+                        Err(e) => Err(e),
+                    },
+                    m::SANDBOX_FORK => crate::snapshot_api::fork(&conn, &sbs, &held, params).await,
                     m::SANDBOX_SET_TIMEOUT => crate::sandbox_list::set_timeout(&held, params)
                         .map(|()| held.describe(sbs.isolation())),
                     m::FILES_WRITE => files_api::write(&held, params).await,
@@ -253,6 +314,36 @@ fn on_sandbox(
             });
         }
     }
+}
+
+/// A call on a paused sandbox: `sandbox.dispose` forgets it; anything else resumes it first
+/// and then runs as on a live one.
+fn on_paused(
+    conn: Conn,
+    sbs: &Arc<Sandboxes>,
+    id: Id,
+    method: String,
+    params: Value,
+    sid: String,
+    tasks: &mut JoinSet<()>,
+) {
+    let sbs = Arc::clone(sbs);
+    tasks.spawn(async move {
+        if method == m::SANDBOX_DISPOSE {
+            let r = match id_only(&method, params) {
+                Ok(()) => sbs.dispose(&sid).await,
+                Err(e) => Err(e),
+            };
+            return respond(&conn, id, r).await;
+        }
+        let resolve = crate::snapshot_api::limits_of(&conn);
+        if let Err(e) = sbs.resume(&sid, &resolve).await {
+            return respond(&conn, id, Err(e)).await;
+        }
+        let mut inner = JoinSet::new();
+        on_sandbox(conn, &sbs, id, method, params, &mut inner);
+        while inner.join_next().await.is_some() {}
+    });
 }
 
 /// Refuses members other than `sandbox_id` (unknown members are `invalid_params`).

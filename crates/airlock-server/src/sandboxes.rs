@@ -45,6 +45,10 @@ pub struct Held {
     /// The idle timeout its spec asked for: what the key-reuse rule compares (the timeout in
     /// force is `life`'s).
     idle: Duration,
+    /// What idle reclaim does to it.
+    pub idle_action: crate::wire_spec::IdleAction,
+    /// The `sandbox.create` params it was made from (a pause keeps them to make it again).
+    pub raw: Value,
     last_used: Mutex<Instant>,
     busy: Mutex<Option<String>>,
 }
@@ -65,7 +69,7 @@ fn random_u64() -> u64 {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -161,6 +165,12 @@ pub struct Sandboxes {
     observers: airlock_router::Observers,
     audit: Option<Arc<crate::audit::AuditSink>>,
     exposures: crate::expose::Exposures,
+    /// The state directory (snapshots, paused records), when one is open.
+    state: Option<Arc<crate::state_dir::StateDir>>,
+    /// Paused sandboxes by id.
+    pub(crate) paused: Mutex<HashMap<String, crate::state_dir::PausedRecord>>,
+    /// Resumes run one at a time (two calls on one paused sandbox make it once).
+    pub(crate) resuming: tokio::sync::Mutex<()>,
 }
 
 /// Why `sandbox.create` did not hand one out.
@@ -219,7 +229,37 @@ impl Sandboxes {
             observers,
             audit: None,
             exposures: crate::expose::Exposures::new(),
+            state: None,
+            paused: Mutex::new(HashMap::new()),
+            resuming: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Keeps snapshots and paused sandboxes in `state`, and knows the sandboxes paused there
+    /// before this server started.
+    #[must_use]
+    pub fn with_state(mut self, state: Option<Arc<crate::state_dir::StateDir>>) -> Self {
+        if let Some(s) = &state {
+            let records = s.paused_records();
+            let mut paused = lock(&self.paused);
+            for r in records {
+                paused.insert(r.sandbox_id.clone(), r);
+            }
+        }
+        self.state = state;
+        self
+    }
+
+    /// The state directory, if one is open.
+    #[must_use]
+    pub fn state_dir(&self) -> Option<&Arc<crate::state_dir::StateDir>> {
+        self.state.as_ref()
+    }
+
+    /// A new sandbox id: not guessable.
+    pub(crate) fn fresh_id(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("sb-{}-{n}-{:016x}", self.epoch, random_u64())
     }
 
     /// Also records the refusals this registry makes itself (the router records its own).
@@ -278,10 +318,18 @@ impl Sandboxes {
 
     /// Make (or, for an equal spec under the same key, get) a sandbox.
     pub async fn create(&self, p: CreateParams, limits: Limits) -> Result<Arc<Held>, ErrorObject> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
         // Ids are not guessable (a keyless sandbox is addressed by nothing else), and a keyless
         // sandbox's key lives in a scope no orchestrator key may name (`wire_spec` refuses it).
-        let id = format!("sb-{}-{n}-{:016x}", self.epoch, random_u64());
+        self.create_as(self.fresh_id(), p, limits).await
+    }
+
+    /// Make a sandbox under the id `id` (a new one's, or a paused one's it resumes as).
+    pub(crate) async fn create_as(
+        &self,
+        id: String,
+        p: CreateParams,
+        limits: Limits,
+    ) -> Result<Arc<Held>, ErrorObject> {
         let key = match p.key {
             Some(k) => k,
             None => SandboxKey::new(crate::wire_spec::KEYLESS_SCOPE, id.as_str(), "wire")
@@ -328,6 +376,8 @@ impl Sandboxes {
             tools: p.tools,
             life: crate::sandbox_life::Life::new(p.metadata, p.idle),
             idle: p.idle,
+            idle_action: p.idle_action,
+            raw: p.raw,
             last_used: Mutex::new(Instant::now()),
             busy: Mutex::new(None),
         });
@@ -395,6 +445,9 @@ impl Sandboxes {
     pub async fn dispose(&self, id: &str) -> Result<Value, ErrorObject> {
         let held = lock(&self.live).remove(id);
         let Some(h) = held else {
+            if let Some(r) = self.dispose_paused(id) {
+                return r;
+            }
             return Err(self
                 .get(id)
                 .err()
@@ -479,13 +532,21 @@ impl Sandboxes {
                 _ = tick.tick() => {}
             }
             let now = Instant::now();
-            let idle: Vec<String> = lock(&self.live)
+            let idle: Vec<(String, crate::wire_spec::IdleAction)> = lock(&self.live)
                 .values()
                 .filter(|h| h.idle_for(now).is_some())
-                .map(|h| h.id.clone())
+                .map(|h| (h.id.clone(), h.idle_action))
                 .collect();
-            for id in idle {
-                tracing::info!(sandbox = %id, "idle timeout; disposing");
+            for (id, action) in idle {
+                if action == crate::wire_spec::IdleAction::Pause {
+                    tracing::info!(sandbox = %id, "idle timeout; pausing");
+                    match self.pause(&id).await {
+                        Ok(_) => continue,
+                        Err(e) => tracing::warn!(sandbox = %id, error = %e.message, "pause failed; disposing"),
+                    }
+                } else {
+                    tracing::info!(sandbox = %id, "idle timeout; disposing");
+                }
                 let _ = self.dispose(&id).await;
             }
         }

@@ -58,6 +58,9 @@ struct RawSpec {
     files_in: Option<TransferLimits>,
     files_out: Option<TransferLimits>,
     idle_timeout_s: Option<f64>,
+    /// What idle reclaim does: dispose (the default) or pause (needs `snapshot`).
+    #[serde(default)]
+    idle_action: IdleAction,
     #[serde(default)]
     declared_outputs: Vec<crate::wire_outputs::WireOutput>,
     #[serde(default)]
@@ -91,6 +94,18 @@ struct RawCreate {
     key: Option<RawKey>,
 }
 
+/// What idle reclaim does to a sandbox idle past its timeout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdleAction {
+    /// Dispose of it: nothing of it remains.
+    #[default]
+    Dispose,
+    /// Pause it: its files and kernel state go to the snapshot store, its processes and
+    /// memory are freed, and the next call on it resumes it.
+    Pause,
+}
+
 /// What `outputs.collect` may read.
 #[derive(Debug, Clone, Default)]
 pub struct Outputs {
@@ -117,6 +132,10 @@ pub struct CreateParams {
     pub key: Option<SandboxKey>,
     /// The orchestrator's labels (no part of spec equality).
     pub metadata: crate::sandbox_life::Metadata,
+    /// What idle reclaim does.
+    pub idle_action: IdleAction,
+    /// The params as sent (`spec` and `key`): what a paused sandbox is made again from.
+    pub raw: Value,
 }
 
 fn invalid(m: impl Into<String>) -> String {
@@ -131,6 +150,7 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
             "sandbox.create params must be an object with `spec`",
         ));
     };
+    let params = v.clone();
     let raw: RawCreate =
         serde_json::from_value(v).map_err(|e| format!("sandbox.create params: {e}"))?;
     let key = raw.key.map(parse_key).transpose()?;
@@ -174,6 +194,9 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         at_call_time: s.outputs_named_at_call_time,
     };
     crate::wire_tools::check(&s.tools)?;
+    if s.idle_action == IdleAction::Pause && !spec.requires().contains(&Capability::Snapshot) {
+        return Err("spec.idle_action \"pause\" needs `snapshot` in spec.requires".into());
+    }
     if !s.tools.is_empty() && !spec.requires().contains(&Capability::HostTools) {
         return Err("spec.tools declares tools but spec.requires lacks host_tools".into());
     }
@@ -185,6 +208,8 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         tools: s.tools,
         key,
         metadata,
+        idle_action: s.idle_action,
+        raw: params,
     })
 }
 
@@ -218,6 +243,7 @@ pub fn needs(method: &str) -> Option<Capability> {
         m::FILES_REMOVE => Capability::FilesDelete,
         m if crate::process_methods::is_process_method(m) => Capability::Processes,
         m::SANDBOX_EXPOSE | m::SANDBOX_UNEXPOSE => Capability::Ports,
+        m::SANDBOX_SNAPSHOT | m::SANDBOX_PAUSE | m::SANDBOX_FORK => Capability::Snapshot,
         _ => return None,
     })
 }

@@ -136,9 +136,10 @@ impl Kernel {
 
     /// The kernel's state, for a snapshot: its live scope saved between cells (the kernel
     /// stays), or the state a resumed sandbox has not loaded yet; None when there is none (no
-    /// cell ran, or the kernel was ended between cells). `cap` bounds the bytes. A broken
-    /// exchange ends the kernel (the next cell says `kernel_restarted`).
-    pub async fn save(&mut self, cap: u64) -> Result<Option<SavedState>, StateError> {
+    /// cell ran, or the kernel was ended between cells). The bytes are bounded by twice the
+    /// kernel's memory limit. A broken exchange ends the kernel (the next cell says
+    /// `kernel_restarted`).
+    pub async fn save(&mut self) -> Result<Option<SavedState>, StateError> {
         if let Some(g) = self.live.as_mut().and_then(|l| l.guard.take()) {
             if let Some(why) = g.stop().await {
                 tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
@@ -151,6 +152,7 @@ impl Kernel {
                 ..SavedState::default()
             }));
         };
+        let cap = live.limits.memory_bytes.saturating_mul(2);
         match state::save(live, cap, SAVE_TIMEOUT).await {
             Ok(s) => Ok(Some(s)),
             Err(e @ StateError::Refused(_)) => Err(e),

@@ -1,0 +1,110 @@
+//! A local sandbox's snapshot and restore: its writable files (`/work`, `/tmp`, `/dev/shm`,
+//! the one tmpfs under its data root) and, for a stateful sandbox, its kernel's state, to and
+//! from the store (`airlock_snapshot`). Files move only through the data root handle, as the
+//! sandbox's owner; the kernel's bytes are the sandbox's own and only a kernel reads them.
+use std::sync::Arc;
+
+use airlock_broker::SandboxFs;
+use airlock_router::SandboxError;
+use airlock_snapshot::{Bounds, Snapshot, SnapshotId, Store, Tree};
+use serde_json::{json, Value};
+
+use crate::sandbox::{backend, LocalSandbox};
+
+/// The directories of the data root a snapshot holds (`/work`, `/tmp`, `/dev/shm`).
+pub const DATA_DIRS: [&str; 3] = ["work", "tmp", "shm"];
+
+/// A snapshot written.
+#[derive(Debug, Clone)]
+pub struct Made {
+    /// Its id.
+    pub id: SnapshotId,
+    /// Its size on disk.
+    pub bytes: u64,
+    /// What the kernel kept and left out (`null` without a kernel state).
+    pub kernel: Value,
+}
+
+impl LocalSandbox {
+    /// Write the sandbox's files and kernel state to `store`, with the manifest `manifest`
+    /// makes from the kernel's report. The caller keeps runs out meanwhile (the kernel is
+    /// between cells); background processes go on and may change files as they are read.
+    pub async fn snapshot(
+        &self,
+        store: Arc<Store>,
+        manifest: impl FnOnce(Option<&Value>) -> Vec<u8>,
+    ) -> Result<Made, SandboxError> {
+        let fs = self.fs().await?;
+        let saved = {
+            let mut kernel = self.run_lock.lock().await;
+            match kernel.as_mut() {
+                Some(k) => k.save().await.map_err(|e| backend(e.to_string()))?,
+                None => None,
+            }
+        };
+        let report = saved.as_ref().map(|s| {
+            json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.bytes.len() })
+        });
+        let manifest = manifest(report.as_ref());
+        let state = saved.map(|s| s.bytes);
+        let written = tokio::task::spawn_blocking(move || write(&store, &fs, &manifest, state))
+            .await
+            .map_err(|e| backend(format!("snapshot task failed: {e}")))??;
+        Ok(Made {
+            id: written.info.id,
+            bytes: written.info.stored_bytes,
+            kernel: report.unwrap_or(Value::Null),
+        })
+    }
+
+    /// Fill this (new) sandbox from `snapshot`: its files into the data root, its kernel
+    /// state for the kernel's first cell.
+    pub async fn restore(&self, snapshot: Snapshot) -> Result<(), SandboxError> {
+        let fs = self.fs().await?;
+        let cap = Bounds::default().max_kernel_bytes;
+        let stateful = self.run_lock.lock().await.is_some();
+        let state = tokio::task::spawn_blocking(move || restore(&fs, &snapshot, stateful, cap))
+            .await
+            .map_err(|e| backend(format!("restore task failed: {e}")))??;
+        if let (Some(state), Some(kernel)) = (state, self.run_lock.lock().await.as_mut()) {
+            kernel.restore_on_start(state);
+        }
+        Ok(())
+    }
+}
+
+fn write(
+    store: &Store,
+    fs: &SandboxFs,
+    manifest: &[u8],
+    state: Option<Vec<u8>>,
+) -> Result<airlock_snapshot::Written, SandboxError> {
+    let bounds = Bounds::default();
+    SandboxFs::as_owner_of(fs.owner(), fs.data(), |data| {
+        let tree = Tree {
+            root: data,
+            dirs: &DATA_DIRS,
+        };
+        let mut reader = state.as_deref();
+        let kernel = reader.as_mut().map(|r| r as &mut dyn std::io::Read);
+        store.write(manifest, Some(tree), kernel, &bounds)
+    })
+    .map_err(|e| backend(e.to_string()))
+}
+
+fn restore(
+    fs: &SandboxFs,
+    snapshot: &Snapshot,
+    stateful: bool,
+    cap: u64,
+) -> Result<Option<Vec<u8>>, SandboxError> {
+    let bounds = Bounds::default();
+    SandboxFs::as_owner_of(fs.owner(), fs.data(), |data| snapshot.restore_into(data, &bounds))
+        .map_err(|e| backend(e.to_string()))?;
+    if !stateful {
+        return Ok(None);
+    }
+    snapshot
+        .kernel_state_bytes(cap)
+        .map_err(|e| backend(e.to_string()))
+}

@@ -1,0 +1,335 @@
+//! Snapshot, pause, resume, fork and `from_snapshot`: a sandbox's files and its kernel's state
+//! go to the state directory's store, and come back in a new sandbox with every layer a fresh
+//! one has (made through the router under the policy, like any other).
+//!
+//! A pause is durable before it is answered: the snapshot, then the paused record, then the
+//! sandbox is disposed. A server started on the same state directory finds its paused
+//! sandboxes again; any call on one (or `sandbox.resume`) makes it again under the same id.
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use airlock_broker::Limits;
+use airlock_policy::Capability;
+use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_snapshot::{Snapshot, SnapshotId};
+use serde_json::{json, Value};
+
+use crate::sandboxes::{lock, Held, Sandboxes};
+use crate::state_dir::{PausedRecord, StateDir};
+use crate::wire_spec::CreateParams;
+
+/// Most branches one `sandbox.fork` makes.
+pub const MAX_FORK: usize = 16;
+/// The manifest's format.
+const FORMAT: u64 = 1;
+
+/// How the limits of a sandbox made again are resolved (the connection's ceilings).
+pub type LimitsOf<'a> = &'a (dyn Fn(&CreateParams) -> Result<Limits, ErrorObject> + Sync);
+
+fn refused(msg: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(ErrorCode::SandboxRefused, msg)
+}
+
+fn internal(msg: impl std::fmt::Display) -> ErrorObject {
+    ErrorObject::new(ErrorCode::InternalError, msg.to_string())
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Sandboxes {
+    fn state(&self) -> Result<&Arc<StateDir>, ErrorObject> {
+        self.state_dir().ok_or_else(|| {
+            refused(
+                "this server keeps no snapshots: its state directory could not be opened \
+                 (see its log; start it with --state-dir DIR)",
+            )
+        })
+    }
+
+    /// `sandbox.snapshot`: the sandbox's files and kernel state, kept until `snapshot.remove`.
+    pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Value, ErrorObject> {
+        held.allows(Capability::Snapshot)?;
+        let state = self.state()?;
+        held.claim("snapshot")?;
+        let made = self.capture(held, state).await;
+        held.release();
+        let (id, answer) = made?;
+        state.keep(&id).map_err(internal)?;
+        Ok(answer)
+    }
+
+    /// Write `held`'s snapshot (the caller holds its claim: no run in flight).
+    async fn capture(
+        &self,
+        held: &Arc<Held>,
+        state: &Arc<StateDir>,
+    ) -> Result<(SnapshotId, Value), ErrorObject> {
+        let raw = held.raw.clone();
+        let sandbox_id = held.id.clone();
+        let manifest = move |kernel: Option<&Value>| {
+            let m = json!({
+                "format": FORMAT, "sandbox_id": sandbox_id, "create": raw,
+                "kernel": kernel, "made_unix": now_unix(),
+            });
+            m.to_string().into_bytes()
+        };
+        let made = held
+            .sandbox
+            .snapshot(Arc::clone(state.store()), manifest)
+            .await
+            .map_err(|e| refused(format!("sandbox {} could not be snapshotted: {e}", held.id)))?;
+        let answer = json!({
+            "sandbox_id": held.id, "snapshot_id": made.id.as_str(), "bytes": made.bytes,
+            "kernel": made.kernel,
+        });
+        Ok((made.id, answer))
+    }
+
+    /// `sandbox.pause`: snapshot, record, then free every process and byte of memory.
+    pub async fn pause(&self, id: &str) -> Result<Value, ErrorObject> {
+        let state = self.state()?;
+        let held = self.get(id)?;
+        held.allows(Capability::Snapshot)?;
+        held.claim("pause")?;
+        let (snapshot_id, mut answer) = match self.capture(&held, state).await {
+            Ok(made) => made,
+            Err(e) => {
+                held.release();
+                return Err(e);
+            }
+        };
+        let record = PausedRecord {
+            sandbox_id: held.id.clone(),
+            snapshot_id: snapshot_id.as_str().to_owned(),
+            create: held.raw.clone(),
+            metadata: held.life.metadata.clone(),
+            paused_unix: now_unix(),
+        };
+        if let Err(e) = state.record_paused(&record) {
+            held.release();
+            return Err(internal(e));
+        }
+        lock(&self.paused).insert(held.id.clone(), record);
+        let _ = self.dispose(&held.id).await;
+        answer["state"] = json!("paused");
+        Ok(answer)
+    }
+
+    /// Whether `id` is paused.
+    #[must_use]
+    pub fn is_paused(&self, id: &str) -> bool {
+        lock(&self.paused).contains_key(id)
+    }
+
+    /// The paused sandboxes' records (`sandbox.list`).
+    pub(crate) fn paused_records(&self) -> Vec<PausedRecord> {
+        lock(&self.paused).values().cloned().collect()
+    }
+
+    /// `sandbox.resume` (and any call on a paused sandbox): made again under its id, its
+    /// files and kernel state restored; the live one if it is live.
+    pub async fn resume(&self, id: &str, limits_of: LimitsOf<'_>) -> Result<Arc<Held>, ErrorObject> {
+        let _one_at_a_time = self.resuming.lock().await;
+        if let Ok(h) = self.get(id) {
+            return Ok(h);
+        }
+        let record = lock(&self.paused).get(id).cloned();
+        let Some(record) = record else {
+            return Err(self.get(id).err().unwrap_or_else(|| internal("no sandbox")));
+        };
+        let state = self.state()?;
+        let snapshot = self.read_snapshot(&record.snapshot_id).await?;
+        let mut p = crate::wire_spec::parse_create(Some(record.create.clone()), self.host_policy())
+            .map_err(refused)?;
+        p.metadata = record.metadata.clone();
+        let limits = limits_of(&p)?;
+        let held = self.make_from(id.to_owned(), p, limits, snapshot).await?;
+        state.forget_paused(id).map_err(internal)?;
+        lock(&self.paused).remove(id);
+        self.drop_unless_held(&record.snapshot_id);
+        Ok(held)
+    }
+
+    /// `sandbox.create` with `from_snapshot`: a new sandbox holding the snapshot's files and
+    /// kernel state.
+    pub async fn create_from(
+        &self,
+        p: CreateParams,
+        limits: Limits,
+        snapshot: Snapshot,
+    ) -> Result<Arc<Held>, ErrorObject> {
+        let id = self.fresh_id();
+        self.make_from(id, p, limits, snapshot).await
+    }
+
+    /// `sandbox.fork`: `count` new keyless sandboxes, each holding what `held` holds now.
+    pub async fn fork(
+        &self,
+        held: &Arc<Held>,
+        count: usize,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Value, ErrorObject> {
+        held.allows(Capability::Snapshot)?;
+        if !(1..=MAX_FORK).contains(&count) {
+            return Err(ErrorObject::new(
+                ErrorCode::InvalidParams,
+                format!("sandbox.fork count must be 1 to {MAX_FORK}"),
+            ));
+        }
+        let state = self.state()?;
+        held.claim("fork")?;
+        let made = self.capture(held, state).await;
+        held.release();
+        let (snapshot_id, _) = made?;
+        let mut raw = held.raw.clone();
+        if let Some(o) = raw.as_object_mut() {
+            o.remove("key");
+        }
+        let mut ids = Vec::with_capacity(count);
+        let mut failed = None;
+        for _ in 0..count {
+            match self.branch(&raw, held, &snapshot_id, limits_of).await {
+                Ok(b) => ids.push(b.id.clone()),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        self.drop_unless_held(snapshot_id.as_str());
+        if let Some(e) = failed {
+            for id in &ids {
+                let _ = self.dispose(id).await;
+            }
+            return Err(e);
+        }
+        Ok(json!({ "sandbox_id": held.id, "sandbox_ids": ids }))
+    }
+
+    async fn branch(
+        &self,
+        raw: &Value,
+        parent: &Held,
+        snapshot_id: &SnapshotId,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Arc<Held>, ErrorObject> {
+        let snapshot = self.read_snapshot(snapshot_id.as_str()).await?;
+        let mut p = crate::wire_spec::parse_create(Some(raw.clone()), self.host_policy())
+            .map_err(refused)?;
+        p.metadata = parent.life.metadata.clone();
+        let limits = limits_of(&p)?;
+        self.create_from(p, limits, snapshot).await
+    }
+
+    /// Make a sandbox under `id` and restore `snapshot` into it (disposed again on failure).
+    async fn make_from(
+        &self,
+        id: String,
+        p: CreateParams,
+        limits: Limits,
+        snapshot: Snapshot,
+    ) -> Result<Arc<Held>, ErrorObject> {
+        let held = self.create_as(id.clone(), p, limits).await?;
+        if held.id != id {
+            return Err(refused(format!(
+                "its key is live as sandbox {}; dispose of it first",
+                held.id
+            )));
+        }
+        if let Err(e) = held.sandbox.restore(snapshot).await {
+            let _ = self.dispose(&id).await;
+            return Err(refused(format!("the snapshot could not be restored: {e}")));
+        }
+        Ok(held)
+    }
+
+    /// Read and verify a snapshot of the store.
+    pub(crate) async fn read_snapshot(&self, id: &str) -> Result<Snapshot, ErrorObject> {
+        let store = Arc::clone(self.state()?.store());
+        let id = SnapshotId::parse(id)
+            .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams, e.to_string()))?;
+        tokio::task::spawn_blocking(move || store.read(&id))
+            .await
+            .map_err(internal)?
+            .map_err(|e| snapshot_error(&e))
+    }
+
+    /// Remove a snapshot a pause or fork made, unless kept on request or a paused sandbox
+    /// still needs it.
+    fn drop_unless_held(&self, id: &str) {
+        let Ok(sid) = SnapshotId::parse(id) else {
+            return;
+        };
+        let Ok(state) = self.state() else { return };
+        let needed = lock(&self.paused).values().any(|r| r.snapshot_id == id);
+        if needed || state.kept(&sid) {
+            return;
+        }
+        if let Err(e) = state.store().remove(&sid) {
+            tracing::warn!(snapshot = id, error = %e, "a used snapshot could not be removed");
+        }
+    }
+
+    /// `snapshot.list`.
+    pub fn list_snapshots(&self) -> Result<Value, ErrorObject> {
+        let state = self.state()?;
+        let paused = self.paused_records();
+        let list = state.store().list().map_err(internal)?;
+        let items: Vec<Value> = list
+            .iter()
+            .map(|s| {
+                let by: Vec<&str> = paused
+                    .iter()
+                    .filter(|r| r.snapshot_id == s.id.as_str())
+                    .map(|r| r.sandbox_id.as_str())
+                    .collect();
+                json!({
+                    "snapshot_id": s.id.as_str(), "bytes": s.size,
+                    "made_unix": s.created_unix, "kept": state.kept(&s.id), "paused_sandboxes": by,
+                })
+            })
+            .collect();
+        Ok(json!({ "snapshots": items }))
+    }
+
+    /// `snapshot.remove`: refused while a paused sandbox needs it.
+    pub fn remove_snapshot(&self, id: &str) -> Result<Value, ErrorObject> {
+        let state = self.state()?;
+        let sid = SnapshotId::parse(id)
+            .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams, e.to_string()))?;
+        if let Some(r) = lock(&self.paused).values().find(|r| r.snapshot_id == id) {
+            return Err(refused(format!(
+                "snapshot {id} holds paused sandbox {}; resume or dispose of it first",
+                r.sandbox_id
+            )));
+        }
+        state.store().remove(&sid).map_err(|e| snapshot_error(&e))?;
+        state.unkeep(&sid).map_err(internal)?;
+        Ok(json!({ "snapshot_id": id, "removed": true }))
+    }
+
+    /// Dispose of a paused sandbox: its record goes (its snapshot too, unless kept).
+    pub(crate) fn dispose_paused(&self, id: &str) -> Option<Result<Value, ErrorObject>> {
+        let record = lock(&self.paused).remove(id)?;
+        let r = self
+            .state()
+            .and_then(|s| s.forget_paused(id).map_err(internal))
+            .map(|()| json!({ "sandbox_id": id, "disposal": Value::Null }));
+        self.drop_unless_held(&record.snapshot_id);
+        Some(r)
+    }
+}
+
+/// A store error as the wire says it.
+pub(crate) fn snapshot_error(e: &airlock_snapshot::SnapshotError) -> ErrorObject {
+    use airlock_snapshot::SnapshotError as E;
+    let code = match e {
+        E::NotFound { .. } => ErrorCode::NotFound,
+        _ => ErrorCode::SandboxRefused,
+    };
+    ErrorObject::new(code, e.to_string())
+}

@@ -1,0 +1,221 @@
+//! The server's state directory (`--state-dir`): the snapshot store (`snapshots/`, its key),
+//! one record per paused sandbox (`paused/<sandbox_id>.json`: what makes it again), a mark per
+//! snapshot kept on request (`kept/<snapshot_id>`), and a lock so that one server at a time
+//! owns it. Every write that a later start relies on is durable before it is answered
+//! (written aside, fsync'd, renamed, the directory fsync'd).
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use airlock_snapshot::{SnapshotId, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Largest paused record read back.
+const MAX_RECORD: u64 = 1 << 20;
+/// Most paused records read at start.
+const MAX_RECORDS: usize = 100_000;
+
+/// Why the state directory could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    /// The snapshot store refused (ownership, modes, a broken key).
+    #[error("{0}")]
+    Store(#[from] airlock_snapshot::SnapshotError),
+    /// A file or directory of it could not be made or read.
+    #[error("state directory {path}: {source}")]
+    Io {
+        /// What was being done.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Another server holds it.
+    #[error("state directory {0} is in use by another airlock server (its lock is held)")]
+    Locked(PathBuf),
+}
+
+/// A paused sandbox, as the state directory keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PausedRecord {
+    /// Its wire id (kept across the pause).
+    pub sandbox_id: String,
+    /// The snapshot that holds its files and kernel state.
+    pub snapshot_id: String,
+    /// The `sandbox.create` params it was made from.
+    pub create: Value,
+    /// Its labels.
+    pub metadata: BTreeMap<String, String>,
+    /// When it was paused (seconds since the epoch).
+    pub paused_unix: u64,
+}
+
+/// An open state directory.
+#[derive(Debug)]
+pub struct StateDir {
+    dir: PathBuf,
+    store: Arc<Store>,
+    _lock: File,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateDirError + '_ {
+    move |source| StateDirError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// True for a name a sandbox id may give a file: `[A-Za-z0-9._-]`, not starting with a dot.
+fn file_safe(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+impl StateDir {
+    /// Open (making what is missing) the state directory at `dir` and take its lock.
+    pub fn open(dir: &Path) -> Result<StateDir, StateDirError> {
+        let store = Store::open(dir)?;
+        for sub in ["paused", "kept"] {
+            let p = dir.join(sub);
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .recursive(true)
+                .create(&p)
+                .map_err(io(&p))?;
+        }
+        let lock_path = dir.join("lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        if lock.try_lock().is_err() {
+            return Err(StateDirError::Locked(dir.to_path_buf()));
+        }
+        Ok(StateDir {
+            dir: dir.to_path_buf(),
+            store: Arc::new(store),
+            _lock: lock,
+        })
+    }
+
+    /// The directory.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The snapshot store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Every paused sandbox recorded (unreadable or malformed records are skipped, logged).
+    #[must_use]
+    pub fn paused_records(&self) -> Vec<PausedRecord> {
+        let dir = self.dir.join("paused");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten().take(MAX_RECORDS) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_suffix(".json").filter(|id| file_safe(id)) else {
+                continue;
+            };
+            match read_record(&e.path()) {
+                Ok(r) if r.sandbox_id == id => out.push(r),
+                Ok(_) => tracing::warn!(file = %name, "a paused record names another sandbox"),
+                Err(why) => tracing::warn!(file = %name, %why, "a paused record is unreadable"),
+            }
+        }
+        out
+    }
+
+    /// Record `r` durably (replacing one for the same sandbox).
+    pub fn record_paused(&self, r: &PausedRecord) -> Result<(), StateDirError> {
+        let dir = self.dir.join("paused");
+        let name = format!("{}.json", checked(&r.sandbox_id, &dir)?);
+        let body = serde_json::to_vec(r).map_err(|e| io(&dir)(std::io::Error::other(e)))?;
+        write_durably(&dir, &name, &body).map_err(io(&dir))
+    }
+
+    /// Forget the paused record of `sandbox_id` (durably).
+    pub fn forget_paused(&self, sandbox_id: &str) -> Result<(), StateDirError> {
+        let dir = self.dir.join("paused");
+        let path = dir.join(format!("{}.json", checked(sandbox_id, &dir)?));
+        remove_durably(&dir, &path)
+    }
+
+    /// Mark `id` as kept on request (`sandbox.snapshot`): a resume does not remove it.
+    pub fn keep(&self, id: &SnapshotId) -> Result<(), StateDirError> {
+        let dir = self.dir.join("kept");
+        write_durably(&dir, id.as_str(), b"").map_err(io(&dir))
+    }
+
+    /// Whether `id` was kept on request.
+    #[must_use]
+    pub fn kept(&self, id: &SnapshotId) -> bool {
+        self.dir.join("kept").join(id.as_str()).exists()
+    }
+
+    /// Drop the mark of `id`.
+    pub fn unkeep(&self, id: &SnapshotId) -> Result<(), StateDirError> {
+        let dir = self.dir.join("kept");
+        remove_durably(&dir, &dir.join(id.as_str()))
+    }
+}
+
+fn checked<'a>(id: &'a str, dir: &Path) -> Result<&'a str, StateDirError> {
+    if file_safe(id) {
+        return Ok(id);
+    }
+    Err(io(dir)(std::io::Error::other("a sandbox id that cannot name a file")))
+}
+
+fn read_record(path: &Path) -> Result<PausedRecord, String> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let mut body = Vec::new();
+    f.take(MAX_RECORD)
+        .read_to_end(&mut body)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&body).map_err(|e| e.to_string())
+}
+
+/// Write `body` to `dir/name`: a temporary file, fsync, rename, fsync of the directory.
+fn write_durably(dir: &Path, name: &str, body: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".tmp-{name}-{}", std::process::id()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    f.write_all(body)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))?;
+    File::open(dir)?.sync_all()
+}
+
+fn remove_durably(dir: &Path, path: &Path) -> Result<(), StateDirError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(path)(e)),
+    }
+}
