@@ -41,6 +41,29 @@ for name, kind in [("file", tarfile.REGTYPE), ("link", tarfile.SYMTYPE), ("dir",
 PY
 fi
 
+# snapshot_body: a payload (selector 1) and the same payload as a body of stored blocks
+# (selector 0): work/ with a file, a link to /etc and an entry beneath the link's name, tmp/
+# sticky; a set-uid file; kernel state.
+mkdir -p corpus/snapshot_body
+if command -v python3 >/dev/null; then
+    python3 - <<'PY'
+import struct
+def name(n): return bytes([len(n)]) + n
+def meta(mode): return struct.pack("<Iqi", mode, 1_600_000_000, 5)
+def chunks(b): return (struct.pack("<I", len(b)) + b if b else b"") + struct.pack("<I", 0)
+p = struct.pack("<I", 2) + b"{}" + b"\x01" + chunks(b"kernel state")
+p += b"D" + name(b"work") + meta(0o755)
+p += b"F" + name(b"a.py") + meta(0o4755) + chunks(b"print(1)\n")
+p += b"L" + name(b"etc") + struct.pack("<H", 4) + b"/etc"
+p += b"D" + name(b"etc") + meta(0o755) + b"F" + name(b"passwd") + meta(0o644) + chunks(b"x") + b"U"
+p += b"U" + b"D" + name(b"tmp") + meta(0o1777) + b"U"
+p += b"E" + struct.pack("<QQ", 6, 9 + 4 + 1)
+body = b"\x02" + struct.pack("<II", len(p), len(p)) + p + b"\x00" * 9
+open("corpus/snapshot_body/payload", "wb").write(b"\x01" + p)
+open("corpus/snapshot_body/body", "wb").write(b"\x00" + body)
+PY
+fi
+
 J=jsonrpc_decode
 seed $J request '' '{"jsonrpc":"2.0","id":1,"method":"execute","params":{"code":"print(1)","limits":{"timeout_s":10},"env":{"K":"v"},"tools":["add"]}}'
 seed $J call-tool '' '{"jsonrpc":"2.0","id":"run-mx67l867-1.t1","method":"call_tool","params":{"tool":"add","args":{"a":2,"b":3},"run_id":"run-mx67l867-1"}}'

@@ -61,6 +61,8 @@ pub struct Meta {
     pub uid: u32,
     /// Modification time, seconds since the epoch (`st_mtime`).
     pub mtime: i64,
+    /// The nanoseconds of the modification time (`st_mtime_nsec`, `0..1_000_000_000`).
+    pub mtime_nsec: u32,
 }
 
 fn meta_of(st: &libc::stat) -> Meta {
@@ -83,6 +85,7 @@ fn meta_of(st: &libc::stat) -> Meta {
         mode: st.st_mode & 0o7777,
         uid: st.st_uid,
         mtime: st.st_mtime,
+        mtime_nsec: u32::try_from(st.st_mtime_nsec).unwrap_or(0),
     }
 }
 
