@@ -42,9 +42,9 @@ impl LocalSandbox {
                 None => None,
             }
         };
-        let report = saved.as_ref().map(|s| {
-            json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.bytes.len() })
-        });
+        let report = saved
+            .as_ref()
+            .map(|s| json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.bytes.len() }));
         let manifest = manifest(report.as_ref());
         let state = saved.map(|s| s.bytes);
         let written = tokio::task::spawn_blocking(move || write(&store, &fs, &manifest, state))
@@ -79,17 +79,17 @@ fn write(
     manifest: &[u8],
     state: Option<Vec<u8>>,
 ) -> Result<airlock_snapshot::Written, SandboxError> {
-    let bounds = Bounds::default();
-    SandboxFs::as_owner_of(fs.owner(), fs.data(), |data| {
-        let tree = Tree {
-            root: data,
-            dirs: &DATA_DIRS,
-        };
-        let mut reader = state.as_deref();
-        let kernel = reader.as_mut().map(|r| r as &mut dyn std::io::Read);
-        store.write(manifest, Some(tree), kernel, &bounds)
-    })
-    .map_err(|e| backend(e.to_string()))
+    // Read as the server: a root server reads whatever the sandbox's files' modes say, and
+    // the store's files must be its own (the owner's ids are only for making files).
+    let tree = Tree {
+        root: fs.data(),
+        dirs: &DATA_DIRS,
+    };
+    let mut reader = state.as_deref();
+    let kernel = reader.as_mut().map(|r| r as &mut dyn std::io::Read);
+    store
+        .write(manifest, Some(tree), kernel, &Bounds::default())
+        .map_err(|e| backend(e.to_string()))
 }
 
 fn restore(
@@ -99,8 +99,10 @@ fn restore(
     cap: u64,
 ) -> Result<Option<Vec<u8>>, SandboxError> {
     let bounds = Bounds::default();
-    SandboxFs::as_owner_of(fs.owner(), fs.data(), |data| snapshot.restore_into(data, &bounds))
-        .map_err(|e| backend(e.to_string()))?;
+    SandboxFs::as_owner_of(fs.owner(), fs.data(), |data| {
+        snapshot.restore_into(data, &bounds)
+    })
+    .map_err(|e| backend(e.to_string()))?;
     if !stateful {
         return Ok(None);
     }

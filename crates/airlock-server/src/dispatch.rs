@@ -137,7 +137,10 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
                 let r = match sandbox_id(&params) {
                     Ok(sid) => match id_only(&method, params) {
                         Ok(()) if sbs.is_paused(&sid) && sbs.get(&sid).is_err() => {
-                            Err(ErrorObject::new(ErrorCode::SandboxRefused, format!("sandbox {sid} is paused already")))
+                            Err(ErrorObject::new(
+                                ErrorCode::SandboxRefused,
+                                format!("sandbox {sid} is paused already"),
+                            ))
                         }
                         Ok(()) => sbs.pause(&sid).await,
                         Err(e) => Err(e),
@@ -149,10 +152,14 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         }
         m::SANDBOX_RESUME => {
             tasks.spawn(async move {
-                let r = match sandbox_id(&params).and_then(|sid| id_only(&method, params).map(|()| sid)) {
+                let r = match sandbox_id(&params)
+                    .and_then(|sid| id_only(&method, params).map(|()| sid))
+                {
                     Ok(sid) => {
                         let resolve = crate::snapshot_api::limits_of(&conn);
-                        sbs.resume(&sid, &resolve).await.map(|h| h.describe(sbs.isolation()))
+                        sbs.resume(&sid, &resolve)
+                            .await
+                            .map(|h| h.describe(sbs.isolation()))
                     }
                     Err(e) => Err(e),
                 };
@@ -242,8 +249,7 @@ fn on_sandbox(
             .ok_or_else(|| invalid("params must carry `sandbox_id` or a `process_id`"))
     } else {
         sandbox_id(&params)
-    }
-    ;
+    };
     let sid = match held {
         Ok(sid) => sid,
         Err(e) => {
@@ -336,8 +342,11 @@ fn on_paused(
             };
             return respond(&conn, id, r).await;
         }
-        let resolve = crate::snapshot_api::limits_of(&conn);
-        if let Err(e) = sbs.resume(&sid, &resolve).await {
+        let resumed = {
+            let resolve = crate::snapshot_api::limits_of(&conn);
+            sbs.resume(&sid, &resolve).await
+        };
+        if let Err(e) = resumed {
             return respond(&conn, id, Err(e)).await;
         }
         let mut inner = JoinSet::new();

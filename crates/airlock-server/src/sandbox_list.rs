@@ -66,12 +66,28 @@ pub(crate) fn record(h: &Held) -> Value {
     })
 }
 
-/// `sandbox.list {}` → `{"sandboxes": [...]}`, oldest first, the ones `visible` keeps.
+/// `sandbox.list {}` → `{"sandboxes": [...]}`: the live ones `visible` keeps, oldest first,
+/// then the paused ones (`"state": "paused"`).
 pub(crate) fn list(sbs: &Sandboxes, visible: impl Fn(&Held) -> bool) -> Value {
     let mut held: Vec<_> = sbs.held().into_iter().filter(|h| visible(h)).collect();
     held.sort_by(|a, b| (a.life.created_at_ms(), &a.id).cmp(&(b.life.created_at_ms(), &b.id)));
-    let sandboxes: Vec<Value> = held.iter().map(|h| record(h)).collect();
+    let mut sandboxes: Vec<Value> = held.iter().map(|h| record(h)).collect();
+    let mut paused = sbs.paused_records();
+    paused.sort_by(|a, b| (a.paused_unix, &a.sandbox_id).cmp(&(b.paused_unix, &b.sandbox_id)));
+    sandboxes.extend(paused.iter().map(paused_record));
     json!({ "sandboxes": sandboxes })
+}
+
+/// One entry of `sandbox.list` for a paused sandbox (after the live ones).
+fn paused_record(r: &crate::state_dir::PausedRecord) -> Value {
+    json!({
+        "sandbox_id": r.sandbox_id,
+        "key": r.create.get("key").cloned().unwrap_or(Value::Null),
+        "metadata": r.metadata,
+        "paused_at_ms": r.paused_unix.saturating_mul(1000),
+        "snapshot_id": r.snapshot_id,
+        "state": "paused",
+    })
 }
 
 #[derive(Deserialize)]

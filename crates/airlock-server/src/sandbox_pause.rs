@@ -132,7 +132,11 @@ impl Sandboxes {
 
     /// `sandbox.resume` (and any call on a paused sandbox): made again under its id, its
     /// files and kernel state restored; the live one if it is live.
-    pub async fn resume(&self, id: &str, limits_of: LimitsOf<'_>) -> Result<Arc<Held>, ErrorObject> {
+    pub async fn resume(
+        &self,
+        id: &str,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Arc<Held>, ErrorObject> {
         let _one_at_a_time = self.resuming.lock().await;
         if let Ok(h) = self.get(id) {
             return Ok(h);
@@ -288,8 +292,9 @@ impl Sandboxes {
                     .map(|r| r.sandbox_id.as_str())
                     .collect();
                 json!({
-                    "snapshot_id": s.id.as_str(), "bytes": s.size,
-                    "made_unix": s.created_unix, "kept": state.kept(&s.id), "paused_sandboxes": by,
+                    "snapshot_id": s.id.as_str(), "bytes": s.stored_bytes,
+                    "made_unix": s.created.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                    "kept": state.kept(&s.id), "paused_sandboxes": by,
                 })
             })
             .collect();

@@ -542,7 +542,9 @@ impl Sandboxes {
                     tracing::info!(sandbox = %id, "idle timeout; pausing");
                     match self.pause(&id).await {
                         Ok(_) => continue,
-                        Err(e) => tracing::warn!(sandbox = %id, error = %e.message, "pause failed; disposing"),
+                        Err(e) => {
+                            tracing::warn!(sandbox = %id, error = %e.message, "pause failed; disposing")
+                        }
                     }
                 } else {
                     tracing::info!(sandbox = %id, "idle timeout; disposing");

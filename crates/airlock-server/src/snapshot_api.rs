@@ -35,7 +35,9 @@ struct RemoveParams {
 struct NoParams {}
 
 /// The limits a sandbox made again gets: its requested ones within the connection's ceilings.
-pub(crate) fn limits_of(conn: &Conn) -> impl Fn(&CreateParams) -> Result<airlock_broker::Limits, ErrorObject> + Sync + '_ {
+pub(crate) fn limits_of(
+    conn: &Conn,
+) -> impl Fn(&CreateParams) -> Result<airlock_broker::Limits, ErrorObject> + Sync + '_ {
     move |p: &CreateParams| {
         let config = &conn.shared.config;
         config
@@ -61,7 +63,11 @@ pub(crate) async fn fork(
 
 /// `snapshot.list`.
 pub(crate) fn list(sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
-    let params = if params.is_null() { Value::Object(serde_json::Map::new()) } else { params };
+    let params = if params.is_null() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        params
+    };
     serde_json::from_value::<NoParams>(params)
         .map_err(|e| invalid(format!("snapshot.list params: {e}")))?;
     sbs.list_snapshots()
@@ -88,7 +94,9 @@ pub(crate) async fn create_from(
         return Err(invalid("sandbox.create params: no from_snapshot"));
     };
     let Some(from) = from.as_str().map(str::to_owned) else {
-        return Err(invalid("sandbox.create from_snapshot must be a snapshot id string"));
+        return Err(invalid(
+            "sandbox.create from_snapshot must be a snapshot id string",
+        ));
     };
     let snapshot = sbs.read_snapshot(&from).await?;
     if !obj.contains_key("spec") {

@@ -180,7 +180,9 @@ fn checked<'a>(id: &'a str, dir: &Path) -> Result<&'a str, StateDirError> {
     if file_safe(id) {
         return Ok(id);
     }
-    Err(io(dir)(std::io::Error::other("a sandbox id that cannot name a file")))
+    Err(io(dir)(std::io::Error::other(
+        "a sandbox id that cannot name a file",
+    )))
 }
 
 fn read_record(path: &Path) -> Result<PausedRecord, String> {

@@ -37,7 +37,7 @@ def _split_scope(scope):
 
     modules, values, dropped = {}, {}, {}
     for name, value in list(scope.items()):
-        if name in _FIXED:
+        if name in _FIXED or (name.startswith("__") and name.endswith("__")):
             continue
         if isinstance(value, types.ModuleType):
             modules[name] = value.__name__
@@ -93,6 +93,14 @@ def _picklers():
         return _picklers_made[0]
     import pickle, types
 
+    # The reconstructors live in a module of their own, which pickle names them by and a
+    # restored kernel registers the same way (`__main__` here is no module pickle can use).
+    home = types.ModuleType("_airlock_state")
+    for fn in (_make_function, _fill_function, _make_class, _fill_class):
+        fn.__module__ = home.__name__
+        setattr(home, fn.__name__, fn)
+    sys.modules[home.__name__] = home
+
     class Pickler(pickle.Pickler):
         def __init__(self, file, scope):
             super().__init__(file, protocol=5)
@@ -104,7 +112,7 @@ def _picklers():
         def reducer_override(self, obj):
             if isinstance(obj, types.FunctionType) and obj.__globals__ is self._scope:
                 return _function_reduce(obj, self._scope)
-            if isinstance(obj, type) and obj.__module__ == "__main__" and not _importable(obj):
+            if isinstance(obj, type) and obj.__module__ == "__main__":  # defined in a cell
                 return _class_reduce(obj)
             if isinstance(obj, types.ModuleType):
                 import importlib
@@ -124,11 +132,6 @@ def _picklers():
 
     _picklers_made.append((Pickler, Unpickler))
     return Pickler, Unpickler
-
-
-def _importable(cls):
-    """A class pickle can name: `__main__` here is this bootstrap, not the cells' scope."""
-    return getattr(sys.modules.get("__main__"), cls.__qualname__, None) is cls
 
 
 def _function_reduce(fn, scope):
