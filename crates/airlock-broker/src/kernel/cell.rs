@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use airlock_executor::config::GUEST_WORK_DIR;
-use airlock_jail::{process, procfs};
+use airlock_jail::procfs;
 use airlock_protocol::{Id, Message};
 use serde_json::{json, Value};
 
 use super::display::Displays;
 use super::live::{Cell, Live};
+use super::signals::{signal_kernel, stop_kernel, SIGCONT};
 use crate::result::{CellValue, RunResult, RunStatus};
 use crate::run::disk_watch;
 use crate::run::guest_messages::describe;
@@ -25,8 +26,6 @@ use crate::run::verdict::{self, End, Hint, Observed};
 use crate::tools::ToolHandler;
 
 const SIGINT: i32 = 2;
-const SIGSTOP: i32 = 19;
-pub(super) const SIGCONT: i32 = 18;
 /// How long a kernel that closed its socket gets to exit.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Longest `repr` kept from a cell's value.
@@ -54,35 +53,6 @@ async fn settle(stage_pid: i32, memory: u64, peak_rss: &mut u64) -> Option<End> 
     let rss = procfs::tree_rss_bytes(stage_pid);
     *peak_rss = (*peak_rss).max(rss);
     (rss > memory).then_some(End::Memory)
-}
-
-/// How long a kernel gets to come to a stop after its answer.
-const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Stop the kernel between cells and wait until every thread is stopped: no CPU, and no file
-/// activity while the broker moves files. False if it would not stop in time.
-pub(super) async fn stop_kernel(stage_pid: i32) -> bool {
-    signal_kernel(stage_pid, SIGSTOP);
-    let until = Instant::now() + STOP_WAIT;
-    loop {
-        if procfs::descendants(stage_pid)
-            .into_iter()
-            .all(procfs::all_threads_stopped)
-        {
-            return true;
-        }
-        if Instant::now() > until {
-            return false;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
-}
-
-/// Signal every process of the kernel (pid 1 of its namespace and anything under it).
-pub(super) fn signal_kernel(stage_pid: i32, sig: i32) {
-    for pid in procfs::descendants(stage_pid) {
-        let _ = process::kill(pid, sig);
-    }
 }
 
 /// A cell's request id: its number and 64 random bits, so no earlier cell can forge the answer

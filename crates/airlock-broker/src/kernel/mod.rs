@@ -11,6 +11,7 @@ pub(crate) mod cell;
 pub(crate) mod display;
 mod guard;
 mod live;
+mod signals;
 mod start;
 mod state;
 

@@ -10,9 +10,9 @@ use airlock_protocol::{Id, Message};
 use base64::Engine;
 use serde_json::{json, Value};
 
-use super::cell::{signal_kernel, stop_kernel, SIGCONT};
 use super::guard::Guard;
 use super::live::Live;
+use super::signals::{signal_kernel, stop_kernel, SIGCONT};
 use crate::run::channel::Outbox;
 use crate::run::launched::Launched;
 use crate::run::supervise::WATCHDOG_PERIOD;
