@@ -20,6 +20,7 @@ pub mod memory;
 mod peers;
 mod serve;
 mod session;
+mod snapshots;
 pub mod stats;
 pub mod table;
 
@@ -101,6 +102,10 @@ const SESSION_NEW: &str = "session: create + first print(1) (× Jupyter kernel)"
 /// `sandbox.run_code` in a live sandbox that is not stateful: a fresh process per run.
 const SESSION_LIVE: &str = "session: print(1) in a live sandbox, not stateful";
 /// The `execute` row: what an orchestrator gets from `airlock serve` as it ships.
+const PAUSE: &str = "pause a stateful sandbox holding ~100 MB of Python objects";
+const RESUME: &str = "resume it (to a cell that reads the state back)";
+const FORK: &str = "fork it into 8 branches, per branch (to a first cell in each)";
+const FORK_MEMORY: &str = "memory a branch adds (PSS)";
 const SERVE_EXECUTE: &str = "airlock serve: execute (no flags: zygote)";
 
 /// Measure everything; the report's rows are in table order.
@@ -184,6 +189,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     inproc_rows(&mut rows, &python, START, "start", runs);
     session_rows(&mut rows, exe, &python, runs, &limits).await;
     live_session_rows(&mut rows, opts, &python, &peers, runs);
+    snapshot_rows(&mut rows, opts, runs);
 
     // Tool round trip.
     for p in &peers {
@@ -467,6 +473,45 @@ fn live_session_rows(
             )),
         }
     }
+}
+
+/// Pause, resume and fork through `airlock serve --stdio --state-dir` (`snapshots`), beside
+/// the figures the VM products publish.
+fn snapshot_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
+    let Some(cli) = &opts.cli else {
+        for s in [PAUSE, RESUME, FORK, FORK_MEMORY] {
+            rows.push(Row::skipped(s, "airlock", "run as `airlock bench` to measure"));
+        }
+        return;
+    };
+    let rounds = match snapshots::measure(cli, (runs / 20).clamp(2, 5)) {
+        Ok(r) => r,
+        Err(e) => {
+            for s in [PAUSE, RESUME, FORK, FORK_MEMORY] {
+                rows.push(Row::skipped(s, "airlock", e.clone()));
+            }
+            return;
+        }
+    };
+    let of = |f: fn(&snapshots::Round) -> f64| rounds.iter().map(f).collect::<Vec<f64>>();
+    let per_gb = of(|r| r.pause_ms / 1e3 / (r.rss / 1e9).max(1e-3));
+    let pss: Vec<f64> = rounds.iter().flat_map(|r| r.branch_pss_mib.clone()).collect();
+    rows.extend([
+        Row::measured(PAUSE, "airlock sandbox.pause", "ms", of(|r| r.pause_ms),
+            "files and the pickled kernel state to the durable store (LZ4, SHA-256, fsync), then every process and byte freed"),
+        Row::measured(PAUSE, "airlock sandbox.pause, per GB of the kernel's RSS", "s/GB", per_gb, "the same, divided by the kernel's RSS"),
+        Row::published(PAUSE, "E2B pause", "s/GB", 4.0, "E2B: ~4 s per GB of memory (memory snapshot of a microVM)"),
+        Row::measured(RESUME, "airlock resume + first cell", "ms", of(|r| r.resume_ms),
+            "any call on the paused id: a fresh sandbox under the same id, files restored, kernel started and the state unpickled"),
+        Row::published(RESUME, "E2B resume", "ms", 1000.0, "E2B: ~1 s"),
+        Row::measured(FORK, "airlock sandbox.fork", "ms", of(|r| r.fork_ms_per_branch),
+            "each branch a fresh sandbox restored from a snapshot of the parent (no copy-on-write yet)"),
+        Row::published(FORK, "Morph Cloud branch", "ms", 250.0, "Morph: under 250 ms"),
+        Row::published(FORK, "Mitos warm fork", "ms", 27.0, "Mitos (forking Firecracker VMs): ~27 ms to activate a warm fork"),
+        Row::measured(FORK_MEMORY, "airlock branch", "MiB", pss,
+            "PSS of a branch's kernel after its first cell, from its own /proc: a full copy (restored, not shared)"),
+        Row::published(FORK_MEMORY, "Mitos", "MiB", 3.0, "Mitos: ~3 MiB marginal memory per fork"),
+    ]);
 }
 
 fn host_row(

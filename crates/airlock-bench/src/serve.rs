@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 const WARM_UP: usize = 5;
 
 /// A running `airlock serve --stdio`, killed and reaped on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     reader: FrameReader<ChildStdout>,
@@ -33,7 +33,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(cli: &Path, flags: &[&str]) -> Result<Server, String> {
+    pub(crate) fn start(cli: &Path, flags: &[&str]) -> Result<Server, String> {
         let stderr = tempfile::tempfile().map_err(|e| e.to_string())?;
         let mut child = Command::new(cli)
             .args(["serve", "--stdio"])
@@ -67,7 +67,7 @@ impl Server {
 
     /// One request and its result (notifications in between are skipped; this bench's
     /// programs call no tools).
-    fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
         let id = self.next;
         self.next += 1;
         let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -94,7 +94,7 @@ impl Server {
     }
 
     /// Close its stdin (it ends) and reap it, bounded.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.stdin = None;
         let end = Instant::now() + Duration::from_secs(10);
         while Instant::now() < end {

@@ -55,6 +55,26 @@ impl Row {
         }
     }
 
+    /// A figure a vendor published, not measured here (the note names the source).
+    pub fn published(
+        scenario: &'static str,
+        system: impl Into<String>,
+        unit: &'static str,
+        value: f64,
+        source: &str,
+    ) -> Self {
+        Self {
+            scenario: scenario.to_owned(),
+            system: system.into(),
+            unit: unit.to_owned(),
+            p50: Some(value),
+            p99: None,
+            n: 0,
+            ratio: None,
+            note: format!("published figure, not measured here: {source}"),
+        }
+    }
+
     /// A row for a system that could not be measured here.
     pub fn skipped(
         scenario: &'static str,
