@@ -120,10 +120,12 @@ fn chunk(bytes: &mut Vec<u8>, params: Option<&Value>, cap: u64) -> Result<(), St
     let Some(data) = p["data"].as_str() else {
         return Err(StateError::Broken("a state chunk without data".into()));
     };
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(data)
+    if (bytes.len() + data.len() / 4 * 3) as u64 > cap {
+        return Err(StateError::TooLarge(cap >> 20));
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode_vec(data, bytes)
         .map_err(|_| StateError::Broken("a state chunk that is not base64".into()))?;
-    bytes.extend_from_slice(&decoded);
     if bytes.len() as u64 > cap {
         return Err(StateError::TooLarge(cap >> 20));
     }

@@ -72,7 +72,10 @@ def _send(msg):
 
 
 def _send_body(text):
-    body = text.encode()
+    _send_frame(text.encode())
+
+
+def _send_frame(body):
     size = len(body)
     if size > MAX_FRAME:
         raise ValueError("message exceeds the frame cap")
