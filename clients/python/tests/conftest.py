@@ -22,14 +22,23 @@ def airlock_bin() -> str:
 
 
 class Server:
-    def __init__(self, tmp: pathlib.Path, extra=()):
+    """`airlock serve --listen` on a free port. Its snapshots and paused sandboxes go to
+    `state_dir` (a directory of the test's own, never the machine's default); `restart()` stops
+    it and starts it again on the same state directory (at a new URL)."""
+
+    def __init__(self, tmp: pathlib.Path, extra=(), state_dir=None):
+        self.tmp, self.extra = tmp, list(extra)
+        self.state_dir = pathlib.Path(state_dir) if state_dir is not None else tmp / "state"
         self.token = secrets.token_urlsafe(24)
         (tmp / "token").write_text(self.token)
         self.audit = tmp / "audit.jsonl"
+        self.start()
+
+    def start(self):
         self.proc = subprocess.Popen(
-            [airlock_bin(), "serve", "--listen", "127.0.0.1:0", "--token-file", str(tmp / "token"),
-             "--audit", str(self.audit), *extra],
-            stdout=subprocess.PIPE, stderr=open(tmp / "stderr", "wb"), env={**os.environ, "RUST_LOG": "warn"})
+            [airlock_bin(), "serve", "--listen", "127.0.0.1:0", "--token-file", str(self.tmp / "token"),
+             "--audit", str(self.audit), "--state-dir", str(self.state_dir), *self.extra],
+            stdout=subprocess.PIPE, stderr=open(self.tmp / "stderr", "ab"), env={**os.environ, "RUST_LOG": "warn"})
         line = self.proc.stdout.readline().decode().strip()
         assert line.startswith("listening on ws://"), line
         self.url = line.removeprefix("listening on ") + "/"
@@ -42,10 +51,23 @@ class Server:
             if self.proc.poll() is None:
                 self.proc.kill()
 
+    def restart(self):
+        assert self.stop() == 0
+        self.start()
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("airlock"), extra=["--ceiling-timeout", "60"])
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture
+def state_server(tmp_path):
+    """A server of the test's own, with a state directory under `tmp_path`, that the test may
+    `restart()`."""
+    s = Server(tmp_path, extra=["--ceiling-timeout", "60"], state_dir=tmp_path / "state")
     yield s
     assert s.stop() == 0
 

@@ -118,8 +118,9 @@ def test_sync_client_lists_and_sets_timeouts(server):
         assert by_id(c.list_sandboxes(), sb.sandbox_id) is None
 
 
-async def test_stdio_client_lists_and_sets_timeouts(bin_path):
-    c = await StdioClient.start(bin_path)
+async def test_stdio_client_lists_and_sets_timeouts(bin_path, tmp_path):
+    # A state directory of its own: the default one may hold another server's paused sandboxes.
+    c = await StdioClient.start(bin_path, ["--state-dir", str(tmp_path / "state")])
     try:
         assert await c.list_sandboxes() == []
         sb = await c.sandbox(metadata={"via": "stdio"})

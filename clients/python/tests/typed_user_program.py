@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import List, Optional
 
-from airlock_client import (AirlockError, AsyncClient, Capability, CollectedOutputs, DeclaredOutput, Egress,
-                            FileEntry, Limits, RunResult, RunStatus, Sandbox, SandboxInfo, SandboxKey, SandboxRecord,
-                            SandboxRefusedError, SyncClient, Tool, TransferLimits)
+from airlock_client import (DEFAULT_REQUIRES, AirlockError, AsyncClient, Capability, CollectedOutputs,
+                            DeclaredOutput, Egress, FileEntry, IdleAction, KernelReport, Limits, RunResult, RunStatus,
+                            Sandbox, SandboxInfo, SandboxKey, SandboxRecord, SandboxRefusedError, SnapshotInfo,
+                            SnapshotRecord, SyncClient, SyncSandbox, Tool, TransferLimits)
 
 
 def add(a: int, b: int) -> int:
@@ -59,6 +60,52 @@ def demo_sync(url: str, token: str) -> str:
         mine = [r for r in records if r.sandbox_id == sb.sandbox_id]
         owner: str = mine[0].metadata["owner"] if mine else "?"
         return f"{sb.exec(['/bin/echo', 'hi']).stdout.strip()} {size} {owner} {info.idle_timeout_s:g}"
+
+
+async def demo_snapshots(client: AsyncClient) -> List[str]:
+    """Prepare once, fork, explore each; pause and resume by id (run by test_snapshots.py)."""
+    lines: List[str] = []
+    sb = await client.sandbox(stateful=True, requires=DEFAULT_REQUIRES | {Capability.SNAPSHOT},
+                              idle_action=IdleAction.DISPOSE)
+    await sb.run_code("base = 10")
+    snap: SnapshotInfo = await sb.snapshot()
+    kernel: Optional[KernelReport] = snap.kernel
+    lines.append(",".join(kernel.saved) if kernel else "-")
+    branches: List[Sandbox] = await sb.fork(2)
+    for i, b in enumerate(branches):
+        r = await b.run_code(f"base * {i + 2}")
+        lines.append(r.value.repr if r.value else "?")
+        await b.dispose()
+    paused: SnapshotInfo = await sb.pause()
+    lines.append(str(paused.paused))
+    records: List[SandboxRecord] = await client.list_sandboxes()
+    lines.extend(r.state for r in records if r.sandbox_id == sb.sandbox_id)
+    again: Sandbox = await Sandbox.resume(client, sb.sandbox_id)
+    info: SandboxInfo = await again.resume()
+    lines.append(str(info.sandbox_id == sb.sandbox_id))
+    copy = await client.sandbox(from_snapshot=snap)
+    r = await copy.run_code("base")
+    lines.append(r.value.repr if r.value else "?")
+    await copy.dispose()
+    snaps: List[SnapshotRecord] = await client.list_snapshots()
+    for s in snaps:
+        if s.kept:
+            await client.remove_snapshot(s)
+    await again.dispose()
+    return lines
+
+
+def demo_snapshots_sync(client: SyncClient) -> str:
+    sb = client.sandbox(stateful=True, requires=[*DEFAULT_REQUIRES, "snapshot"], idle_action="pause")
+    sb.run_code("n = 3")
+    snap: SnapshotInfo = sb.pause()
+    back: SyncSandbox = SyncSandbox.resume(client, sb.sandbox_id)
+    info: SandboxInfo = back.resume()
+    [branch] = back.fork(1)
+    r = branch.run_code("n + 1")
+    branch.dispose()
+    back.dispose()
+    return f"{snap.paused} {info.sandbox_id == sb.sandbox_id} {r.value.repr if r.value else '?'}"
 
 
 if __name__ == "__main__":

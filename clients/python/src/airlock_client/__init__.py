@@ -15,18 +15,19 @@ from ._pty import DEFAULT_TERMINAL_ENV, Pty, Terminal
 from ._route import sandbox_node, sandbox_url
 from ._runs import OutputCallback, ToolFn
 from ._session import MAX_MESSAGE_BYTES
-from .client import AsyncClient, BaseClient, StdioClient
+from .client import AsyncClient, BaseClient, SnapshotLike, StdioClient
 from .errors import (AirlockError, BusyError, ConnectionClosedError, ConnectionError, ErrorCode,
                      ExecutorCrashedError, FileRefusedError, InternalError, InvalidParamsError,
                      InvalidRequestError, MemoryLimitError, MethodNotFoundError, NotFoundError,
                      OutputLimitError, OverCapacityError, ParseError, ProgramError, ProgramTooLargeError,
                      ProtocolError, RunTimeoutError, SandboxRefusedError, ShutdownError, ToolCallLimitError,
                      ToolDenied, ToolDeniedError, ToolError, UnauthorizedError, UnknownToolError, error_class)
-from .models import Artifact, CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo, SandboxRecord
+from .models import (Artifact, CollectedOutputs, Disposal, FileEntry, FileStat, KernelReport, SandboxInfo,
+                     SandboxRecord, SandboxState, SnapshotInfo, SnapshotRecord)
 from .result import CellValue, DisplayItem, EgressDecision, RunError, RunResult, RunStatus
 from .sandbox import Sandbox
-from .spec import (DEFAULT_REQUIRES, Capability, DeclaredOutput, Egress, Identity, Isolation, IsolationScope,
-                   Limits, SandboxKey, Tool, ToolDeclaration, TransferLimits)
+from .spec import (DEFAULT_REQUIRES, Capability, DeclaredOutput, Egress, Identity, IdleAction, Isolation,
+                   IsolationScope, Limits, SandboxKey, Tool, ToolDeclaration, TransferLimits)
 from .sync import Client, SyncClient, SyncFiles, SyncSandbox
 
 __all__ = [
@@ -46,4 +47,6 @@ __all__ = [
     # background processes and terminals
     "CommandResult", "Commands", "DataCallback", "DEFAULT_TERMINAL_ENV", "Process", "ProcessInfo", "Pty",
     "RecentOutput", "SIGNALS", "SyncCommands", "SyncProcess", "SyncPty", "SyncTerminal", "Terminal",
+    # snapshots, pause and fork
+    "IdleAction", "KernelReport", "SandboxState", "SnapshotInfo", "SnapshotLike", "SnapshotRecord",
 ]

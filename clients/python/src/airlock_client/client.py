@@ -14,16 +14,27 @@ from ._binary import find_airlock_bin
 from ._runs import RunCtx, ToolFn
 from ._session import MAX_MESSAGE_BYTES, Session
 from .errors import AirlockError, ConnectionError, ProtocolError, UnauthorizedError
-from .models import SandboxInfo, SandboxRecord
+from .models import SandboxInfo, SandboxRecord, SnapshotInfo, SnapshotRecord
 from .result import RunResult
 from .sandbox import Sandbox
-from .spec import (DEFAULT_REQUIRES, Capability, CapabilityLike, DeclaredOutput, Egress, Isolation,
+from .spec import (DEFAULT_REQUIRES, Capability, CapabilityLike, DeclaredOutput, Egress, IdleAction, Isolation,
                    IsolationScope, Limits, SandboxKey, Tool, TransferLimits, capabilities)
 
 #: Longest header section accepted from the broker on stdio.
 MAX_HEADER_BYTES = 4096
 
 C = TypeVar("C", bound="BaseClient")
+
+#: A snapshot named by its id or by what `snapshot()`/`pause()`/`list_snapshots()` returned.
+SnapshotLike = Union[str, SnapshotInfo, SnapshotRecord]
+
+
+def snapshot_id_of(snapshot: SnapshotLike) -> str:
+    if isinstance(snapshot, (SnapshotInfo, SnapshotRecord)):
+        return snapshot.snapshot_id
+    if not isinstance(snapshot, str):
+        raise TypeError(f"a snapshot is named by its id (str), not {type(snapshot).__name__}")
+    return snapshot
 
 
 def execute_params(code: Optional[str], argv: Optional[Sequence[str]], limits: Limits,
@@ -48,15 +59,33 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
                   idle_timeout: Optional[float], tools: Sequence[Tool], declared_outputs: Sequence[DeclaredOutput],
                   outputs_named_at_call_time: bool, key: Optional[SandboxKey], stateful: bool = False,
                   restricted: bool = False, image: Optional[str] = None,
-                  metadata: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire."""
+                  metadata: Optional[Mapping[str, str]] = None,
+                  idle_action: Union[IdleAction, str, None] = None,
+                  from_snapshot: Optional[SnapshotLike] = None) -> Dict[str, Any]:
+    """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire.
+
+    With `from_snapshot` and no spec argument at all, the params carry no `spec`: the broker
+    makes the sandbox with the snapshot's own."""
     if isinstance(egress_allow, str):
         raise TypeError("egress_allow is a list of 'host[:port]' strings")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise TypeError("metadata is a mapping of str to str")
+    action = IdleAction(idle_action) if idle_action is not None else None
+    snapshot = snapshot_id_of(from_snapshot) if from_snapshot is not None else None
+    spec_given = (requires is not None or egress is not None or bool(egress_allow) or isolation_scope is not None
+                  or min_isolation is not None or limits is not None or files_in is not None
+                  or files_out is not None or idle_timeout is not None or bool(tools) or bool(declared_outputs)
+                  or outputs_named_at_call_time or stateful or restricted or image is not None
+                  or metadata is not None or action is not None)
+    if snapshot is not None and not spec_given:
+        bare: Dict[str, Any] = {"from_snapshot": snapshot}
+        if key is not None:
+            bare["key"] = key.to_wire()
+        return bare
     caps = capabilities(requires) if requires is not None else None
-    if tools and caps is None:
-        caps = DEFAULT_REQUIRES | {Capability.HOST_TOOLS}
+    if caps is None and (tools or action is IdleAction.PAUSE):
+        caps = DEFAULT_REQUIRES | ({Capability.HOST_TOOLS} if tools else set()) \
+            | ({Capability.SNAPSHOT} if action is IdleAction.PAUSE else set())
     spec: Dict[str, Any] = {}
     if caps is not None:
         spec["requires"] = sorted(c.value for c in caps)
@@ -76,6 +105,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
         spec["files_out"] = files_out.to_wire()
     if idle_timeout is not None:
         spec["idle_timeout_s"] = idle_timeout
+    if action is not None:
+        spec["idle_action"] = action.value
     if tools:
         spec["tools"] = [t.declaration.to_wire() for t in tools]
     if declared_outputs:
@@ -93,6 +124,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
     params: Dict[str, Any] = {"spec": spec}
     if key is not None:
         params["key"] = key.to_wire()
+    if snapshot is not None:
+        params["from_snapshot"] = snapshot
     return params
 
 
@@ -125,7 +158,9 @@ class BaseClient:
                       declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
                       key: Optional[SandboxKey] = None, stateful: bool = False,
                       restricted: bool = False, image: Optional[str] = None,
-                      metadata: Optional[Mapping[str, str]] = None) -> Sandbox:
+                      metadata: Optional[Mapping[str, str]] = None,
+                      idle_action: Union[IdleAction, str, None] = None,
+                      from_snapshot: Optional[SnapshotLike] = None) -> Sandbox:
         """Create a sandbox that persists across runs (`sandbox.create`).
 
         `requires`: the capabilities it may use (default: all but host tools; `host_tools` is
@@ -141,8 +176,14 @@ class BaseClient:
         host's system directories; its interpreter runs `run_code`. `metadata`: your labels
         (at most 32 entries; keys 1-64 characters of `[A-Za-z0-9_.-]`, values at most 512
         bytes), returned in `info.metadata` and by `list_sandboxes()`; not part of the spec a
-        key compares. Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError,
-        OverCapacityError.
+        key compares. `idle_action`: what the idle timeout does, `dispose` (the default) or
+        `pause` (kept in the server's state directory; any later call resumes it; needs
+        `Capability.SNAPSHOT`, added to the default `requires`). `from_snapshot`: a snapshot id
+        (or the `SnapshotInfo`/`SnapshotRecord` naming one): the new sandbox starts with the
+        snapshot's files and interpreter state; given no spec argument it is made with the
+        snapshot's spec (any spec argument sends a whole spec of its own, as for a new sandbox).
+        Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError, OverCapacityError;
+        an unknown snapshot is NotFoundError.
         """
         tools = list(tools)
         params = create_params(requires=requires, egress=egress, egress_allow=egress_allow,
@@ -150,7 +191,8 @@ class BaseClient:
                                files_in=files_in, files_out=files_out, idle_timeout=idle_timeout, tools=tools,
                                declared_outputs=declared_outputs,
                                outputs_named_at_call_time=outputs_named_at_call_time, key=key,
-                               stateful=stateful, restricted=restricted, image=image, metadata=metadata)
+                               stateful=stateful, restricted=restricted, image=image, metadata=metadata,
+                               idle_action=idle_action, from_snapshot=from_snapshot)
         info = SandboxInfo.from_wire(await self._session.request("sandbox.create", params))
         return Sandbox(self._session, info, {t.declaration.name: t.handler for t in tools})
 
@@ -160,10 +202,32 @@ class BaseClient:
         info = SandboxInfo.from_wire(await self._session.request("sandbox.connect", {"sandbox_id": sandbox_id}))
         return Sandbox(self._session, info, tools)
 
+    async def resume_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> Sandbox:
+        """Resume a paused sandbox by id (`sandbox.resume`): made again under the same id with its
+        files and interpreter state (also after a server restart on the same `--state-dir`). A
+        live sandbox is simply re-attached; NotFoundError when it is neither. `tools` as for
+        `connect_sandbox`."""
+        info = SandboxInfo.from_wire(await self._session.request("sandbox.resume", {"sandbox_id": sandbox_id}))
+        return Sandbox(self._session, info, tools)
+
+    async def list_snapshots(self) -> List[SnapshotRecord]:
+        """The snapshots in the server's state directory (`snapshot.list`): those `snapshot()`
+        kept and those holding paused sandboxes. SandboxRefusedError on a server that keeps no
+        snapshots (no state directory)."""
+        result = await self._session.request("snapshot.list", {})
+        items = result.get("snapshots") if isinstance(result, dict) else None
+        return [SnapshotRecord.from_wire(s) for s in items or []]
+
+    async def remove_snapshot(self, snapshot: SnapshotLike) -> None:
+        """Delete a snapshot (`snapshot.remove`). NotFoundError when there is none of that id;
+        SandboxRefusedError while a paused sandbox is kept in it (resume or dispose of it
+        first)."""
+        await self._session.request("snapshot.remove", {"snapshot_id": snapshot_id_of(snapshot)})
+
     async def list_sandboxes(self) -> List[SandboxRecord]:
-        """The sandboxes the server holds (`sandbox.list`), oldest first. The server serves one
-        token, so every connection sees every sandbox it holds; one-shot `execute` sandboxes are
-        never held, so never listed."""
+        """The sandboxes the server holds (`sandbox.list`): the live ones oldest first, then the
+        paused ones (`state == "paused"`). The server serves one token, so every connection sees
+        every sandbox it holds; one-shot `execute` sandboxes are never held, so never listed."""
         result = await self._session.request("sandbox.list", {})
         items = result.get("sandboxes") if isinstance(result, dict) else None
         return [SandboxRecord.from_wire(s) for s in items or []]

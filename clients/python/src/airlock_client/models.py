@@ -1,5 +1,5 @@
 """Typed answers of the session methods: a sandbox's description, file facts, collected
-outputs, a disposal."""
+outputs, a disposal, snapshots."""
 from __future__ import annotations
 
 import base64
@@ -53,44 +53,150 @@ class SandboxInfo:
                    metadata=_metadata(d.get("metadata")))
 
 
+def _opt_ms(v: Any) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _when(ms: Optional[int]) -> Optional[datetime]:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc) if ms is not None else None
+
+
+def _key(v: Any) -> Optional[SandboxKey]:
+    if not isinstance(v, dict):
+        return None
+    call_id = v.get("call_id")
+    return SandboxKey(str(v.get("scope", "")), str(v.get("thread_id", "")),
+                      str(call_id) if call_id is not None else None)
+
+
+#: A listed sandbox's state: `running` (a run in flight), `idle`, or `paused` (in the server's
+#: state directory; any call on it resumes it).
+SandboxState = Literal["idle", "running", "paused"]
+
+
 @dataclass(frozen=True)
 class SandboxRecord:
     """One entry of `sandbox.list` (`client.list_sandboxes()`): a sandbox the server holds.
 
     `key` is None for a sandbox made without one. Times are milliseconds since the Unix epoch
-    (`created_at`/`last_used_at` give them as aware datetimes); `last_used_at_ms` moves with
-    every call the sandbox serves and with the end of each run. `state` is `running` while a
-    run is in flight, else `idle`."""
+    (`created_at`/`last_used_at`/`paused_at` give them as aware datetimes); `last_used_at_ms`
+    moves with every call the sandbox serves and with the end of each run. `state` is
+    `running` while a run is in flight, `paused` for a paused sandbox, else `idle`.
+
+    A live sandbox (`idle`/`running`) has `created_at_ms`, `last_used_at_ms` and
+    `idle_timeout_s`, and no `paused_at_ms`/`snapshot_id`; a paused one has only
+    `paused_at_ms` (whole seconds) and `snapshot_id`, the snapshot it is kept in."""
 
     sandbox_id: str
     key: Optional[SandboxKey]
     metadata: Dict[str, str]
-    created_at_ms: int
-    last_used_at_ms: int
-    idle_timeout_s: float
-    state: Literal["idle", "running"]
+    created_at_ms: Optional[int]
+    last_used_at_ms: Optional[int]
+    idle_timeout_s: Optional[float]
+    state: SandboxState
+    paused_at_ms: Optional[int] = None
+    snapshot_id: Optional[str] = None
 
     @property
-    def created_at(self) -> datetime:
-        return datetime.fromtimestamp(self.created_at_ms / 1000, tz=timezone.utc)
+    def paused(self) -> bool:
+        return self.state == "paused"
 
     @property
-    def last_used_at(self) -> datetime:
-        return datetime.fromtimestamp(self.last_used_at_ms / 1000, tz=timezone.utc)
+    def created_at(self) -> Optional[datetime]:
+        return _when(self.created_at_ms)
+
+    @property
+    def last_used_at(self) -> Optional[datetime]:
+        return _when(self.last_used_at_ms)
+
+    @property
+    def paused_at(self) -> Optional[datetime]:
+        return _when(self.paused_at_ms)
 
     @classmethod
     def from_wire(cls, v: Any) -> "SandboxRecord":
         d = _obj(v)
-        k = d.get("key")
-        key = None
-        if isinstance(k, dict):
-            call_id = k.get("call_id")
-            key = SandboxKey(str(k.get("scope", "")), str(k.get("thread_id", "")),
-                             str(call_id) if call_id is not None else None)
-        state: Literal["idle", "running"] = "running" if d.get("state") == "running" else "idle"
-        return cls(sandbox_id=str(d.get("sandbox_id", "")), key=key, metadata=_metadata(d.get("metadata")),
-                   created_at_ms=_ms(d.get("created_at_ms")), last_used_at_ms=_ms(d.get("last_used_at_ms")),
-                   idle_timeout_s=float(d.get("idle_timeout_s", 0.0)), state=state)
+        raw_state = d.get("state")
+        state: SandboxState = ("running" if raw_state == "running" else
+                               "paused" if raw_state == "paused" else "idle")
+        idle = d.get("idle_timeout_s")
+        snapshot_id = d.get("snapshot_id")
+        return cls(sandbox_id=str(d.get("sandbox_id", "")), key=_key(d.get("key")),
+                   metadata=_metadata(d.get("metadata")),
+                   created_at_ms=_opt_ms(d.get("created_at_ms")), last_used_at_ms=_opt_ms(d.get("last_used_at_ms")),
+                   idle_timeout_s=float(idle) if isinstance(idle, (int, float)) and not isinstance(idle, bool)
+                   else None,
+                   state=state, paused_at_ms=_opt_ms(d.get("paused_at_ms")),
+                   snapshot_id=snapshot_id if isinstance(snapshot_id, str) else None)
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """What a snapshot kept of a stateful sandbox's interpreter: `saved` names the variables
+    carried (picklable values; functions and classes defined in cells, by value; modules, as
+    names re-imported on restore), `not_saved` maps each one left behind to why (an open file,
+    a socket, a thread, a generator, ...); `bytes` is the size of the saved state."""
+
+    saved: List[str]
+    not_saved: Dict[str, str]
+    bytes: int
+
+    @classmethod
+    def from_wire(cls, v: Any) -> Optional["KernelReport"]:
+        if not isinstance(v, dict):
+            return None
+        return cls(saved=[str(n) for n in v.get("saved") or []],
+                   not_saved={str(k): str(w) for k, w in _obj(v.get("not_saved")).items()},
+                   bytes=_ms(v.get("bytes")))
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """`sandbox.snapshot` / `sandbox.pause` / `sandbox.fork`'s snapshot: the sandbox's files (its
+    /work, /tmp and /dev/shm) and, for a stateful sandbox, its interpreter's state.
+
+    `snapshot_id` names it for `client.sandbox(from_snapshot=...)` and
+    `client.remove_snapshot()`; `bytes` is its stored size; `kernel` is None when no
+    interpreter state was taken (a sandbox that is not stateful, or whose interpreter had not
+    started). `paused` is True for the answer of `pause()`."""
+
+    sandbox_id: str
+    snapshot_id: str
+    bytes: int
+    kernel: Optional[KernelReport]
+    paused: bool = False
+
+    @classmethod
+    def from_wire(cls, v: Any) -> "SnapshotInfo":
+        d = _obj(v)
+        return cls(sandbox_id=str(d.get("sandbox_id", "")), snapshot_id=str(d.get("snapshot_id", "")),
+                   bytes=_ms(d.get("bytes")), kernel=KernelReport.from_wire(d.get("kernel")),
+                   paused=d.get("state") == "paused")
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """One entry of `snapshot.list` (`client.list_snapshots()`): a snapshot in the server's state
+    directory. `kept`: made by `snapshot()` (kept until `remove_snapshot`); a snapshot that only
+    holds paused sandboxes (`paused_sandboxes`, their ids) goes when they are resumed or
+    disposed of. `made_unix` is in whole seconds since the epoch."""
+
+    snapshot_id: str
+    bytes: int
+    made_unix: int
+    kept: bool
+    paused_sandboxes: List[str]
+
+    @property
+    def made_at(self) -> datetime:
+        return datetime.fromtimestamp(self.made_unix, tz=timezone.utc)
+
+    @classmethod
+    def from_wire(cls, v: Any) -> "SnapshotRecord":
+        d = _obj(v)
+        return cls(snapshot_id=str(d.get("snapshot_id", "")), bytes=_ms(d.get("bytes")),
+                   made_unix=_ms(d.get("made_unix")), kept=bool(d.get("kept", False)),
+                   paused_sandboxes=[str(i) for i in d.get("paused_sandboxes") or []])
 
 
 @dataclass(frozen=True)

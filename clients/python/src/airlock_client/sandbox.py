@@ -6,16 +6,18 @@ frees everything.
 """
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Type
+from typing import TYPE_CHECKING, Any, Awaitable, Dict, List, Mapping, Optional, Protocol, Sequence, Type
 
 from ._files import Files
+from ._hybrid import ClassOrInstance
 from ._process import Commands
 from ._pty import Pty
 from ._runs import OutputCallback, RunCtx, ToolFn
 from ._session import Session
-from .errors import NotFoundError
-from .models import CollectedOutputs, Disposal, SandboxInfo
+from .errors import AirlockError, NotFoundError
+from .models import CollectedOutputs, Disposal, SandboxInfo, SnapshotInfo
 from .result import RunResult
 from .spec import DeclaredOutput
 
@@ -37,6 +39,25 @@ def run_params(sandbox_id: str, *, timeout: Optional[float], env: Optional[Mappi
     return params
 
 
+def fork_count(count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int, not {type(count).__name__}")
+    return count
+
+
+class ResumeById(Protocol):
+    """`Sandbox.resume(client, sandbox_id, *, tools=None)`: see `BaseClient.resume_sandbox`."""
+
+    def __call__(self, client: "BaseClient", sandbox_id: str, *,
+                 tools: Optional[Mapping[str, ToolFn]] = None) -> Awaitable["Sandbox"]: ...
+
+
+class ResumeThis(Protocol):
+    """`sandbox.resume()`: see `Sandbox._resume_this`."""
+
+    def __call__(self) -> Awaitable[SandboxInfo]: ...
+
+
 def _port(port: int) -> int:
     if isinstance(port, bool) or not isinstance(port, int):
         raise TypeError(f"port must be an int, not {type(port).__name__}")
@@ -54,6 +75,7 @@ class Sandbox:
         self._info = info
         self._tools: Dict[str, ToolFn] = dict(tools or {})
         self._disposed = False
+        self._paused = False
         #: File transfer: `write`, `read`, `read_text`, `list`, `stat`, `exists`, `remove`.
         self.files = Files(session, info.sandbox_id)
         #: Commands, one-shot or in the background (`processes` capability): `run`, `list`, `connect`.
@@ -79,6 +101,59 @@ class Sandbox:
         """Re-attach to a live sandbox by id (from any connection). `tools` answers the tools its
         spec declared, by name."""
         return await client.connect_sandbox(sandbox_id, tools=tools)
+
+    # -- snapshots, pause and fork (`snapshot` capability; docs/sdk.md) -----------------------
+
+    async def snapshot(self) -> SnapshotInfo:
+        """Save the sandbox's files (/work, /tmp, /dev/shm) and, if it is stateful, its
+        interpreter's variables to the server's state directory (`sandbox.snapshot`); the sandbox
+        goes on running. Kept until `client.remove_snapshot()`; `client.sandbox(from_snapshot=)`
+        starts new sandboxes from it. `.kernel.not_saved` names the variables left behind, and
+        why. Needs `Capability.SNAPSHOT` (SandboxRefusedError otherwise, and on a server with no
+        state directory); BusyError while a run is in flight."""
+        return SnapshotInfo.from_wire(await self._session.request("sandbox.snapshot",
+                                                                  {"sandbox_id": self.sandbox_id}))
+
+    async def pause(self) -> SnapshotInfo:
+        """Snapshot the sandbox, then free its processes and memory (`sandbox.pause`). Durable: it
+        survives a server restart on the same `--state-dir`. This object stays usable: any later
+        call on it (a run, a file, `describe()`, `resume()`) resumes the sandbox first, under the
+        same id. Leaving `async with` while it is still paused leaves it paused (`dispose()`
+        forgets it). Refusals as `snapshot()`; SandboxRefusedError if it is paused already."""
+        info = SnapshotInfo.from_wire(await self._session.request("sandbox.pause", {"sandbox_id": self.sandbox_id}))
+        self._paused = True
+        return info
+
+    async def _resume_this(self) -> SandboxInfo:
+        """Resume this sandbox if it is paused (`sandbox.resume`; a live one is left as it is);
+        returns (and keeps) its description. NotFoundError when it is gone."""
+        self._info = SandboxInfo.from_wire(await self._session.request("sandbox.resume",
+                                                                       {"sandbox_id": self.sandbox_id}))
+        self._paused = False
+        return self._info
+
+    @classmethod
+    async def _resume_by_id(cls, client: "BaseClient", sandbox_id: str, *,
+                            tools: Optional[Mapping[str, ToolFn]] = None) -> "Sandbox":
+        """Resume a paused sandbox by id (`client.resume_sandbox`), from any connection and after
+        a server restart on the same state directory."""
+        return await client.resume_sandbox(sandbox_id, tools=tools)
+
+    #: `await Sandbox.resume(client, sandbox_id, *, tools=None)` -> Sandbox: a paused sandbox
+    #: by id (a live one is re-attached). `await sandbox.resume()` -> SandboxInfo: this one.
+    resume: ClassOrInstance["Sandbox", ResumeById, ResumeThis] = ClassOrInstance("_resume_by_id", "_resume_this")
+
+    async def fork(self, count: int) -> List["Sandbox"]:
+        """`count` (1..16) new sandboxes, each holding this one's files and interpreter variables
+        as they are now (`sandbox.fork`); they share nothing afterwards, with this one or each
+        other. Branches are keyless, get this sandbox's spec, metadata and tools, and are
+        disposed of like any other (`async with`, `dispose()`, their idle timeout). Refusals as
+        `snapshot()`; InvalidParamsError for a count out of range."""
+        r = await self._session.request("sandbox.fork", {"sandbox_id": self.sandbox_id,
+                                                         "count": fork_count(count)})
+        ids = [str(i) for i in (r.get("sandbox_ids") if isinstance(r, dict) else None) or []]
+        infos = await asyncio.gather(*(self._session.request("sandbox.connect", {"sandbox_id": i}) for i in ids))
+        return [Sandbox(self._session, SandboxInfo.from_wire(i), self._tools) for i in infos]
 
     async def describe(self) -> SandboxInfo:
         """Ask the broker again (`sandbox.connect`); NotFoundError once it is gone."""
@@ -172,8 +247,19 @@ class Sandbox:
         issued, and its live connections close at once. A port not exposed is no error."""
         await self._session.request("sandbox.unexpose", {"sandbox_id": self.sandbox_id, "port": _port(port)})
 
+    async def _still_paused(self) -> bool:
+        """Whether the server lists this sandbox as paused (a call since `pause()` resumed it)."""
+        try:
+            result = await self._session.request("sandbox.list", {})
+        except AirlockError:
+            return False
+        items = result.get("sandboxes") if isinstance(result, dict) else None
+        return any(isinstance(s, dict) and s.get("sandbox_id") == self.sandbox_id and s.get("state") == "paused"
+                   for s in items or [])
+
     async def dispose(self) -> Disposal:
-        """Cancel any run, free everything the sandbox holds. A second call is a NotFoundError."""
+        """Cancel any run, free everything the sandbox holds. A second call is a NotFoundError.
+        On a paused sandbox, forgets it (and its snapshot, unless `snapshot()` kept that)."""
         d = Disposal.from_wire(await self._session.request("sandbox.dispose", {"sandbox_id": self.sandbox_id}))
         self._disposed = True
         return d
@@ -184,6 +270,8 @@ class Sandbox:
     async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                         tb: Optional[TracebackType]) -> None:
         if self._disposed or self._session.closed:
+            return
+        if self._paused and await self._still_paused():
             return
         try:
             await self.dispose()

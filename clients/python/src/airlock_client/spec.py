@@ -65,6 +65,14 @@ class Isolation(WireEnum):
     VM = "vm"
 
 
+class IdleAction(WireEnum):
+    """What the broker does with a sandbox left idle past its timeout: `dispose` (the default)
+    or `pause` (snapshot it to the state directory and free it; needs `Capability.SNAPSHOT`)."""
+
+    DISPOSE = "dispose"
+    PAUSE = "pause"
+
+
 class Identity(WireEnum):
     """The authority a host tool acts with."""
 

@@ -10,17 +10,19 @@ from __future__ import annotations
 import asyncio
 import threading
 from types import TracebackType
-from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Type, TypeVar, Union
 
 from ._files import Files
+from ._hybrid import ClassOrInstance
 from ._process_sync import SyncCommands, SyncPty
 from ._runs import OutputCallback, ToolFn
-from .client import AsyncClient, BaseClient, StdioClient
-from .models import CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo, SandboxRecord
+from .client import AsyncClient, BaseClient, SnapshotLike, StdioClient
+from .models import (CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo, SandboxRecord, SnapshotInfo,
+                     SnapshotRecord)
 from .result import RunResult
 from .sandbox import Sandbox
-from .spec import (CapabilityLike, DeclaredOutput, Egress, Isolation, IsolationScope, Limits, SandboxKey, Tool,
-                   TransferLimits)
+from .spec import (CapabilityLike, DeclaredOutput, Egress, IdleAction, Isolation, IsolationScope, Limits,
+                   SandboxKey, Tool, TransferLimits)
 
 T = TypeVar("T")
 
@@ -79,6 +81,19 @@ class SyncFiles:
         self._loop.call(self._files.remove(path))
 
 
+class SyncResumeById(Protocol):
+    """`SyncSandbox.resume(client, sandbox_id, *, tools=None)`: see `SyncClient.resume_sandbox`."""
+
+    def __call__(self, client: "SyncClient", sandbox_id: str, *,
+                 tools: Optional[Mapping[str, ToolFn]] = None) -> "SyncSandbox": ...
+
+
+class SyncResumeThis(Protocol):
+    """`sync_sandbox.resume()`: see `Sandbox.resume`."""
+
+    def __call__(self) -> SandboxInfo: ...
+
+
 class SyncSandbox:
     """Blocking `Sandbox`. `cancel()` may be called from another thread while a run blocks."""
 
@@ -103,6 +118,31 @@ class SyncSandbox:
     def connect(cls, client: "SyncClient", sandbox_id: str, *,
                 tools: Optional[Mapping[str, ToolFn]] = None) -> "SyncSandbox":
         return client.connect_sandbox(sandbox_id, tools=tools)
+
+    def snapshot(self) -> SnapshotInfo:
+        """See `Sandbox.snapshot`."""
+        return self._loop.call(self._sb.snapshot())
+
+    def pause(self) -> SnapshotInfo:
+        """See `Sandbox.pause`."""
+        return self._loop.call(self._sb.pause())
+
+    def _resume_this(self) -> SandboxInfo:
+        return self._loop.call(self._sb.resume())
+
+    @classmethod
+    def _resume_by_id(cls, client: "SyncClient", sandbox_id: str, *,
+                      tools: Optional[Mapping[str, ToolFn]] = None) -> "SyncSandbox":
+        return client.resume_sandbox(sandbox_id, tools=tools)
+
+    #: `SyncSandbox.resume(client, sandbox_id, *, tools=None)` -> SyncSandbox, or
+    #: `sync_sandbox.resume()` -> SandboxInfo: see `Sandbox.resume`.
+    resume: ClassOrInstance["SyncSandbox", SyncResumeById, SyncResumeThis] = ClassOrInstance("_resume_by_id",
+                                                                                             "_resume_this")
+
+    def fork(self, count: int) -> List["SyncSandbox"]:
+        """See `Sandbox.fork`."""
+        return [SyncSandbox(self._loop, b) for b in self._loop.call(self._sb.fork(count))]
 
     def describe(self) -> SandboxInfo:
         return self._loop.call(self._sb.describe())
@@ -199,18 +239,33 @@ class SyncClient:
                 declared_outputs: Sequence[DeclaredOutput] = (), outputs_named_at_call_time: bool = False,
                 key: Optional[SandboxKey] = None, stateful: bool = False,
                 restricted: bool = False, image: Optional[str] = None,
-                metadata: Optional[Mapping[str, str]] = None) -> SyncSandbox:
+                metadata: Optional[Mapping[str, str]] = None,
+                idle_action: Union[IdleAction, str, None] = None,
+                from_snapshot: Optional[SnapshotLike] = None) -> SyncSandbox:
         """See `AsyncClient.sandbox`."""
         sb = self._loop.call(self._a.sandbox(
             requires=requires, egress=egress, egress_allow=egress_allow, isolation_scope=isolation_scope,
             min_isolation=min_isolation, limits=limits, files_in=files_in, files_out=files_out,
             idle_timeout=idle_timeout, tools=tools, declared_outputs=declared_outputs,
             outputs_named_at_call_time=outputs_named_at_call_time, key=key, stateful=stateful,
-            restricted=restricted, image=image, metadata=metadata))
+            restricted=restricted, image=image, metadata=metadata, idle_action=idle_action,
+            from_snapshot=from_snapshot))
         return SyncSandbox(self._loop, sb)
 
     def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:
         return SyncSandbox(self._loop, self._loop.call(self._a.connect_sandbox(sandbox_id, tools=tools)))
+
+    def resume_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:
+        """See `AsyncClient.resume_sandbox`."""
+        return SyncSandbox(self._loop, self._loop.call(self._a.resume_sandbox(sandbox_id, tools=tools)))
+
+    def list_snapshots(self) -> List[SnapshotRecord]:
+        """See `AsyncClient.list_snapshots`."""
+        return self._loop.call(self._a.list_snapshots())
+
+    def remove_snapshot(self, snapshot: SnapshotLike) -> None:
+        """See `AsyncClient.remove_snapshot`."""
+        self._loop.call(self._a.remove_snapshot(snapshot))
 
     def list_sandboxes(self) -> List[SandboxRecord]:
         """See `AsyncClient.list_sandboxes`."""
