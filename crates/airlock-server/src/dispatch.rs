@@ -225,6 +225,12 @@ fn cancel(sbs: &Sandboxes, p: CancelParams) -> Result<Value, ErrorObject> {
 }
 
 async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
+    // A key whose sandbox is paused: it is resumed, then the create finds it live under its
+    // key (the spec is compared as for any live sandbox).
+    if let Some(sid) = params.get("key").and_then(|k| sbs.paused_under(k)) {
+        let resolve = crate::snapshot_api::limits_of(conn);
+        sbs.resume(&sid, &resolve).await?;
+    }
     let p = wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
     let config = &conn.shared.config;
     let limits = config

@@ -73,7 +73,7 @@ pub(crate) fn list(sbs: &Sandboxes, visible: impl Fn(&Held) -> bool) -> Value {
     held.sort_by(|a, b| (a.life.created_at_ms(), &a.id).cmp(&(b.life.created_at_ms(), &b.id)));
     let mut sandboxes: Vec<Value> = held.iter().map(|h| record(h)).collect();
     let mut paused = sbs.paused_records();
-    paused.sort_by(|a, b| (a.paused_unix, &a.sandbox_id).cmp(&(b.paused_unix, &b.sandbox_id)));
+    paused.sort_by(|a, b| (a.paused_at_ms, &a.sandbox_id).cmp(&(b.paused_at_ms, &b.sandbox_id)));
     sandboxes.extend(paused.iter().map(paused_record));
     json!({ "sandboxes": sandboxes })
 }
@@ -84,7 +84,7 @@ fn paused_record(r: &crate::state_dir::PausedRecord) -> Value {
         "sandbox_id": r.sandbox_id,
         "key": r.create.get("key").cloned().unwrap_or(Value::Null),
         "metadata": r.metadata,
-        "paused_at_ms": r.paused_unix.saturating_mul(1000),
+        "paused_at_ms": r.paused_at_ms,
         "snapshot_id": r.snapshot_id,
         "state": "paused",
     })

@@ -34,6 +34,12 @@ fn internal(msg: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(ErrorCode::InternalError, msg.to_string())
 }
 
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 fn now_unix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -107,7 +113,8 @@ impl Sandboxes {
             snapshot_id: snapshot_id.as_str().to_owned(),
             create: held.raw.clone(),
             metadata: held.life.metadata.clone(),
-            paused_unix: now_unix(),
+            paused_at_ms: now_ms(),
+            idle_timeout_s: Some(held.life.idle_timeout().as_secs_f64()),
         };
         if let Err(e) = state.record_paused(&record) {
             held.release();
@@ -117,6 +124,19 @@ impl Sandboxes {
         let _ = self.dispose(&held.id).await;
         answer["state"] = json!("paused");
         Ok(answer)
+    }
+
+    /// The paused sandbox held under `key` (the `key` member of `sandbox.create`'s params), if
+    /// any: a create with that key resumes it rather than making another.
+    #[must_use]
+    pub fn paused_under(&self, key: &Value) -> Option<String> {
+        if key.is_null() {
+            return None;
+        }
+        lock(&self.paused)
+            .values()
+            .find(|r| r.create.get("key") == Some(key))
+            .map(|r| r.sandbox_id.clone())
     }
 
     /// Whether `id` is paused.
@@ -152,6 +172,11 @@ impl Sandboxes {
         p.metadata = record.metadata.clone();
         let limits = limits_of(&p)?;
         let held = self.make_from(id.to_owned(), p, limits, snapshot).await?;
+        if let Some(t) = record.idle_timeout_s.and_then(|t| {
+            crate::sandbox_life::checked_idle("idle_timeout_s", t).ok()
+        }) {
+            held.life.set_idle_timeout(t);
+        }
         state.forget_paused(id).map_err(internal)?;
         lock(&self.paused).remove(id);
         self.drop_unless_held(&record.snapshot_id);

@@ -81,7 +81,7 @@ pub(crate) fn remove(sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObjec
 }
 
 /// Splits `from_snapshot` off `sandbox.create`'s params; without a `spec` the snapshot's own
-/// (and its key, if the caller gives none) is used.
+/// is used (never its key: the new sandbox has the key the caller gives, or none).
 pub(crate) async fn create_from(
     conn: &Conn,
     sbs: &Sandboxes,

@@ -49,8 +49,11 @@ pub struct PausedRecord {
     pub create: Value,
     /// Its labels.
     pub metadata: BTreeMap<String, String>,
-    /// When it was paused (seconds since the epoch).
-    pub paused_unix: u64,
+    /// When it was paused (milliseconds since the epoch).
+    pub paused_at_ms: u64,
+    /// The idle timeout in force when it was paused (`sandbox.set_timeout` survives a pause).
+    #[serde(default)]
+    pub idle_timeout_s: Option<f64>,
 }
 
 /// An open state directory.
