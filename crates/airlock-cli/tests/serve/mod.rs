@@ -13,5 +13,6 @@ mod restricted;
 mod session_faults;
 mod session_limits;
 mod sessions;
+mod snapshots;
 mod zygote;
 mod zygote_sessions;
