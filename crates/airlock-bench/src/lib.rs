@@ -480,7 +480,11 @@ fn live_session_rows(
 fn snapshot_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
     let Some(cli) = &opts.cli else {
         for s in [PAUSE, RESUME, FORK, FORK_MEMORY] {
-            rows.push(Row::skipped(s, "airlock", "run as `airlock bench` to measure"));
+            rows.push(Row::skipped(
+                s,
+                "airlock",
+                "run as `airlock bench` to measure",
+            ));
         }
         return;
     };
@@ -495,7 +499,10 @@ fn snapshot_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
     };
     let of = |f: fn(&snapshots::Round) -> f64| rounds.iter().map(f).collect::<Vec<f64>>();
     let per_gb = of(|r| r.pause_ms / 1e3 / (r.rss / 1e9).max(1e-3));
-    let pss: Vec<f64> = rounds.iter().flat_map(|r| r.branch_pss_mib.clone()).collect();
+    let pss: Vec<f64> = rounds
+        .iter()
+        .flat_map(|r| r.branch_pss_mib.clone())
+        .collect();
     rows.extend([
         Row::measured(PAUSE, "airlock sandbox.pause", "ms", of(|r| r.pause_ms),
             "files and the pickled kernel state to the durable store (LZ4, SHA-256, fsync), then every process and byte freed"),

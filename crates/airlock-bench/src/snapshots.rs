@@ -83,7 +83,10 @@ fn round(s: &mut Server) -> Result<Round, String> {
         return Err(format!("resumed with check {after}, paused with {check}"));
     }
     let t = Instant::now();
-    let made = s.call("sandbox.fork", json!({"sandbox_id": sid, "count": BRANCHES}))?;
+    let made = s.call(
+        "sandbox.fork",
+        json!({"sandbox_id": sid, "count": BRANCHES}),
+    )?;
     let branches = made["sandbox_ids"].as_array().cloned().unwrap_or_default();
     let mut pss = Vec::new();
     for b in &branches {

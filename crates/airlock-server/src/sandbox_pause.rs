@@ -172,9 +172,10 @@ impl Sandboxes {
         p.metadata = record.metadata.clone();
         let limits = limits_of(&p)?;
         let held = self.make_from(id.to_owned(), p, limits, snapshot).await?;
-        if let Some(t) = record.idle_timeout_s.and_then(|t| {
-            crate::sandbox_life::checked_idle("idle_timeout_s", t).ok()
-        }) {
+        if let Some(t) = record
+            .idle_timeout_s
+            .and_then(|t| crate::sandbox_life::checked_idle("idle_timeout_s", t).ok())
+        {
             held.life.set_idle_timeout(t);
         }
         state.forget_paused(id).map_err(internal)?;

@@ -104,6 +104,11 @@ impl StateDir {
         if lock.try_lock().is_err() {
             return Err(StateDirError::Locked(dir.to_path_buf()));
         }
+        // What a killed server was writing (only now: another server's could be live before
+        // the lock was ours).
+        for sub in ["paused", "kept"] {
+            sweep_temporaries(&dir.join(sub));
+        }
         Ok(StateDir {
             dir: dir.to_path_buf(),
             store: Arc::new(store),
@@ -199,6 +204,18 @@ fn read_record(path: &Path) -> Result<PausedRecord, String> {
         .read_to_end(&mut body)
         .map_err(|e| e.to_string())?;
     serde_json::from_slice(&body).map_err(|e| e.to_string())
+}
+
+/// Remove the `.tmp-*` files a killed writer left in `dir`.
+fn sweep_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(".tmp-") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Write `body` to `dir/name`: a temporary file, fsync, rename, fsync of the directory.

@@ -653,10 +653,10 @@ async fn a_pause_cut_by_sigkill_leaves_a_whole_snapshot_or_none() {
 
 /// A pause cut while its paused record is being written (a `.tmp-*` in `paused/` at the
 /// instant of the SIGKILL, and no record after it) leaves no temporary file once the next
-/// server has started. Fails today: the state directory's `paused/` (and `kept/`) are never swept, so a
-/// `paused/.tmp-<sandbox_id>.json-<pid>` stays for good (see the report of issue 27's tests).
+/// server has started: the next server sweeps `paused/` and `kept/` once it holds the state
+/// directory's lock (it failed before that sweep: `paused/.tmp-<sandbox_id>.json-<pid>` stayed
+/// for good).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "server bug: a cut paused record's .tmp-* file is never swept"]
 async fn a_paused_record_cut_by_sigkill_leaves_no_temporary_file() {
     let state = StateDir::new(None);
     for attempt in 0..20 {
@@ -1505,4 +1505,30 @@ async fn pause_needs_the_snapshot_capability() {
     let r = c.call("sandbox.create", json!({ "spec": spec })).await;
     assert_eq!(error_code(&r), INVALID_PARAMS, "{r}");
     assert_eq!(listed_states(&mut c).await.len(), 1);
+}
+
+/// A create under the key of a paused sandbox resumes that sandbox (same id, its state and its
+/// idle timeout as set), rather than making a second one the paused one could never come back
+/// beside.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_under_a_paused_key_resumes_it() {
+    let state = StateDir::new(None);
+    let server = state.serve(None);
+    let mut c = server.connect().await;
+    let key = json!({"scope": "tenant", "thread_id": "conv-paused"});
+    let params = json!({"spec": {"stateful": true, "requires": REQUIRES}, "key": key});
+    let sid = ok(&mut c, "sandbox.create", params.clone()).await["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    cell(&mut c, &sid, "x = 7").await;
+    let set = json!({"sandbox_id": sid, "idle_timeout_s": 77});
+    ok(&mut c, "sandbox.set_timeout", set).await;
+    ok(&mut c, "sandbox.pause", json!({ "sandbox_id": sid })).await;
+    let again = ok(&mut c, "sandbox.create", params).await;
+    assert_eq!(again["sandbox_id"], sid.as_str(), "{again}");
+    assert_eq!(again["idle_timeout_s"], 77.0, "{again}");
+    assert_eq!(cell(&mut c, &sid, "print(x)").await.trim(), "7");
+    let states = listed_states(&mut c).await;
+    assert_eq!(states.len(), 1, "{states:?}");
 }
