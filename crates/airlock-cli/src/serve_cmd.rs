@@ -109,6 +109,10 @@ pub struct ServeOpts {
     /// leaves the server without snapshots (it says so); a named one that cannot is an error.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Most MiB the snapshot store may hold: a snapshot, pause or fork past it is refused
+    /// `over_capacity` (as is one that would leave under 1 GiB free on its filesystem).
+    #[arg(long, value_name = "MIB", default_value_t = airlock_server::state_dir::DEFAULT_MAX_BYTES >> 20)]
+    pub max_state_mb: u64,
     /// Let the allowlisted hosts of session sandboxes resolve into this special range (CIDR,
     /// repeatable): a private network's, or loopback for a test server. Off by default.
     #[arg(long = "allow-private", value_name = "CIDR")]
@@ -369,7 +373,7 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         assembly.max_sandboxes,
         &opts.allow_private,
         opts.image_dir.clone(),
-        crate::state_choice::open(opts.state_dir.clone())?,
+        crate::state_choice::open(opts.state_dir.clone(), opts.max_state_mb << 20)?,
     )?);
     let server = Server::new(config);
     runtime.block_on(async {

@@ -24,17 +24,17 @@ fn default_dir() -> Option<PathBuf> {
 
 /// Open the named state directory (an error if it cannot be), or the default (without one,
 /// the server keeps no snapshots and says so).
-pub fn open(named: Option<PathBuf>) -> anyhow::Result<Option<Arc<StateDir>>> {
+pub fn open(named: Option<PathBuf>, max_bytes: u64) -> anyhow::Result<Option<Arc<StateDir>>> {
     if let Some(dir) = named {
         let s = StateDir::open(&dir).with_context(|| format!("--state-dir {}", dir.display()))?;
-        return Ok(Some(Arc::new(s)));
+        return Ok(Some(Arc::new(s.with_max_bytes(max_bytes))));
     }
     let Some(dir) = default_dir() else {
         tracing::warn!("no state directory (HOME is unset): snapshots and pause are off");
         return Ok(None);
     };
     match StateDir::open(&dir) {
-        Ok(s) => Ok(Some(Arc::new(s))),
+        Ok(s) => Ok(Some(Arc::new(s.with_max_bytes(max_bytes)))),
         Err(e) => {
             tracing::warn!(error = %e, "snapshots and pause are off");
             Ok(None)

@@ -74,6 +74,12 @@ impl Sandboxes {
         held: &Arc<Held>,
         state: &Arc<StateDir>,
     ) -> Result<(SnapshotId, Value), ErrorObject> {
+        state.room().map_err(|why| {
+            ErrorObject::new(
+                ErrorCode::OverCapacity,
+                format!("sandbox {}: {why}", held.id),
+            )
+        })?;
         let raw = held.raw.clone();
         let sandbox_id = held.id.clone();
         let manifest = move |kernel: Option<&Value>| {

@@ -18,6 +18,10 @@ use serde_json::Value;
 const MAX_RECORD: u64 = 1 << 20;
 /// Most paused records read at start.
 const MAX_RECORDS: usize = 100_000;
+/// Free space a new snapshot must leave on the state directory's filesystem.
+const MIN_FREE: u64 = 1 << 30;
+/// The store's default maximum (`--max-state-mb`).
+pub const DEFAULT_MAX_BYTES: u64 = 16 << 30;
 
 /// Why the state directory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +66,8 @@ pub struct StateDir {
     dir: PathBuf,
     store: Arc<Store>,
     _lock: File,
+    /// Most bytes the snapshots may take together.
+    max_bytes: u64,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateDirError + '_ {
@@ -113,7 +119,48 @@ impl StateDir {
             dir: dir.to_path_buf(),
             store: Arc::new(store),
             _lock: lock,
+            max_bytes: DEFAULT_MAX_BYTES,
         })
+    }
+
+    /// Bounds the bytes the snapshots may take together.
+    #[must_use]
+    pub fn with_max_bytes(mut self, max: u64) -> StateDir {
+        self.max_bytes = max;
+        self
+    }
+
+    /// Whether a new snapshot may be written: the store under its maximum and at least 1 GiB
+    /// free on its filesystem. (One snapshot can pass the maximum by its own size, which its
+    /// sandbox's disk and memory limits bound.) Err says why, for the caller.
+    pub fn room(&self) -> Result<(), String> {
+        let used: u64 = self
+            .store
+            .list()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|s| s.stored_bytes)
+            .sum();
+        if used >= self.max_bytes {
+            return Err(format!(
+                "the snapshot store holds {} MiB, its maximum (--max-state-mb) is {} MiB: remove \
+                 snapshots (snapshot.remove) or dispose of paused sandboxes",
+                used >> 20,
+                self.max_bytes >> 20
+            ));
+        }
+        let dir = File::open(&self.dir).map_err(|e| e.to_string())?;
+        let fs = airlock_jail::mounts::usage(std::os::fd::AsFd::as_fd(&dir))
+            .map_err(|e| e.to_string())?;
+        let free = fs.bytes_total.saturating_sub(fs.bytes_used);
+        if free < MIN_FREE {
+            return Err(format!(
+                "the state directory's filesystem has {} MiB free, under the 1024 MiB a snapshot \
+                 must leave",
+                free >> 20
+            ));
+        }
+        Ok(())
     }
 
     /// The directory.

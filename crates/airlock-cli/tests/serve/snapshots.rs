@@ -1532,3 +1532,40 @@ async fn a_create_under_a_paused_key_resumes_it() {
     let states = listed_states(&mut c).await;
     assert_eq!(states.len(), 1, "{states:?}");
 }
+
+/// A client cannot fill the host's disk through snapshots: past `--max-state-mb` a snapshot,
+/// a pause and a fork are refused `over_capacity` and nothing more is written; removing a
+/// snapshot makes room again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_store_refuses_snapshots_past_its_maximum() {
+    const OVER_CAPACITY: i64 = -32018;
+    let state = StateDir::new(None);
+    let dir = state.dir.to_str().unwrap().to_owned();
+    let server = WsServer::start(&["--state-dir", &dir, "--max-state-mb", "1"]);
+    let mut c = server.connect().await;
+    let sid = sandbox(&mut c, json!({})).await;
+    // 2 MiB of random bytes: the first snapshot takes the store past its 1 MiB.
+    sh(&mut c, &sid, "head -c 2097152 /dev/urandom > /work/r").await;
+    let first = ok(&mut c, "sandbox.snapshot", json!({ "sandbox_id": sid })).await;
+    let stored = state.snapshot_files();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    sh(&mut c, &sid, "head -c 2097152 /dev/urandom > /work/s").await;
+    for method in ["sandbox.snapshot", "sandbox.pause"] {
+        let r = c.call(method, json!({ "sandbox_id": sid })).await;
+        assert_eq!(error_code(&r), OVER_CAPACITY, "{method}: {r}");
+        assert!(r.to_string().contains("--max-state-mb"), "{r}");
+    }
+    let r = c
+        .call("sandbox.fork", json!({ "sandbox_id": sid, "count": 2 }))
+        .await;
+    assert_eq!(error_code(&r), OVER_CAPACITY, "{r}");
+    assert_eq!(state.snapshot_files(), stored, "something was written");
+    // The sandbox is still live and unpaused; removing the snapshot makes room.
+    assert_eq!(
+        listed_states(&mut c).await.get(&sid).map(String::as_str),
+        Some("idle")
+    );
+    let id = first["snapshot_id"].clone();
+    ok(&mut c, "snapshot.remove", json!({ "snapshot_id": id })).await;
+    ok(&mut c, "sandbox.snapshot", json!({ "sandbox_id": sid })).await;
+}
