@@ -288,15 +288,7 @@ fn nspid(pid: i32) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
-}
+use super::support::session_probes::start_time;
 
 /// The server's descendants in the pid namespace `pidns` (a `pid:[n]` link).
 fn in_pidns(server: i32, pidns: &str) -> Vec<i32> {

@@ -901,7 +901,8 @@ pub mod session_probes {
     /// A process as it was seen: its pid and start time (so a reused pid is not mistaken for it).
     pub type Seen = (i32, u64);
 
-    fn start_time(pid: i32) -> Option<u64> {
+    /// A process's start time (field 22 of /proc/<pid>/stat), None once it is gone.
+    pub fn start_time(pid: i32) -> Option<u64> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         stat.rsplit_once(')')?
             .1
