@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from maf_sandbox import Capability, ExecResult, SandboxKey, SandboxRouter, SandboxSpec, TransferLimits
 
 from airlock_maf import AirlockSandboxBackend
@@ -25,7 +27,8 @@ SPEC = SandboxSpec(kind="k", work_dir=None, files_in=LIMITS, files_out=LIMITS,
 async def test_connect_drives_a_running_server(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text(secrets.token_hex(16))
-    server = subprocess.Popen([airlock_binary(), "serve", "--listen", "127.0.0.1:0", "--token-file", str(token)],
+    server = subprocess.Popen([airlock_binary(), "serve", "--listen", "127.0.0.1:0", "--token-file", str(token),
+                               "--state-dir", str(tmp_path / "state")],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert server.stdout is not None
@@ -38,6 +41,11 @@ async def test_connect_drives_a_running_server(tmp_path: Path) -> None:
             assert getattr(sandbox, "freshly_created", None) is False
             result = await sandbox.exec(["echo", "over the websocket"], working_directory=".", timeout=30)
             assert result.stdout == "over the websocket\n"
+            # A shared server: nothing proves a sandbox new, so no baseline could be taken before
+            # input, and SNAPSHOT (so RESET) is not declared even though this server snapshots.
+            assert Capability.SNAPSHOT not in backend.declarations.capabilities
+            with pytest.raises(NotImplementedError):
+                await sandbox.reset(timeout=30)
             assert (await router.dispose_scope("remote", "t")).undisposed is None
         finally:
             await asyncio.to_thread(backend.close)

@@ -73,7 +73,8 @@ def test_declarations_are_the_probed_ones(backend: AirlockSandboxBackend) -> Non
     assert Egress.CLOSED in d.egress_modes and Egress.UNRESTRICTED not in d.egress_modes
     assert {str(f) for f in d.os_families} == {"posix"}
     assert d.isolation_scopes == frozenset({IsolationScope.CONVERSATION, IsolationScope.CALL})
-    assert Capability.SNAPSHOT not in d.capabilities and Capability.ATTACHED_IDENTITY not in d.capabilities
+    # The private broker runs on a state directory of its own, and the probe snapshotted there.
+    assert Capability.SNAPSHOT in d.capabilities and Capability.ATTACHED_IDENTITY not in d.capabilities
 
 
 async def test_files_out(backend: AirlockSandboxBackend, unique: str) -> None:

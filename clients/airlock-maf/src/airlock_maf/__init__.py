@@ -12,6 +12,6 @@ router = SandboxRouter([backend], min_isolation=backend.isolation)
 """
 from .backend import AirlockSandboxBackend, policy_limits
 from .channel import AirlockProgramChannel
-from .sandbox import AirlockSandbox
+from .sandbox import AirlockResetError, AirlockSandbox
 
-__all__ = ["AirlockProgramChannel", "AirlockSandbox", "AirlockSandboxBackend", "policy_limits"]
+__all__ = ["AirlockProgramChannel", "AirlockResetError", "AirlockSandbox", "AirlockSandboxBackend", "policy_limits"]

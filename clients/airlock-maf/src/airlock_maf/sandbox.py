@@ -38,16 +38,33 @@ class ToolSlot:
         self.policy_call: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None
 
 
+class AirlockResetError(RuntimeError):
+    """`Sandbox.reset` could not restore the sandbox: it has no baseline (it was not made by
+    this backend before any input reached it), or the baseline could not be made again. The
+    router escalates to disposal."""
+
+
 @dataclass(eq=False)
 class Instance:
-    """What every wrapper of one airlock sandbox shares: the session, its base, its run lock,
-    and the host-tool policy of the program run in flight (the native channel's)."""
+    """What every wrapper of one airlock sandbox shares: the session (replaced by a reset), its
+    base, its run lock, the host-tool policy of the program run in flight (the native
+    channel's), and its reset baseline.
+
+    `baseline` is the id of the snapshot taken right after the sandbox was made and its
+    storage base prepared, before any call supplied input (None: a sandbox this backend did not
+    see made, which is never snapshotted as its own baseline, or one whose snapshot failed).
+    `make` makes the sandbox under its key (from a snapshot, given one). `remake` is the
+    backend's reset: it swaps `wire` for a fresh sandbox made from `baseline` under the same key
+    (None: the backend does not declare `Capability.SNAPSHOT`)."""
 
     wire: WireSandbox
     loop: LoopThread
     base: str
     slot: ToolSlot
     run_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    baseline: str | None = None
+    make: Callable[[str | None], Coroutine[Any, Any, WireSandbox]] | None = None
+    remake: Callable[[], Coroutine[Any, Any, None]] | None = None
 
     @property
     def sandbox_id(self) -> str:
@@ -306,7 +323,32 @@ class AirlockSandbox:
         return None
 
     async def reset(self, *, timeout: float) -> None:
-        raise NotImplementedError("airlock sandboxes do not snapshot; Capability.SNAPSHOT is not declared")
+        """Replace the sandbox with a fresh one made from its baseline snapshot, within `timeout`.
+
+        The old sandbox is disposed first (every process of it ends, a run in flight included)
+        and a new airlock sandbox is made under the same key from the snapshot taken before any
+        input reached the old one: the files of `/work`, `/tmp` and `/dev/shm` as they were with
+        the storage base prepared, new namespaces, root and identity, no process of the old one.
+        Every wrapper of the instance then answers the new `instance_id`. Raises
+        `NotImplementedError` where `Capability.SNAPSHOT` is not declared, `AirlockResetError`
+        for a sandbox without a baseline or a baseline that could not be made again, and
+        `TimeoutError` when the bound expires; after a failure the sandbox may be gone, and only
+        disposal is left (the router's escalation).
+        """
+        remake = self._i.remake
+        if remake is None:
+            raise NotImplementedError("this backend does not declare Capability.SNAPSHOT (it does not own its "
+                                      "broker), so its sandboxes are not reset")
+        if self._i.baseline is None:
+            raise AirlockResetError(f"sandbox {self.instance_id} has no reset baseline: this backend did not see "
+                                    "it made (a sandbox that may have served input is never its own baseline), "
+                                    "or its snapshot failed")
+        await self._on_loop(_bounded(remake(), timeout))
+
+
+async def _bounded(coro: Coroutine[Any, Any, None], timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        await coro
 
 
 def _refused(path: str, e: FileRefusedError) -> Exception:
