@@ -38,15 +38,18 @@ impl LocalSandbox {
         let saved = {
             let mut kernel = self.run_lock.lock().await;
             match kernel.as_mut() {
-                Some(k) => k.save().await.map_err(|e| backend(e.to_string()))?,
+                Some(k) => k
+                    .save(store.dir())
+                    .await
+                    .map_err(|e| backend(e.to_string()))?,
                 None => None,
             }
         };
         let report = saved
             .as_ref()
-            .map(|s| json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.bytes.len() }));
+            .map(|s| json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.len }));
         let manifest = manifest(report.as_ref());
-        let state = saved.map(|s| s.bytes);
+        let state = saved.map(|s| s.file);
         let written = tokio::task::spawn_blocking(move || write(&store, &fs, &manifest, state))
             .await
             .map_err(|e| backend(format!("snapshot task failed: {e}")))??;
@@ -59,11 +62,15 @@ impl LocalSandbox {
 
     /// Fill this (new) sandbox from `snapshot`: its files into the data root, its kernel
     /// state for the kernel's first cell.
-    pub async fn restore(&self, snapshot: Snapshot) -> Result<(), SandboxError> {
+    /// `spool`: where its kernel state waits, in an unnamed file, for the first cell.
+    pub async fn restore(
+        &self,
+        snapshot: Snapshot,
+        spool: std::path::PathBuf,
+    ) -> Result<(), SandboxError> {
         let fs = self.fs().await?;
-        let cap = Bounds::default().max_kernel_bytes;
         let stateful = self.run_lock.lock().await.is_some();
-        let state = tokio::task::spawn_blocking(move || restore(&fs, &snapshot, stateful, cap))
+        let state = tokio::task::spawn_blocking(move || restore(&fs, &snapshot, stateful, &spool))
             .await
             .map_err(|e| backend(format!("restore task failed: {e}")))??;
         if let (Some(state), Some(kernel)) = (state, self.run_lock.lock().await.as_mut()) {
@@ -77,7 +84,7 @@ fn write(
     store: &Store,
     fs: &SandboxFs,
     manifest: &[u8],
-    state: Option<Vec<u8>>,
+    state: Option<std::fs::File>,
 ) -> Result<airlock_snapshot::Written, SandboxError> {
     // Read as the server: a root server reads whatever the sandbox's files' modes say, and
     // the store's files must be its own (the owner's ids are only for making files).
@@ -85,8 +92,8 @@ fn write(
         root: fs.data(),
         dirs: &DATA_DIRS,
     };
-    let mut reader = state.as_deref();
-    let kernel = reader.as_mut().map(|r| r as &mut dyn std::io::Read);
+    let mut state = state;
+    let kernel = state.as_mut().map(|f| f as &mut dyn std::io::Read);
     store
         .write(manifest, Some(tree), kernel, &Bounds::default())
         .map_err(|e| backend(e.to_string()))
@@ -96,8 +103,8 @@ fn restore(
     fs: &SandboxFs,
     snapshot: &Snapshot,
     stateful: bool,
-    cap: u64,
-) -> Result<Option<Vec<u8>>, SandboxError> {
+    spool: &std::path::Path,
+) -> Result<Option<std::fs::File>, SandboxError> {
     let bounds = Bounds::default();
     SandboxFs::as_owner_of(fs.owner(), fs.data(), |data| {
         snapshot.restore_into(data, &bounds)
@@ -106,7 +113,16 @@ fn restore(
     if !stateful {
         return Ok(None);
     }
-    snapshot
-        .kernel_state_bytes(cap)
-        .map_err(|e| backend(e.to_string()))
+    // Spooled to an unnamed file beside the store: the broker never holds a state in memory.
+    let Some(mut state) = snapshot
+        .kernel_state()
+        .map_err(|e| backend(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let failed =
+        |e: std::io::Error| backend(format!("the kernel's state could not be spooled: {e}"));
+    let mut file = tempfile::tempfile_in(spool).map_err(failed)?;
+    std::io::copy(&mut state, &mut file).map_err(failed)?;
+    Ok(Some(file))
 }

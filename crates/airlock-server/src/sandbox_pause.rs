@@ -127,7 +127,17 @@ impl Sandboxes {
             return Err(internal(e));
         }
         lock(&self.paused).insert(held.id.clone(), record);
-        let _ = self.dispose(&held.id).await;
+        // Live until now: a dispose that came meanwhile wins, and the pause is undone.
+        if !self.end_live(&held).await {
+            let _ = self.dispose_paused(&held.id);
+            return Err(ErrorObject::new(
+                ErrorCode::NotFound,
+                format!(
+                    "sandbox {} was disposed of while it was being paused",
+                    held.id
+                ),
+            ));
+        }
         answer["state"] = json!("paused");
         Ok(answer)
     }
@@ -276,7 +286,8 @@ impl Sandboxes {
                 held.id
             )));
         }
-        if let Err(e) = held.sandbox.restore(snapshot).await {
+        let spool = self.state()?.store().dir().to_path_buf();
+        if let Err(e) = held.sandbox.restore(snapshot, spool).await {
             let _ = self.dispose(&id).await;
             return Err(refused(format!("the snapshot could not be restored: {e}")));
         }

@@ -441,6 +441,17 @@ impl Sandboxes {
         })
     }
 
+    /// Stop holding `held` and dispose of it through the router (its pause is recorded);
+    /// false when it was no longer held (disposed of meanwhile).
+    pub(crate) async fn end_live(&self, held: &Held) -> bool {
+        if lock(&self.live).remove(&held.id).is_none() {
+            return false;
+        }
+        self.exposures.end_sandbox(&held.id);
+        let _ = self.router.dispose(&held.key).await;
+        true
+    }
+
     /// Dispose of `id`: a running run is cancelled, everything the sandbox wrote is freed.
     pub async fn dispose(&self, id: &str) -> Result<Value, ErrorObject> {
         let held = lock(&self.live).remove(id);
@@ -532,26 +543,54 @@ impl Sandboxes {
                 _ = tick.tick() => {}
             }
             let now = Instant::now();
-            let idle: Vec<(String, crate::wire_spec::IdleAction)> = lock(&self.live)
+            let idle: Vec<Arc<Held>> = lock(&self.live)
                 .values()
                 .filter(|h| h.idle_for(now).is_some())
-                .map(|h| (h.id.clone(), h.idle_action))
+                .cloned()
                 .collect();
-            for (id, action) in idle {
-                if action == crate::wire_spec::IdleAction::Pause {
-                    tracing::info!(sandbox = %id, "idle timeout; pausing");
-                    match self.pause(&id).await {
-                        Ok(_) => continue,
-                        Err(e) => {
-                            tracing::warn!(sandbox = %id, error = %e.message, "pause failed; disposing")
-                        }
-                    }
-                } else {
-                    tracing::info!(sandbox = %id, "idle timeout; disposing");
-                }
-                let _ = self.dispose(&id).await;
+            for h in idle {
+                // Each on its own task: one slow pause (a kernel's save) holds up no other
+                // reclaim, and each checks again that its sandbox is still idle.
+                let me = Arc::clone(&self);
+                tokio::spawn(async move { me.reclaim(&h).await });
             }
         }
+    }
+
+    /// Reclaim `h` if it is still idle and held: pause it (`idle_action: "pause"`) or dispose
+    /// of it. A pause refused for want of room or because a call came meanwhile leaves it
+    /// live (its next idle timeout tries again); any other failed pause disposes of it.
+    async fn reclaim(&self, h: &Arc<Held>) {
+        let held = lock(&self.live).get(&h.id).cloned();
+        let Some(held) = held.filter(|l| Arc::ptr_eq(l, h)) else {
+            return;
+        };
+        if held.idle_for(Instant::now()).is_none() {
+            return;
+        }
+        if held.idle_action == crate::wire_spec::IdleAction::Pause {
+            tracing::info!(sandbox = %held.id, "idle timeout; pausing");
+            match self.pause(&held.id).await {
+                Ok(_) => return,
+                Err(e)
+                    if e.code == ErrorCode::OverCapacity.code()
+                        || e.code == ErrorCode::Busy.code() =>
+                {
+                    tracing::warn!(sandbox = %held.id, error = %e.message, "pause refused; kept live");
+                    held.touch();
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(sandbox = %held.id, error = %e.message, "pause failed; disposing")
+                }
+            }
+            if held.idle_for(Instant::now()).is_none() {
+                return;
+            }
+        } else {
+            tracing::info!(sandbox = %held.id, "idle timeout; disposing");
+        }
+        let _ = self.dispose(&held.id).await;
     }
 
     /// Dispose of everything (server shutdown).

@@ -226,19 +226,29 @@ impl<R: Read> Restore<'_, R> {
         Ok(())
     }
 
+    /// The file's chunks; a chunk of zeros becomes a hole (the file is extended to its length
+    /// at the end), so a sparse file takes no more of the sandbox's disk than it did.
     fn content(&mut self, f: &mut File, name: &[u8]) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
         if self.buf.len() < CHUNK_LEN {
             self.buf.resize(CHUNK_LEN, 0);
         }
+        let mut at: u64 = 0;
         loop {
             let len = self.input.chunk_len()?;
             if len == 0 {
-                return Ok(());
+                return f.set_len(at).map_err(io_err("write", name));
             }
             self.budget.bytes(len as u64)?;
             self.input.read_some(&mut self.buf[..len])?;
-            f.write_all(&self.buf[..len])
-                .map_err(io_err("write", name))?;
+            let chunk = &self.buf[..len];
+            if chunk.iter().all(|&b| b == 0) {
+                f.seek(SeekFrom::Current(len as i64))
+                    .map_err(io_err("write", name))?;
+            } else {
+                f.write_all(chunk).map_err(io_err("write", name))?;
+            }
+            at += len as u64;
             self.info.bytes += len as u64;
         }
     }

@@ -88,7 +88,7 @@ pub(super) async fn run(
     live: &mut Live,
     n: i64,
     cell: &Cell<'_>,
-    restore: Option<Vec<u8>>,
+    restore: Option<std::fs::File>,
     tools: &dyn ToolHandler,
     cancel: &mut Cancel,
     started: Instant,

@@ -37,7 +37,7 @@ pub struct Kernel {
     live: Option<Live>,
     cells: i64,
     /// A paused sandbox's state, loaded by the next kernel that starts.
-    restore: Option<Vec<u8>>,
+    restore: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -140,7 +140,10 @@ impl Kernel {
     /// cell ran, or the kernel was ended between cells). The bytes are bounded by twice the
     /// kernel's memory limit. A broken exchange ends the kernel (the next cell says
     /// `kernel_restarted`).
-    pub async fn save(&mut self) -> Result<Option<SavedState>, StateError> {
+    pub async fn save(
+        &mut self,
+        spool: &std::path::Path,
+    ) -> Result<Option<SavedState>, StateError> {
         if let Some(g) = self.live.as_mut().and_then(|l| l.guard.take()) {
             if let Some(why) = g.stop().await {
                 tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
@@ -148,15 +151,12 @@ impl Kernel {
             }
         }
         let Some(live) = self.live.as_mut() else {
-            return Ok(self.restore.clone().map(|bytes| SavedState {
-                bytes,
-                ..SavedState::default()
-            }));
+            return self.pending_state();
         };
         let cap = live.limits.memory_bytes.saturating_mul(2);
-        match state::save(live, cap, SAVE_TIMEOUT).await {
+        match state::save(live, cap, spool, SAVE_TIMEOUT).await {
             Ok(s) => Ok(Some(s)),
-            Err(e @ StateError::Refused(_)) => Err(e),
+            Err(e @ (StateError::Refused(_) | StateError::Spool(_))) => Err(e),
             Err(e) => {
                 self.shut_down().await;
                 Err(e)
@@ -164,9 +164,27 @@ impl Kernel {
         }
     }
 
-    /// A resumed sandbox's state: the next kernel that starts loads it before its first cell.
-    pub fn restore_on_start(&mut self, state: Vec<u8>) {
+    /// A resumed sandbox's state (a file, read from its start): the next kernel that starts
+    /// loads it before its first cell.
+    pub fn restore_on_start(&mut self, state: std::fs::File) {
         self.restore = Some(state);
+    }
+
+    /// The state a resumed sandbox has not loaded yet, as a snapshot takes it.
+    fn pending_state(&self) -> Result<Option<SavedState>, StateError> {
+        use std::io::{Seek, SeekFrom};
+        let Some(f) = &self.restore else {
+            return Ok(None);
+        };
+        let mut file = f.try_clone()?;
+        let len = file.seek(SeekFrom::End(0))?;
+        file.seek(SeekFrom::Start(0))?;
+        Ok(Some(SavedState {
+            file,
+            len,
+            saved: Vec::new(),
+            not_saved: std::collections::BTreeMap::new(),
+        }))
     }
 
     /// End the kernel (if one is alive) and reap every process of it.

@@ -2,8 +2,13 @@
 //! `save` (it streams its pickled scope back as `state` chunks, then answers what it kept and
 //! what it could not), and a kernel started for a resumed sandbox gets those bytes back as
 //! `load` chunks right after its first `execute`. The bytes are the sandbox's own: the broker
-//! counts, bounds and stores them, never reads them.
+//! counts, bounds and stores them, never reads them, and holds them in an unnamed file of the
+//! caller's spool directory, never in its memory (a hostile kernel's state is as large as the
+//! bound allows).
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use airlock_protocol::{Id, Message};
@@ -21,10 +26,12 @@ use crate::run::supervise::WATCHDOG_PERIOD;
 const LOAD_CHUNK: usize = ((1 << 20) - 4096) / 4 * 3;
 
 /// What a kernel's `save` gave.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct SavedState {
-    /// The pickled scope (opaque).
-    pub bytes: Vec<u8>,
+    /// The pickled scope (opaque), in an unnamed spool file, positioned at its start.
+    pub file: File,
+    /// Its length.
+    pub len: u64,
     /// The names kept (at most 1000 listed).
     pub saved: Vec<String>,
     /// The names left out, and why (an open file, a generator, ...).
@@ -43,6 +50,9 @@ pub enum StateError {
     /// The kernel broke the exchange (or died, or overran its memory); it was ended.
     #[error("the kernel's state could not be saved: {0}; the kernel was ended")]
     Broken(String),
+    /// The spool file could not be made or written (the kernel stays).
+    #[error("the kernel's state could not be spooled: {0}")]
+    Spool(#[from] std::io::Error),
 }
 
 /// Save `live`'s state (it is stopped between cells and stopped again afterwards). On
@@ -50,8 +60,10 @@ pub enum StateError {
 pub(super) async fn save(
     live: &mut Live,
     cap: u64,
+    spool: &Path,
     timeout: Duration,
 ) -> Result<SavedState, StateError> {
+    let file = tempfile::tempfile_in(spool)?;
     let stage_pid = live.launched.stage_pid;
     signal_kernel(stage_pid, SIGCONT);
     let id = Id::String(format!("save-{:016x}", random_u64()));
@@ -61,9 +73,9 @@ pub(super) async fn save(
     {
         return Err(StateError::Broken("its socket is closed".into()));
     }
-    let exchange = receive(&mut live.launched, &id, cap, live.limits.memory_bytes);
+    let exchange = receive(&mut live.launched, &id, file, cap, live.limits.memory_bytes);
     let outcome = match tokio::time::timeout(timeout, exchange).await {
-        Ok(r @ (Ok(_) | Err(StateError::Refused(_)))) => r,
+        Ok(r @ (Ok(_) | Err(StateError::Refused(_) | StateError::Spool(_)))) => r,
         Ok(broken) => return broken,
         Err(_) => {
             let why = format!("no answer within {} s", timeout.as_secs());
@@ -82,10 +94,15 @@ pub(super) async fn save(
 async fn receive(
     l: &mut Launched,
     id: &Id,
+    file: File,
     cap: u64,
     memory: u64,
 ) -> Result<SavedState, StateError> {
-    let mut bytes = Vec::new();
+    let mut spool = Spool {
+        file,
+        len: 0,
+        buf: Vec::new(),
+    };
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
     loop {
         let msg = tokio::select! {
@@ -99,10 +116,10 @@ async fn receive(
         };
         match msg {
             Some(Message::Notification(n)) if n.method == "state" => {
-                chunk(&mut bytes, n.params.as_ref(), cap)?;
+                spool.chunk(n.params.as_ref(), cap)?;
             }
             Some(Message::Response(r)) if r.id.as_ref() == Some(id) => {
-                return answered(bytes, r.outcome.map_err(|e| e.message));
+                return answered(spool, r.outcome.map_err(|e| e.message));
             }
             Some(_) => return Err(StateError::Broken("an unexpected message".into())),
             None => return Err(StateError::Broken("its socket closed".into())),
@@ -110,32 +127,43 @@ async fn receive(
     }
 }
 
-/// Add one `state` chunk (or start over on `reset`).
-fn chunk(bytes: &mut Vec<u8>, params: Option<&Value>, cap: u64) -> Result<(), StateError> {
-    let p = params.unwrap_or(&Value::Null);
-    if p["reset"] == Value::Bool(true) {
-        bytes.clear();
-        return Ok(());
+/// The state as it arrives: decoded chunk by chunk into the spool file.
+struct Spool {
+    file: File,
+    len: u64,
+    buf: Vec<u8>,
+}
+
+impl Spool {
+    /// Add one `state` chunk (or start over on `reset`).
+    fn chunk(&mut self, params: Option<&Value>, cap: u64) -> Result<(), StateError> {
+        let p = params.unwrap_or(&Value::Null);
+        if p["reset"] == Value::Bool(true) {
+            self.file.set_len(0)?;
+            self.file.seek(SeekFrom::Start(0))?;
+            self.len = 0;
+            return Ok(());
+        }
+        let Some(data) = p["data"].as_str() else {
+            return Err(StateError::Broken("a state chunk without data".into()));
+        };
+        if self.len + (data.len() / 4 * 3) as u64 > cap {
+            return Err(StateError::TooLarge(cap >> 20));
+        }
+        self.buf.clear();
+        base64::engine::general_purpose::STANDARD
+            .decode_vec(data, &mut self.buf)
+            .map_err(|_| StateError::Broken("a state chunk that is not base64".into()))?;
+        self.file.write_all(&self.buf)?;
+        self.len += self.buf.len() as u64;
+        Ok(())
     }
-    let Some(data) = p["data"].as_str() else {
-        return Err(StateError::Broken("a state chunk without data".into()));
-    };
-    if (bytes.len() + data.len() / 4 * 3) as u64 > cap {
-        return Err(StateError::TooLarge(cap >> 20));
-    }
-    base64::engine::general_purpose::STANDARD
-        .decode_vec(data, bytes)
-        .map_err(|_| StateError::Broken("a state chunk that is not base64".into()))?;
-    if bytes.len() as u64 > cap {
-        return Err(StateError::TooLarge(cap >> 20));
-    }
-    Ok(())
 }
 
 /// The kernel's answer: what it kept must be what it sent.
-fn answered(bytes: Vec<u8>, outcome: Result<Value, String>) -> Result<SavedState, StateError> {
+fn answered(spool: Spool, outcome: Result<Value, String>) -> Result<SavedState, StateError> {
     let v = outcome.map_err(|m| StateError::Refused(m.chars().take(500).collect()))?;
-    if v["bytes"].as_u64() != Some(bytes.len() as u64) {
+    if v["bytes"].as_u64() != Some(spool.len) {
         return Err(StateError::Broken(
             "its answer does not match what it sent".into(),
         ));
@@ -161,33 +189,57 @@ fn answered(bytes: Vec<u8>, outcome: Result<Value, String>) -> Result<SavedState
                 .collect()
         })
         .unwrap_or_default();
+    let Spool { mut file, len, .. } = spool;
+    file.seek(SeekFrom::Start(0))?;
     Ok(SavedState {
-        bytes,
+        file,
+        len,
         saved,
         not_saved,
     })
 }
 
-/// Send a saved state to a kernel whose first `execute` said `restore`, as it reads: a task
-/// beside the cell's supervision (its clock, watchdog and cancel cover the load; abort the
-/// task when the cell ends).
-pub(super) fn load(out: Outbox, state: Vec<u8>) -> tokio::task::JoinHandle<()> {
+/// Send a saved state (a spool file, read from its start) to a kernel whose first `execute`
+/// said `restore`, as it reads: a task beside the cell's supervision (its clock, watchdog and
+/// cancel cover the load; abort the task when the cell ends).
+pub(super) fn load(out: Outbox, state: File) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut chunks = state.chunks(LOAD_CHUNK).peekable();
-        if chunks.peek().is_none() {
-            let _ = out.send(load_frame(&[], true)).await;
+        use tokio::io::AsyncSeekExt;
+        let mut file = tokio::fs::File::from_std(state);
+        if file.seek(SeekFrom::Start(0)).await.is_err() {
             return;
         }
-        while let Some(c) = chunks.next() {
-            if out
-                .send(load_frame(c, chunks.peek().is_none()))
-                .await
-                .is_err()
-            {
+        let mut chunk = vec![0u8; LOAD_CHUNK];
+        let mut pending: Option<Vec<u8>> = None;
+        loop {
+            let n = read_full(&mut file, &mut chunk).await;
+            if let Some(prev) = pending.take() {
+                if out.send(load_frame(&prev, n == 0)).await.is_err() {
+                    return;
+                }
+            } else if n == 0 {
+                let _ = out.send(load_frame(&[], true)).await;
                 return;
             }
+            if n == 0 {
+                return;
+            }
+            pending = Some(chunk[..n].to_vec());
         }
     })
+}
+
+/// Fill `buf` from `file` as far as it goes (0 at the end or on an error).
+async fn read_full(file: &mut tokio::fs::File, buf: &mut [u8]) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got
 }
 
 fn load_frame(data: &[u8], last: bool) -> Message {

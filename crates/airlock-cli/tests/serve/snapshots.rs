@@ -1561,3 +1561,54 @@ async fn the_store_refuses_snapshots_past_its_maximum() {
     ok(&mut c, "snapshot.remove", json!({ "snapshot_id": id })).await;
     ok(&mut c, "sandbox.snapshot", json!({ "sandbox_id": sid })).await;
 }
+
+/// A hostile kernel's state, as large as its bound allows, never sits in the server's memory:
+/// it is spooled to an unnamed file while it arrives and while a restored sandbox waits for its
+/// first cell. The kernel replaces its own `save` with one that streams 400 MB of random bytes;
+/// the snapshot and a fork of 2 leave the server's peak RSS within 100 MiB of where it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_kernel_state_never_sits_in_the_servers_memory() {
+    use super::support::session_probes::peak_rss_kib;
+    const EVIL: &str = r#"
+import gc, os
+save = next(f for f in gc.get_objects() if getattr(f, '__name__', '') == '_save' and callable(f))
+Writer = save.__globals__['_ChunkWriter']
+def flood(scope):
+    out = Writer()
+    for _ in range(400):
+        out.write(os.urandom(1 << 20))
+    out.close()
+    return {"bytes": out.total, "saved": [], "not_saved": {}}
+save.__globals__['_save'] = flood
+"#;
+    let state = StateDir::new(None);
+    let dir = state.dir.to_str().unwrap().to_owned();
+    let server = WsServer::start(&["--state-dir", &dir, "--memory", "512"]);
+    let mut c = server.connect().await;
+    let sid = sandbox(
+        &mut c,
+        json!({ "stateful": true, "limits": {"memory_mb": 512} }),
+    )
+    .await;
+    cell(&mut c, &sid, EVIL).await;
+    let before = peak_rss_kib(server.pid());
+    let snap = ok(&mut c, "sandbox.snapshot", json!({ "sandbox_id": sid })).await;
+    assert_eq!(snap["kernel"]["bytes"], 400 << 20, "{snap}");
+    let forked = ok(
+        &mut c,
+        "sandbox.fork",
+        json!({ "sandbox_id": sid, "count": 2 }),
+    )
+    .await;
+    assert_eq!(
+        forked["sandbox_ids"].as_array().unwrap().len(),
+        2,
+        "{forked}"
+    );
+    let grew = peak_rss_kib(server.pid()).saturating_sub(before);
+    assert!(
+        grew < 100 << 10,
+        "the server's peak RSS grew {} MiB",
+        grew >> 10
+    );
+}
