@@ -62,7 +62,7 @@ pub fn measure(cli: &Path, rounds: usize) -> Result<Vec<Round>, String> {
     let state = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dir = state.path().join("state");
     let dir = dir.to_string_lossy().into_owned();
-    let mut s = Server::start(cli, &["--state-dir", &dir, "--memory-mb", "1024"])?;
+    let mut s = Server::start(cli, &["--state-dir", &dir, "--memory", "1024"])?;
     let out = (0..rounds).map(|_| round(&mut s)).collect();
     s.stop();
     out
