@@ -373,11 +373,20 @@ impl Sandboxes {
 }
 
 /// A store error as the wire says it.
+/// A store error as the wire says it: `data.kind` names the failure (`SnapshotTampered`,
+/// `SnapshotTruncated`, `SnapshotForeign`, ...), so a client can tell damage from a snapshot
+/// that is not this server's without reading the message.
 pub(crate) fn snapshot_error(e: &airlock_snapshot::SnapshotError) -> ErrorObject {
     use airlock_snapshot::SnapshotError as E;
-    let code = match e {
-        E::NotFound { .. } => ErrorCode::NotFound,
-        _ => ErrorCode::SandboxRefused,
+    let (code, kind) = match e {
+        E::NotFound { .. } => (ErrorCode::NotFound, "SnapshotNotFound"),
+        E::Tampered { .. } => (ErrorCode::SandboxRefused, "SnapshotTampered"),
+        E::Truncated { .. } => (ErrorCode::SandboxRefused, "SnapshotTruncated"),
+        E::Foreign { .. } => (ErrorCode::SandboxRefused, "SnapshotForeign"),
+        E::TooLarge { .. } => (ErrorCode::SandboxRefused, "SnapshotTooLarge"),
+        E::Malformed(_) => (ErrorCode::SandboxRefused, "SnapshotMalformed"),
+        E::BadId(_) => (ErrorCode::InvalidParams, "SnapshotBadId"),
+        _ => (ErrorCode::SandboxRefused, "SnapshotStore"),
     };
-    ErrorObject::new(code, e.to_string())
+    ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": kind }))
 }

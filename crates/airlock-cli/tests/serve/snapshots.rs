@@ -725,18 +725,25 @@ fn flip_middle(path: &Path) {
 
 /// `from_snapshot` of `id` is refused naming `why`, and no sandbox (nor a mount namespace
 /// the server holds) was made.
-async fn refused_from(c: &mut WsClient, server: &WsServer, id: &str, why: &[&str]) {
+/// `from_snapshot` of `id` is refused, its message naming every `why`, and nothing is made;
+/// returns the refusal's `data.kind`.
+async fn refused_from(c: &mut WsClient, server: &WsServer, id: &str, why: &[&str]) -> String {
     let before = (listed_states(c).await, mount_ns_fds(server.pid()));
     let r = c
         .call("sandbox.create", json!({ "from_snapshot": id }))
         .await;
     assert_eq!(error_code(&r), REFUSED, "{id}: {r}");
+    let kind = r["error"]["data"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let msg = r["error"]["message"].as_str().unwrap();
     for w in why {
         assert!(msg.contains(w), "{id}: {w:?} not in {msg:?}");
     }
     let after = (listed_states(c).await, mount_ns_fds(server.pid()));
     assert_eq!(before, after, "{id}: something was made");
+    kind
 }
 
 async fn refuse_damage(user: Option<&str>) {
@@ -767,7 +774,8 @@ async fn refuse_damage(user: Option<&str>) {
     ok(&mut c, "sandbox.dispose", json!({ "sandbox_id": copy })).await;
 
     flip_middle(&state.snapshot_path(&flipped));
-    refused_from(&mut c, &server, &flipped, &["damaged or was altered"]).await;
+    let kind = refused_from(&mut c, &server, &flipped, &["damaged or was altered"]).await;
+    assert_eq!(kind, "SnapshotTampered");
 
     let path = state.snapshot_path(&short);
     let len = std::fs::metadata(&path).unwrap().len();
@@ -777,7 +785,8 @@ async fn refuse_damage(user: Option<&str>) {
         .unwrap()
         .set_len(len - 100)
         .unwrap();
-    refused_from(&mut c, &server, &short, &["truncated"]).await;
+    let kind = refused_from(&mut c, &server, &short, &["truncated"]).await;
+    assert_eq!(kind, "SnapshotTruncated");
 
     // The other store's file, under its own name, the server's and 0600: only the key differs.
     let there = other.snapshot_path(&foreign);
@@ -787,13 +796,14 @@ async fn refuse_damage(user: Option<&str>) {
     if let Some(u) = user {
         chown(u, &here);
     }
-    refused_from(
+    let kind = refused_from(
         &mut c,
         &server,
         &foreign,
         &["not made by this store", "another key"],
     )
     .await;
+    assert_eq!(kind, "SnapshotForeign");
 
     let path = state.snapshot_path(&open);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
