@@ -235,15 +235,19 @@ impl Sandboxes {
         if let Some(o) = raw.as_object_mut() {
             o.remove("key");
         }
-        // The branches are made at once (each its own root, restore and verification of the
-        // snapshot); one that fails undoes them all.
-        let made = futures_util::future::join_all(
-            (0..count).map(|_| self.branch(&raw, held, &snapshot_id, limits_of)),
-        )
-        .await;
+        let mut ids = Vec::with_capacity(count);
+        let mut failed = None;
+        for _ in 0..count {
+            match self.branch(&raw, held, &snapshot_id, limits_of).await {
+                Ok(b) => ids.push(b.id.clone()),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
         self.drop_unless_held(snapshot_id.as_str());
-        let ids: Vec<String> = made.iter().flatten().map(|b| b.id.clone()).collect();
-        if let Some(Err(e)) = made.into_iter().find(Result::is_err) {
+        if let Some(e) = failed {
             for id in &ids {
                 let _ = self.dispose(id).await;
             }
