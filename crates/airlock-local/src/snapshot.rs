@@ -61,20 +61,21 @@ impl LocalSandbox {
     }
 
     /// Fill this (new) sandbox from `snapshot`: its files into the data root, its kernel
-    /// state for the kernel's first cell.
-    /// `spool`: where its kernel state waits, in an unnamed file, for the first cell.
+    /// state for the kernel's first cell, waiting in an unnamed file in `spool`. No run starts
+    /// meanwhile (the kernel's lock is held).
     pub async fn restore(
         &self,
-        snapshot: Snapshot,
+        snapshot: Arc<Snapshot>,
         spool: std::path::PathBuf,
     ) -> Result<(), SandboxError> {
         let fs = self.fs().await?;
-        let stateful = self.run_lock.lock().await.is_some();
+        let mut kernel = self.run_lock.lock().await;
+        let stateful = kernel.is_some();
         let state = tokio::task::spawn_blocking(move || restore(&fs, &snapshot, stateful, &spool))
             .await
             .map_err(|e| backend(format!("restore task failed: {e}")))??;
-        if let (Some(state), Some(kernel)) = (state, self.run_lock.lock().await.as_mut()) {
-            kernel.restore_on_start(state);
+        if let (Some(state), Some(k)) = (state, kernel.as_mut()) {
+            k.restore_on_start(state);
         }
         Ok(())
     }

@@ -134,17 +134,8 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         }
         m::SANDBOX_PAUSE => {
             tasks.spawn(async move {
-                let r = match sandbox_id(&params) {
-                    Ok(sid) => match id_only(&method, params) {
-                        Ok(()) if sbs.is_paused(&sid) && sbs.get(&sid).is_err() => {
-                            Err(ErrorObject::new(
-                                ErrorCode::SandboxRefused,
-                                format!("sandbox {sid} is paused already"),
-                            ))
-                        }
-                        Ok(()) => sbs.pause(&sid).await,
-                        Err(e) => Err(e),
-                    },
+                let r = match only_sandbox_id(&method, params) {
+                    Ok(sid) => sbs.pause(&sid).await,
                     Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
@@ -152,9 +143,7 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         }
         m::SANDBOX_RESUME => {
             tasks.spawn(async move {
-                let r = match sandbox_id(&params)
-                    .and_then(|sid| id_only(&method, params).map(|()| sid))
-                {
+                let r = match only_sandbox_id(&method, params) {
                     Ok(sid) => {
                         let resolve = crate::snapshot_api::limits_of(&conn);
                         sbs.resume(&sid, &resolve)
@@ -232,11 +221,7 @@ async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, Er
         sbs.resume(&sid, &resolve).await?;
     }
     let p = wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
-    let config = &conn.shared.config;
-    let limits = config
-        .ceilings
-        .resolve(&config.defaults, &p.limits)
-        .map_err(|r| invalid(r.to_string()))?;
+    let limits = crate::snapshot_api::limits_of(conn)(&p)?;
     let held = sbs.create(p, limits).await?;
     Ok(held.describe(sbs.isolation()))
 }
@@ -359,6 +344,13 @@ fn on_paused(
         on_sandbox(conn, &sbs, id, method, params, &mut inner);
         while inner.join_next().await.is_some() {}
     });
+}
+
+/// The `sandbox_id` of params that carry nothing else.
+fn only_sandbox_id(method: &str, params: Value) -> Result<String, ErrorObject> {
+    let sid = sandbox_id(&params)?;
+    id_only(method, params)?;
+    Ok(sid)
 }
 
 /// Refuses members other than `sandbox_id` (unknown members are `invalid_params`).

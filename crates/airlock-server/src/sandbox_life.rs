@@ -85,7 +85,8 @@ pub fn checked_idle(member: &str, x: f64) -> Result<Duration, String> {
     Err(format!("{member} = {x}: must be in (0, {}]", max.as_secs()))
 }
 
-fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

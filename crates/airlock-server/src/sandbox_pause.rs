@@ -6,7 +6,7 @@
 //! sandbox is disposed. A server started on the same state directory finds its paused
 //! sandboxes again; any call on one (or `sandbox.resume`) makes it again under the same id.
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use airlock_broker::Limits;
 use airlock_policy::Capability;
@@ -14,6 +14,7 @@ use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_snapshot::{Snapshot, SnapshotId};
 use serde_json::{json, Value};
 
+use crate::sandbox_life::now_ms;
 use crate::sandboxes::{lock, Held, Sandboxes};
 use crate::state_dir::{PausedRecord, StateDir};
 use crate::wire_spec::CreateParams;
@@ -32,18 +33,6 @@ fn refused(msg: impl Into<String>) -> ErrorObject {
 
 fn internal(msg: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(ErrorCode::InternalError, msg.to_string())
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl Sandboxes {
@@ -85,7 +74,7 @@ impl Sandboxes {
         let manifest = move |kernel: Option<&Value>| {
             let m = json!({
                 "format": FORMAT, "sandbox_id": sandbox_id, "create": raw,
-                "kernel": kernel, "made_unix": now_unix(),
+                "kernel": kernel, "made_unix": now_ms() / 1000,
             });
             m.to_string().into_bytes()
         };
@@ -104,7 +93,12 @@ impl Sandboxes {
     /// `sandbox.pause`: snapshot, record, then free every process and byte of memory.
     pub async fn pause(&self, id: &str) -> Result<Value, ErrorObject> {
         let state = self.state()?;
-        let held = self.get(id)?;
+        let held = match self.get(id) {
+            Err(_) if self.is_paused(id) => {
+                return Err(refused(format!("sandbox {id} is paused already")));
+            }
+            got => got?,
+        };
         held.allows(Capability::Snapshot)?;
         held.claim("pause")?;
         let (snapshot_id, mut answer) = match self.capture(&held, state).await {
@@ -187,7 +181,9 @@ impl Sandboxes {
             .map_err(refused)?;
         p.metadata = record.metadata.clone();
         let limits = limits_of(&p)?;
-        let held = self.make_from(id.to_owned(), p, limits, snapshot).await?;
+        let held = self
+            .make_from(id.to_owned(), p, limits, Arc::new(snapshot))
+            .await?;
         if let Some(t) = record
             .idle_timeout_s
             .and_then(|t| crate::sandbox_life::checked_idle("idle_timeout_s", t).ok())
@@ -206,7 +202,7 @@ impl Sandboxes {
         &self,
         p: CreateParams,
         limits: Limits,
-        snapshot: Snapshot,
+        snapshot: Arc<Snapshot>,
     ) -> Result<Arc<Held>, ErrorObject> {
         let id = self.fresh_id();
         self.make_from(id, p, limits, snapshot).await
@@ -231,44 +227,45 @@ impl Sandboxes {
         let made = self.capture(held, state).await;
         held.release();
         let (snapshot_id, _) = made?;
-        let mut raw = held.raw.clone();
+        let branches = self.branches(held, &snapshot_id, count, limits_of).await;
+        self.drop_unless_held(snapshot_id.as_str());
+        Ok(json!({ "sandbox_id": held.id, "sandbox_ids": branches? }))
+    }
+
+    /// `count` keyless sandboxes made from the snapshot `snapshot_id` of `parent` (read and
+    /// verified once); if one cannot be made, those made are disposed of again.
+    async fn branches(
+        &self,
+        parent: &Held,
+        snapshot_id: &SnapshotId,
+        count: usize,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Vec<String>, ErrorObject> {
+        let snapshot = Arc::new(self.read_snapshot(snapshot_id.as_str()).await?);
+        let mut raw = parent.raw.clone();
         if let Some(o) = raw.as_object_mut() {
             o.remove("key");
         }
+        let mut p =
+            crate::wire_spec::parse_create(Some(raw), self.host_policy()).map_err(refused)?;
+        p.metadata = parent.life.metadata.clone();
+        let limits = limits_of(&p)?;
         let mut ids = Vec::with_capacity(count);
-        let mut failed = None;
         for _ in 0..count {
-            match self.branch(&raw, held, &snapshot_id, limits_of).await {
+            match self
+                .create_from(p.clone(), limits.clone(), Arc::clone(&snapshot))
+                .await
+            {
                 Ok(b) => ids.push(b.id.clone()),
                 Err(e) => {
-                    failed = Some(e);
-                    break;
+                    for id in &ids {
+                        let _ = self.dispose(id).await;
+                    }
+                    return Err(e);
                 }
             }
         }
-        self.drop_unless_held(snapshot_id.as_str());
-        if let Some(e) = failed {
-            for id in &ids {
-                let _ = self.dispose(id).await;
-            }
-            return Err(e);
-        }
-        Ok(json!({ "sandbox_id": held.id, "sandbox_ids": ids }))
-    }
-
-    async fn branch(
-        &self,
-        raw: &Value,
-        parent: &Held,
-        snapshot_id: &SnapshotId,
-        limits_of: LimitsOf<'_>,
-    ) -> Result<Arc<Held>, ErrorObject> {
-        let snapshot = self.read_snapshot(snapshot_id.as_str()).await?;
-        let mut p = crate::wire_spec::parse_create(Some(raw.clone()), self.host_policy())
-            .map_err(refused)?;
-        p.metadata = parent.life.metadata.clone();
-        let limits = limits_of(&p)?;
-        self.create_from(p, limits, snapshot).await
+        Ok(ids)
     }
 
     /// Make a sandbox under `id` and restore `snapshot` into it (disposed again on failure).
@@ -277,7 +274,7 @@ impl Sandboxes {
         id: String,
         p: CreateParams,
         limits: Limits,
-        snapshot: Snapshot,
+        snapshot: Arc<Snapshot>,
     ) -> Result<Arc<Held>, ErrorObject> {
         let held = self.create_as(id.clone(), p, limits).await?;
         if held.id != id {

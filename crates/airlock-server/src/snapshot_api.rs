@@ -110,6 +110,6 @@ pub(crate) async fn create_from(
     }
     let p = crate::wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
     let limits = limits_of(conn)(&p)?;
-    let held = sbs.create_from(p, limits, snapshot).await?;
+    let held = sbs.create_from(p, limits, Arc::new(snapshot)).await?;
     Ok(held.describe(sbs.isolation()))
 }

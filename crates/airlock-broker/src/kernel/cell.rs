@@ -55,16 +55,6 @@ async fn settle(stage_pid: i32, memory: u64, peak_rss: &mut u64) -> Option<End> 
     (rss > memory).then_some(End::Memory)
 }
 
-/// A cell's request id: its number and 64 random bits, so no earlier cell can forge the answer
-/// to a later one (the program cannot know the id before the request arrives).
-fn cell_id(n: i64) -> Id {
-    let mut b = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .map_or(0, |()| u64::from_ne_bytes(b));
-    Id::String(format!("cell-{n}-{random:016x}"))
-}
-
 fn execute(id: Id, n: i64, cell: &Cell<'_>, live: &Live, restore: bool) -> Message {
     let env: serde_json::Map<String, Value> = cell
         .spec
@@ -104,7 +94,7 @@ pub(super) async fn run(
     let mut peak_rss = 0;
     let mut exit = None;
     let mut interrupted: Option<(End, tokio::time::Instant)> = None;
-    let id = cell_id(n);
+    let id = super::ids::request_id(&format!("cell-{n}"));
     let request = execute(id.clone(), n, cell, live, restore.is_some());
     let sent = live.launched.send(request);
     let loader = restore

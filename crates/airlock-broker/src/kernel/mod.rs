@@ -10,6 +10,7 @@
 pub(crate) mod cell;
 pub(crate) mod display;
 mod guard;
+mod ids;
 mod live;
 mod signals;
 mod start;
@@ -90,14 +91,7 @@ impl Kernel {
             self.shut_down().await;
         }
         // A kernel the guard ended between cells: this cell starts a fresh one, and says so.
-        let mut lost = None;
-        if let Some(g) = self.live.as_mut().and_then(|l| l.guard.take()) {
-            lost = g.stop().await;
-        }
-        if let Some(why) = &lost {
-            tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
-            self.shut_down().await;
-        }
+        let lost = self.unguard().await;
         let mut restore = None;
         if self.live.is_none() {
             match start::start(&spec, &mut cancel, started).await {
@@ -144,12 +138,7 @@ impl Kernel {
         &mut self,
         spool: &std::path::Path,
     ) -> Result<Option<SavedState>, StateError> {
-        if let Some(g) = self.live.as_mut().and_then(|l| l.guard.take()) {
-            if let Some(why) = g.stop().await {
-                tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
-                self.shut_down().await;
-            }
-        }
+        self.unguard().await;
         let Some(live) = self.live.as_mut() else {
             return self.pending_state();
         };
@@ -162,6 +151,16 @@ impl Kernel {
                 Err(e)
             }
         }
+    }
+
+    /// Stop watching the stopped kernel (before the broker talks to it); a kernel the guard
+    /// ended meanwhile is shut down, and why is returned.
+    async fn unguard(&mut self) -> Option<String> {
+        let g = self.live.as_mut().and_then(|l| l.guard.take())?;
+        let why = g.stop().await?;
+        tracing::warn!(reason = %why, "a stateful sandbox's kernel was ended between cells");
+        self.shut_down().await;
+        Some(why)
     }
 
     /// A resumed sandbox's state (a file, read from its start): the next kernel that starts

@@ -66,7 +66,7 @@ pub(super) async fn save(
     let file = tempfile::tempfile_in(spool)?;
     let stage_pid = live.launched.stage_pid;
     signal_kernel(stage_pid, SIGCONT);
-    let id = Id::String(format!("save-{:016x}", random_u64()));
+    let id = super::ids::request_id("save");
     if !live
         .launched
         .send(Message::request(id.clone(), "save", None))
@@ -206,25 +206,23 @@ pub(super) fn load(out: Outbox, state: File) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         use tokio::io::AsyncSeekExt;
         let mut file = tokio::fs::File::from_std(state);
+        let Ok(len) = file.seek(SeekFrom::End(0)).await else {
+            return;
+        };
         if file.seek(SeekFrom::Start(0)).await.is_err() {
             return;
         }
         let mut chunk = vec![0u8; LOAD_CHUNK];
-        let mut pending: Option<Vec<u8>> = None;
+        let mut sent = 0u64;
         loop {
             let n = read_full(&mut file, &mut chunk).await;
-            if let Some(prev) = pending.take() {
-                if out.send(load_frame(&prev, n == 0)).await.is_err() {
-                    return;
-                }
-            } else if n == 0 {
-                let _ = out.send(load_frame(&[], true)).await;
+            sent += n as u64;
+            // The last frame says so (an empty state is one empty last frame; a read that
+            // fails ends it short, and the kernel's unpickling says what was lost).
+            let last = n == 0 || sent >= len;
+            if out.send(load_frame(&chunk[..n], last)).await.is_err() || last {
                 return;
             }
-            if n == 0 {
-                return;
-            }
-            pending = Some(chunk[..n].to_vec());
         }
     })
 }
@@ -245,11 +243,4 @@ async fn read_full(file: &mut tokio::fs::File, buf: &mut [u8]) -> usize {
 fn load_frame(data: &[u8], last: bool) -> Message {
     let data = base64::engine::general_purpose::STANDARD.encode(data);
     Message::notification("load", Some(json!({ "data": data, "last": last })))
-}
-
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .map_or(0, |()| u64::from_ne_bytes(b))
 }

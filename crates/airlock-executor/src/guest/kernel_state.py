@@ -13,29 +13,31 @@ _FIXED = ("__builtins__", "__name__", "__file__", "call_tool", "ToolError")
 
 
 def _save(scope):
-    modules, values, dropped = _split_scope(scope)
+    modules, values = _split_scope(scope)
+    dropped = {}
+    pickler = _picklers()[0]
     out = _ChunkWriter()
     try:
-        _picklers()[0](out, scope).dump((sys.version_info[:2], modules, values))
+        pickler(out, scope).dump((sys.version_info[:2], modules, values))
     except BaseException:
         out.reset()  # the broker drops what came so far; find the culprits one by one
         for name in list(values):
             try:
-                _picklers()[0](_NullWriter(), scope).dump(values[name])
+                pickler(_NullWriter(), scope).dump(values[name])
             except BaseException as exc:
                 dropped[name] = ("%s: %s" % (type(exc).__name__, exc))[:200]
                 del values[name]
-        out = _ChunkWriter()
-        _picklers()[0](out, scope).dump((sys.version_info[:2], modules, values))
+        pickler(out, scope).dump((sys.version_info[:2], modules, values))
     out.close()
     kept = sorted(list(values) + list(modules))
     return {"bytes": out.total, "saved": kept[:1000], "not_saved": dropped}
 
 
 def _split_scope(scope):
+    """The scope's own names: modules (by the name to import them again) and the rest."""
     import types
 
-    modules, values, dropped = {}, {}, {}
+    modules, values = {}, {}
     for name, value in list(scope.items()):
         if name in _FIXED or (name.startswith("__") and name.endswith("__")):
             continue
@@ -43,7 +45,7 @@ def _split_scope(scope):
             modules[name] = value.__name__
         else:
             values[name] = value
-    return modules, values, dropped
+    return modules, values
 
 
 class _ChunkWriter:
