@@ -238,3 +238,61 @@ async def processes_ports_list_and_timeouts(server):
 
 def test_processes_ports_list_and_timeouts_from_the_docs(server):
     asyncio.run(processes_ports_list_and_timeouts(server))
+
+
+async def snapshots_pause_resume_fork(server):
+    """docs/server.md, "Snapshots, pause, resume and fork", method by method."""
+    async with session(server) as ws:
+        rpc = Rpc(ws)
+        spec = {"stateful": True, "requires": ["run_code", "files_in", "files_out", "snapshot"]}
+        sid = ok(await rpc.call("sandbox.create", {"spec": spec}))["sandbox_id"]
+        ok(await rpc.call("files.write", {"sandbox_id": sid, "path": "f.txt", "data": b64(b"kept")}))
+        run = ok(await rpc.call("sandbox.run_code", {"sandbox_id": sid, "code": "x = 41\ng = (i for i in [])"}))
+        assert run["status"] == "completed", run
+
+        snap = ok(await rpc.call("sandbox.snapshot", {"sandbox_id": sid}))
+        assert snap["sandbox_id"] == sid and len(snap["snapshot_id"]) == 64 and snap["bytes"] > 0
+        assert "x" in snap["kernel"]["saved"] and "g" in snap["kernel"]["not_saved"], snap
+
+        made = ok(await rpc.call("sandbox.create", {"from_snapshot": snap["snapshot_id"]}))
+        copy = made["sandbox_id"]
+        assert copy != sid
+        run = ok(await rpc.call("sandbox.run_code", {"sandbox_id": copy, "code": "x + 1"}))
+        assert run["value"]["json"] == 42, run
+        back = ok(await rpc.call("files.read", {"sandbox_id": copy, "path": "f.txt"}))
+        assert base64.b64decode(back["data"]) == b"kept", back
+
+        paused = ok(await rpc.call("sandbox.pause", {"sandbox_id": sid}))
+        assert paused["state"] == "paused", paused
+        listed = ok(await rpc.call("sandbox.list", {}))["sandboxes"]
+        entry = next(e for e in listed if e["sandbox_id"] == sid)
+        assert entry["state"] == "paused" and entry["snapshot_id"] == paused["snapshot_id"], entry
+        # Any call on a paused id resumes it first.
+        run = ok(await rpc.call("sandbox.run_code", {"sandbox_id": sid, "code": "x"}))
+        assert run["value"]["json"] == 41, run
+        ok(await rpc.call("sandbox.pause", {"sandbox_id": sid}))
+        described = ok(await rpc.call("sandbox.resume", {"sandbox_id": sid}))
+        assert described["sandbox_id"] == sid, described
+
+        forked = ok(await rpc.call("sandbox.fork", {"sandbox_id": sid, "count": 2}))
+        assert forked["sandbox_id"] == sid and len(forked["sandbox_ids"]) == 2, forked
+        b1, b2 = forked["sandbox_ids"]
+        ok(await rpc.call("sandbox.run_code", {"sandbox_id": b1, "code": "x = 0"}))
+        for b, want in ((b1, 0), (b2, 41), (sid, 41)):
+            run = ok(await rpc.call("sandbox.run_code", {"sandbox_id": b, "code": "x"}))
+            assert run["value"]["json"] == want, (b, run)
+        assert code_of(await rpc.call("sandbox.fork", {"sandbox_id": sid, "count": 17})) == INVALID_PARAMS
+
+        snaps = ok(await rpc.call("snapshot.list", {}))["snapshots"]
+        kept = next(s for s in snaps if s["snapshot_id"] == snap["snapshot_id"])
+        assert kept["kept"] is True and kept["paused_sandboxes"] == [], kept
+        removed = ok(await rpc.call("snapshot.remove", {"snapshot_id": snap["snapshot_id"]}))
+        assert removed == {"snapshot_id": snap["snapshot_id"], "removed": True}, removed
+        gone = await rpc.call("sandbox.create", {"from_snapshot": snap["snapshot_id"]})
+        assert code_of(gone) == NOT_FOUND, gone
+        for s in (sid, copy, b1, b2):
+            ok(await rpc.call("sandbox.dispose", {"sandbox_id": s}))
+
+
+def test_snapshots_pause_resume_and_fork_from_the_docs(server):
+    asyncio.run(snapshots_pause_resume_fork(server))
