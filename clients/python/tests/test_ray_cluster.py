@@ -10,6 +10,9 @@ import os
 import pathlib
 import resource
 import shutil
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -66,6 +69,13 @@ def processes_of(marker: str) -> list:
         if marker in cmd and state != "Z":
             found.append(f"{pid}: {cmd}")
     return found
+
+
+def gone(pid: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{pid}"), f"{pid} outlived its node"
 
 
 def eventually_empty(what, timeout=30.0):
@@ -147,9 +157,83 @@ def test_a_stream_holds_a_bounded_window_in_the_driver(cluster):
         for r in pool.imap(trivial(), chunk_size=8, window=window):
             assert r.index == out[0] and r.stdout == f"{r.index}\n", (r.index, out[0], r.stdout, r.error)
             out[0] += 1
-            if out[0] % 500 == 0:
+            if out[0] % max(1, STREAM // 10) == 0:
                 rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     assert out[0] == STREAM
     assert ahead[0] <= window + 1, f"the driver took {ahead[0]} inputs ahead of their results"
     print(f"driver max RSS over the stream: {rss[0] // 1024} -> {rss[-1] // 1024} MiB")
+    assert eventually_empty(lambda: processes_of(bin_dir)) == []
+
+
+INTERRUPTED_DRIVER = """
+import os, sys, ray, airlock_ray as ar
+ray.init(address=sys.argv[1], log_to_driver=False)
+slow = ("import time\\nprint('started', flush=True)\\ntime.sleep(60)" for _ in range(50))
+print("driving", flush=True)
+ar.run_many(slow, timeout=120, max_in_flight_per_node=2)
+"""
+
+
+def test_the_driver_s_interrupt_cancels_everything_and_leaves_no_sandbox(cluster, tmp_path):
+    c, _, bin_dir, cgroups_before = cluster
+    script = tmp_path / "driver.py"
+    script.write_text(INTERRUPTED_DRIVER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, str(script), c.address], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "driving"
+        deadline = time.monotonic() + 60
+        while len(guests_of(bin_dir)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(guests_of(bin_dir)) >= 2, "the batch's programs never started"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) != 0
+    finally:
+        proc.kill()
+    assert eventually_empty(lambda: processes_of(bin_dir)) == []
+    assert eventually_empty(lambda: cgroups() - cgroups_before) == set()
+
+
+def guests_of(bin_dir: str) -> list:
+    """The sandboxed programs forked from this test's servers' zygotes: the zygote's command
+    line, in a pid namespace of their own (the zygote itself is in the host's)."""
+    found = []
+    for p in processes_of(f"{bin_dir}/libairlock_zygote.so"):
+        pid = p.split(":")[0]
+        try:
+            nspid = [line for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines()
+                     if line.startswith("NSpid:")]
+        except OSError:
+            continue
+        if nspid and len(nspid[0].split()) > 2:
+            found.append(p)
+    return found
+
+
+def test_a_session_lives_on_one_node_and_its_loss_is_said_or_resumed_elsewhere(cluster, tmp_path):
+    c, _, bin_dir, _ = cluster
+    doomed = [c.add_node(num_cpus=1) for _ in range(2)]
+    c.wait_for_nodes()
+    ids = [n.node_id for n in doomed]
+    plain = ar.Session(node_id=ids[0], timeout=10)
+    kept = ar.Session(node_id=ids[1], timeout=10, state_dir=str(tmp_path / "state"))
+    try:
+        assert plain.node_id == ids[0] and kept.node_id == ids[1]
+        assert plain.run_code("x = 41\nprint(x + 1)").stdout == "42\n"
+        assert kept.run_code("import os\nopen('/work/f', 'w').write('kept')\ny = [1, 2, 3]").status == "completed"
+        c.remove_node(doomed[0], allow_graceful=False)
+        gone(plain.server_pid)  # the actor's worker notices its raylet is gone, and dies
+        with pytest.raises(ar.NodeLost, match="was lost"):
+            plain.run_code("x")
+        with pytest.raises(ar.NodeLost, match="state"):
+            plain.run_code("x")  # stays lost, said again
+        c.remove_node(doomed[1], allow_graceful=False)
+        gone(kept.server_pid)
+        r = kept.run_code("print(open('/work/f').read(), sum(y))")
+        assert r.stdout == "kept 6\n", (r.status, r.stdout, r.stderr)
+        assert kept.resumes == 1 and kept.node_id not in ids
+    finally:
+        plain.close()
+        kept.close()
     assert eventually_empty(lambda: processes_of(bin_dir)) == []

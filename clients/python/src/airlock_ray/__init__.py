@@ -7,8 +7,9 @@ expected stdout out) and get a judge's verdict. Reference: docs/ray.md.
 """
 from ._batch import Pool, Program, ProgramLike, imap, run_many
 from ._drive import MAX_ATTEMPTS, NoNodeLeft
+from ._session import NodeLost, Session
 from ._judge import TestCase, TestOutcome, Verdict, same_output, with_stdin
 from ._types import Limits, ProgramResult
 
-__all__ = ["Limits", "MAX_ATTEMPTS", "NoNodeLeft", "Pool", "Program", "ProgramLike", "ProgramResult", "TestCase",
+__all__ = ["Limits", "MAX_ATTEMPTS", "NoNodeLeft", "NodeLost", "Session", "Pool", "Program", "ProgramLike", "ProgramResult", "TestCase",
            "TestOutcome", "Verdict", "imap", "run_many", "same_output", "with_stdin"]

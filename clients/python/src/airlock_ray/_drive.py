@@ -116,7 +116,7 @@ class Driver:
             chunk, attempts = self._retry.popleft()
             for job in chunk:
                 yield from self._hand_back(lost(job, attempts, why))
-        if not self._exhausted:
+        if not self._exhausted and next(self._jobs, None) is not None:
             raise NoNodeLeft(f"every Ray node running the batch was lost; {why}")
 
     def cancel(self) -> None:

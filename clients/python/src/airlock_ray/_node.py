@@ -1,29 +1,20 @@
 """One airlock server per Ray node, owned by an actor pinned to that node.
 
-The actor starts `airlock serve --listen 127.0.0.1:0` (the binary the wheel installed, or
-$AIRLOCK_BIN) with a random token and opens one WebSocket connection per slot. Each `run` call
+The actor starts `airlock serve` (`_server.py`) and opens one WebSocket connection per slot. Each `run` call
 takes a connection and runs its jobs one after another, every program (every test) a one-shot
 `execute`: a fresh sandbox, forked from the server's zygote. Tool calls are answered here, in
 the actor, by the functions the batch was given — never inside the sandbox.
-
-The server gets SIGTERM when the actor's process dies (`setpriv --pdeathsig`): it disposes every
-sandbox it holds, so a killed actor, a lost raylet or an interrupted driver leaves none behind.
 """
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
-import shutil
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from airlock_client import AsyncClient, RunResult, ToolFn, find_airlock_bin
+from airlock_client import AsyncClient, RunResult, ToolFn
 
 from ._judge import TestCase, TestOutcome, Verdict, verdict_of, with_stdin
+from ._server import Server, start_server
 from ._types import Job, Limits, ProgramResult
-
-#: The first line `airlock serve --listen` prints.
-_LISTENING = "listening on "
 
 
 class NodeServer:
@@ -34,34 +25,20 @@ class NodeServer:
         self._slots = slots
         self._limits = limits
         self._tools: Dict[str, ToolFn] = dict(tools or {})
-        self._binary = binary or find_airlock_bin()
+        self._binary = binary
         self._server_args = list(server_args)
-        self._proc: Optional[asyncio.subprocess.Process] = None
+        self._server: Optional[Server] = None
         self._free: "asyncio.Queue[AsyncClient]" = asyncio.Queue()
         self._node_id = ""
 
     async def start(self, node_id: str) -> int:
-        """Start the server and its connections; returns the server's pid."""
+        """Start the server and its connections; returns its keeper's pid."""
         self._node_id = node_id
-        token = secrets.token_urlsafe(32)
-        argv = [self._binary, "serve", "--listen", "127.0.0.1:0",
-                "--max-concurrent-runs", str(self._slots), *self._server_args]
-        setpriv = shutil.which("setpriv")
-        if setpriv:  # the server dies with this actor's process
-            argv = [setpriv, "--pdeathsig", "TERM", *argv]
-        self._proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, env={**os.environ, "AIRLOCK_TOKEN": token, "RUST_LOG": "warn"},
-            # Its own session: a kill of the worker's process group (Ray's, on a node's loss)
-            # does not SIGKILL it mid-run; the death signal lets it dispose and clean up.
-            start_new_session=True)
-        assert self._proc.stdout is not None
-        line = (await asyncio.wait_for(self._proc.stdout.readline(), 60)).decode().strip()
-        if not line.startswith(_LISTENING):
-            raise RuntimeError(f"airlock serve did not start on node {node_id}: {line!r}")
-        url = line[len(_LISTENING):] + "/"
+        self._server = await start_server(self._binary, ["--max-concurrent-runs", str(self._slots),
+                                                         *self._server_args], f"node {node_id}")
         for _ in range(self._slots):
-            self._free.put_nowait(await AsyncClient.connect(url, token))
-        return self._proc.pid
+            self._free.put_nowait(await AsyncClient.connect(self._server.url, self._server.token))
+        return self._server.proc.pid
 
     async def run(self, jobs: List[Job]) -> List[ProgramResult]:
         """Run `jobs` one after another on one connection; one result each."""
@@ -116,6 +93,5 @@ class NodeServer:
         """Close the connections and stop the server (it disposes its sandboxes)."""
         while not self._free.empty():
             await self._free.get_nowait().close()
-        if self._proc is not None and self._proc.returncode is None:
-            self._proc.terminate()
-            await self._proc.wait()
+        if self._server is not None:
+            await self._server.stop()

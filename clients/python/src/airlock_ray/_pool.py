@@ -25,23 +25,25 @@ class Node:
 
 def alive_nodes() -> List[Dict[str, Any]]:
     """Ray's alive nodes that have CPUs."""
-    return [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+    nodes: List[Dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return [n for n in nodes if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
 
 
 def start_nodes(*, slots_per_node: Optional[int], limits: Limits, tools: Optional[Mapping[str, ToolFn]],
                 binary: Optional[str], server_args: Sequence[str]) -> List[Node]:
     """One started `NodeServer` actor per alive node. A node whose server does not start is left
     out (said in the error if none starts)."""
-    remote = ray.remote(NodeServer)
+    remote: Any = ray.remote(NodeServer)
     pending = []
     for info in alive_nodes():
         node_id = info["NodeID"]
         slots = slots_per_node or max(1, int(info["Resources"]["CPU"]))
-        actor = remote.options(  # type: ignore[attr-defined]
+        actor = remote.options(
             num_cpus=0, max_concurrency=slots + 2, max_restarts=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         ).remote(slots, limits, tools, binary, server_args)
-        pending.append((Node(node_id, actor, slots), actor.start.remote(node_id)))
+        start: Any = actor.start
+        pending.append((Node(node_id, actor, slots), start.remote(node_id)))
     nodes, failures = [], []
     for node, ref in pending:
         try:
