@@ -32,10 +32,10 @@ fi
 
 say "python packages"
 py_packages=(numpy matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
-    'smolagents~=1.26' 'kubernetes-validate==1.37.0')
+    'smolagents~=1.26' 'kubernetes-validate==1.37.0' 'ray==2.60.0')
 python3 -m pip install --quiet --disable-pip-version-check "${py_packages[@]}" \
     || python3 -m pip install --quiet --break-system-packages "${py_packages[@]}"
-export AIRLOCK_REQUIRE_NUMPY=1
+export AIRLOCK_REQUIRE_NUMPY=1 AIRLOCK_REQUIRE_RAY=1
 # The client is never installed: its tests import it from clients/python/src. An editable
 # install an older suite left in the system Python goes.
 editable_client() {

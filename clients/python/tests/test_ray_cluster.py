@@ -27,7 +27,7 @@ import airlock_ray as ar  # noqa: E402
 from conftest import airlock_bin  # noqa: E402
 
 PROGRAMS = int(os.environ.get("AIRLOCK_RAY_PROGRAMS", "2000"))
-STREAM = int(os.environ.get("AIRLOCK_RAY_STREAM", "3000"))
+STREAM = int(os.environ.get("AIRLOCK_RAY_STREAM", "2000"))
 #: The two tests every program of the batch is judged against: read two ints, print the sum.
 TESTS = [ar.TestCase("2 3\n", "5\n"), ar.TestCase("-7 10\n", "3\n")]
 
@@ -236,4 +236,17 @@ def test_a_session_lives_on_one_node_and_its_loss_is_said_or_resumed_elsewhere(c
     finally:
         plain.close()
         kept.close()
+    assert eventually_empty(lambda: processes_of(bin_dir)) == []
+
+
+def test_the_code_reward_example_runs_on_the_cluster(cluster):
+    c, _, bin_dir, _ = cluster
+    example = pathlib.Path(__file__).resolve().parents[3] / "examples" / "ray_code_reward.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "RAY_ADDRESS": c.address}
+    out = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [line.split() for line in out.stdout.splitlines()]
+    assert [(w[2], w[4]) for w in lines] == [
+        ("accepted", "1.00"), ("wrong_answer", "0.25"), ("accepted", "1.00"),
+        ("runtime_error", "0.00"), ("runtime_error", "0.00")], out.stdout
     assert eventually_empty(lambda: processes_of(bin_dir)) == []

@@ -20,6 +20,7 @@ pub mod memory;
 mod peers;
 mod serve;
 mod session;
+mod ray;
 mod snapshots;
 pub mod stats;
 pub mod table;
@@ -106,6 +107,8 @@ const PAUSE: &str = "pause a stateful sandbox holding ~100 MB of Python objects"
 const RESUME: &str = "resume it (to a cell that reads the state back)";
 const FORK: &str = "fork it into 8 branches, per branch (to a first cell in each)";
 const FORK_MEMORY: &str = "memory a branch adds (PSS)";
+/// Batch on Ray: `airlock_ray.run_many` against plain subprocesses in Ray tasks.
+const RAY_BATCH: &str = "batch on Ray: short programs, each in a fresh sandbox";
 const SERVE_EXECUTE: &str = "airlock serve: execute (no flags: zygote)";
 
 /// Measure everything; the report's rows are in table order.
@@ -190,6 +193,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     session_rows(&mut rows, exe, &python, runs, &limits).await;
     live_session_rows(&mut rows, opts, &python, &peers, runs);
     snapshot_rows(&mut rows, opts, runs);
+    ray_rows(&mut rows, opts, &python, runs);
 
     // Tool round trip.
     for p in &peers {
@@ -519,6 +523,24 @@ fn snapshot_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
             "PSS of a branch's kernel after its first cell, from its own /proc: a full copy (restored, not shared)"),
         Row::published(FORK_MEMORY, "Mitos", "MiB", 3.0, "Mitos: ~3 MiB marginal memory per fork"),
     ]);
+}
+
+/// Programs per second through `airlock_ray.run_many` on a local Ray instance, beside the same
+/// programs as `python3 -c` subprocesses in Ray tasks (the floor).
+fn ray_rows(rows: &mut Vec<Row>, opts: &Options, python: &Path, runs: usize) {
+    let Some(cli) = &opts.cli else {
+        rows.push(Row::skipped(RAY_BATCH, "airlock_ray.run_many", "run as `airlock bench` to measure"));
+        return;
+    };
+    match ray::measure(python, cli, (runs * 4).max(40)) {
+        Ok((airlock, floor)) => rows.extend([
+            Row::measured(RAY_BATCH, FLOOR, "runs/s", vec![floor],
+                "each program a `python3 -c` subprocess in a Ray task: no sandbox"),
+            Row::measured(RAY_BATCH, "airlock_ray.run_many", "runs/s", vec![airlock],
+                "one airlock server per node (a pinned actor), each program a one-shot execute forked from its zygote"),
+        ]),
+        Err(e) => rows.push(Row::skipped(RAY_BATCH, "airlock_ray.run_many", e)),
+    }
 }
 
 fn host_row(
