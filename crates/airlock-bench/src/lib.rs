@@ -18,9 +18,9 @@ mod image;
 mod inproc;
 pub mod memory;
 mod peers;
+mod ray;
 mod serve;
 mod session;
-mod ray;
 mod snapshots;
 pub mod stats;
 pub mod table;
@@ -529,7 +529,11 @@ fn snapshot_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
 /// programs as `python3 -c` subprocesses in Ray tasks (the floor).
 fn ray_rows(rows: &mut Vec<Row>, opts: &Options, python: &Path, runs: usize) {
     let Some(cli) = &opts.cli else {
-        rows.push(Row::skipped(RAY_BATCH, "airlock_ray.run_many", "run as `airlock bench` to measure"));
+        rows.push(Row::skipped(
+            RAY_BATCH,
+            "airlock_ray.run_many",
+            "run as `airlock bench` to measure",
+        ));
         return;
     };
     match ray::measure(python, cli, (runs * 4).max(40)) {
