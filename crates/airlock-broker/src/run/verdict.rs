@@ -62,6 +62,9 @@ pub struct HintError {
     /// Exception text.
     #[serde(default)]
     pub message: String,
+    /// The traceback's lines.
+    #[serde(default)]
+    pub traceback: Vec<String>,
 }
 
 /// Everything observed about a finished run.
@@ -84,10 +87,7 @@ pub struct Observed {
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> Option<RunError> {
-    Some(RunError {
-        code: code.code(),
-        message: message.into(),
-    })
+    Some(RunError::new(code.code(), message))
 }
 
 fn bounded(s: &str) -> String {
@@ -216,13 +216,13 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
             ),
         ),
         (None, Some(c)) => {
-            let detail = o
-                .hint
-                .as_ref()
-                .and_then(|h| h.error.as_ref())
+            let raised = o.hint.as_ref().and_then(|h| h.error.as_ref());
+            let detail = raised
                 .map(|e| bounded(&format!("{}: {}", e.kind, e.message)))
                 .unwrap_or_else(|| format!("exit status {c}"));
-            (RunStatus::Error, err(ErrorCode::ProgramError, detail))
+            let mut error = RunError::new(ErrorCode::ProgramError.code(), detail);
+            error.exception = raised.and_then(super::exception::of);
+            (RunStatus::Error, Some(error))
         }
         (None, None) => (
             RunStatus::Error,
