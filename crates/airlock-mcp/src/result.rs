@@ -93,7 +93,7 @@ pub fn to_call_result(r: &RunResult, outputs: &[Output], scope: &str) -> CallToo
     content.extend(r.value.as_ref().and_then(rich::value));
     for (n, d) in r.display.iter().enumerate() {
         if let rich::Shown::Block(b) = rich::item(n, d) {
-            content.push(b);
+            content.push(*b);
         }
     }
     for o in outputs {

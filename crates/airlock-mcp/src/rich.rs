@@ -15,7 +15,7 @@ const IMAGES: [&str; 2] = ["image/png", "image/jpeg"];
 #[derive(Debug)]
 pub enum Shown {
     /// As a content block of its own.
-    Block(ContentBlock),
+    Block(Box<ContentBlock>),
     /// As text in the summary.
     Text(String),
 }
@@ -35,17 +35,20 @@ fn text(b64: &str) -> String {
 
 fn shown(reps: &[(&str, &str)], uri: &str) -> Option<Shown> {
     if let Some((mime, data)) = find(reps, &IMAGES) {
-        return Some(Shown::Block(ContentBlock::image(data.to_owned(), mime)));
+        return Some(Shown::Block(Box::new(ContentBlock::image(
+            data.to_owned(),
+            mime,
+        ))));
     }
     if let Some((mime, data)) = find(reps, &RESOURCES) {
-        return Some(Shown::Block(ContentBlock::resource(
+        return Some(Shown::Block(Box::new(ContentBlock::resource(
             ResourceContents::TextResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
                 text: text(data),
                 meta: None,
             },
-        )));
+        ))));
     }
     None
 }
@@ -73,7 +76,7 @@ pub fn item(n: usize, d: &DisplayItem) -> Shown {
 /// the summary either way).
 pub fn value(v: &CellValue) -> Option<ContentBlock> {
     match shown(&reps(None, &v.bundle), "airlock://value")? {
-        Shown::Block(b) => Some(b),
+        Shown::Block(b) => Some(*b),
         Shown::Text(_) => None,
     }
 }

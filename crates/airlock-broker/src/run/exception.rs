@@ -1,5 +1,6 @@
 //! The exception a program raised, as the guest reports it (untrusted: every part bounded).
-use super::verdict::HintError;
+use serde::Deserialize;
+
 use crate::result::Exception;
 
 /// Characters of the class name kept.
@@ -10,6 +11,20 @@ pub const MAX_VALUE: usize = 4096;
 pub const MAX_TRACEBACK: usize = 64 * 1024;
 /// Lines of the traceback kept.
 pub const MAX_LINES: usize = 1024;
+
+/// An exception the guest reports.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct HintError {
+    /// Exception class name.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// Exception text.
+    #[serde(default)]
+    pub message: String,
+    /// The traceback's lines.
+    #[serde(default)]
+    pub traceback: Vec<String>,
+}
 
 /// The structured error of a raised exception; None for `SystemExit` (an exit, not an error
 /// to show) and for a report with no class name.

@@ -7,6 +7,7 @@ use std::time::Instant;
 use airlock_protocol::ErrorCode;
 use serde::Deserialize;
 
+pub use super::exception::HintError;
 use super::prepared::NotStarted;
 use crate::output::Captured;
 use crate::result::{RunError, RunResult, RunStatus};
@@ -51,20 +52,6 @@ pub struct Hint {
     /// The exception, if any.
     #[serde(default)]
     pub error: Option<HintError>,
-}
-
-/// An exception the guest reports.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-pub struct HintError {
-    /// Exception class name.
-    #[serde(default, rename = "type")]
-    pub kind: String,
-    /// Exception text.
-    #[serde(default)]
-    pub message: String,
-    /// The traceback's lines.
-    #[serde(default)]
-    pub traceback: Vec<String>,
 }
 
 /// Everything observed about a finished run.
