@@ -17,6 +17,7 @@ pub mod interpreter_image;
 pub mod kernel;
 pub mod limits;
 pub mod machine;
+pub mod media;
 pub mod output;
 pub mod pool;
 pub(crate) mod refusal;

@@ -66,6 +66,32 @@ pub struct RunError {
     pub code: i64,
     /// What happened, for a person or a model.
     pub message: String,
+    /// When the program raised: the exception, as a notebook reports it.
+    #[serde(flatten)]
+    pub exception: Option<Exception>,
+}
+
+impl RunError {
+    /// An error with no exception.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RunError {
+            code,
+            message: message.into(),
+            exception: None,
+        }
+    }
+}
+
+/// An exception the program raised (the guest's report, bounded by the broker).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exception {
+    /// Its class name (`ZeroDivisionError`).
+    pub name: String,
+    /// Its text (`str(exc)`).
+    pub value: String,
+    /// The traceback's lines as Python's `traceback.format` makes them (each ends with a
+    /// newline; some span several lines): joined, they are the traceback printed to stderr.
+    pub traceback: Vec<String>,
 }
 
 /// Everything the caller learns about a finished run.
@@ -148,15 +174,25 @@ pub struct CellValue {
     /// The value itself when it is plain JSON data (at most 256 KiB encoded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<serde_json::Value>,
+    /// Its rich representations but text/plain (which is `repr`): media type → base64.
+    #[serde(default, skip_serializing_if = "Bundle::is_empty")]
+    pub bundle: Bundle,
 }
 
-/// One rich output of a cell.
+/// Representations of one object: media type → its bytes, base64 (standard alphabet, padded).
+pub type Bundle = std::collections::BTreeMap<String, String>;
+
+/// One rich output of a cell: an object's richest representation (`mime`, `data`) and its
+/// others (`bundle`), as a notebook's `display_data`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DisplayItem {
-    /// `image/png`, `image/jpeg` or `text/plain`.
+    /// One of `crate::kernel::display::MIME_TYPES`, the richest the object has.
     pub mime: String,
     /// The bytes, base64 (standard alphabet, padded).
     pub data: String,
+    /// The object's other representations.
+    #[serde(skip_serializing_if = "Bundle::is_empty")]
+    pub bundle: Bundle,
 }
 
 impl RunResult {
@@ -180,10 +216,7 @@ impl RunResult {
             stderr: String::new(),
             exit_code: None,
             signal: None,
-            error: Some(RunError {
-                code: code.code(),
-                message: message.into(),
-            }),
+            error: Some(RunError::new(code.code(), message)),
             stdout_truncated: false,
             stderr_truncated: false,
             stdout_bytes: 0,

@@ -29,6 +29,7 @@ pub mod progress;
 pub mod pytypes;
 pub mod registry;
 pub mod result;
+pub mod rich;
 pub mod sandboxes;
 pub mod server;
 pub mod stubs;

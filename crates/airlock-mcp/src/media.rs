@@ -1,6 +1,7 @@
 //! A file's media type, and the one MCP content block it becomes.
 //!
-//! The type comes from the bytes first (PNG, JPEG, GIF and WebP signatures, PDF, ZIP, gzip),
+//! The type comes from the bytes first (PNG and JPEG whose whole structure walks, see
+//! `airlock_broker::media`; GIF and WebP signatures, PDF, ZIP, gzip),
 //! then from the extension, but an extension never claims a raster image the bytes are not (a
 //! client hands image content to a model API that rejects a broken image). Then:
 //!
@@ -72,10 +73,17 @@ fn sniff(data: &[u8]) -> Option<&'static str> {
     if data.len() >= 12 && &data[..4] == b"RIFF" && &data[8..12] == b"WEBP" {
         return Some("image/webp");
     }
-    SIGNATURES
+    let found = SIGNATURES
         .iter()
         .find(|(sig, _)| data.starts_with(sig))
-        .map(|(_, t)| *t)
+        .map(|(_, t)| *t)?;
+    // A PNG or JPEG signature is not enough: the whole file must walk as one (a signature
+    // followed by HTML or JavaScript is not an image).
+    match found {
+        "image/png" if !airlock_broker::media::is_png(data) => None,
+        "image/jpeg" if !airlock_broker::media::is_jpeg(data) => None,
+        t => Some(t),
+    }
 }
 
 fn by_extension(path: &str) -> Option<&'static str> {
@@ -153,9 +161,16 @@ mod tests {
 
     #[test]
     fn bytes_decide_images_and_extensions_the_rest() {
-        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        let png = include_bytes!("../../airlock-broker/src/media_fixture.png");
         assert_eq!(classify("p.png", png), ("image/png", Form::Image));
         assert_eq!(classify("noext", png), ("image/png", Form::Image));
+        // A signature followed by HTML is no image, whatever the name says.
+        let fake = b"\x89PNG\r\n\x1a\n<script>alert(1)</script>";
+        assert_eq!(
+            classify("f.png", fake),
+            ("application/octet-stream", Form::Blob)
+        );
+        assert_eq!(classify("f.html", fake), ("text/html", Form::Blob));
         // An extension never claims an image the bytes are not.
         assert_eq!(classify("fake.png", b"hello"), ("text/plain", Form::Text));
         assert_eq!(

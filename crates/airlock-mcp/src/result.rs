@@ -1,6 +1,7 @@
 //! A finished run as an MCP tool-call result: one short text block for the model (status,
 //! stdout, stderr, what was attached), each declared output once as its own content block
-//! (image, text resource or blob resource, see [`crate::media`]), and the machine detail as
+//! (image, text resource or blob resource, see [`crate::media`]), a cell's rich output (images
+//! as image content, HTML and SVG as resources, see [`crate::rich`]), and the machine detail as
 //! `structuredContent` (the broker's whole run result, the outputs' metadata, the sandbox
 //! scope). `isError` is set when the status is anything but `completed`.
 use airlock_broker::{RunResult, RunStatus};
@@ -9,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::media;
 use crate::outputs::{self, Output};
+use crate::rich;
 
 fn stream(s: &mut String, name: &str, text: &str, truncated: bool, total: u64) {
     if text.is_empty() && !truncated {
@@ -52,16 +54,17 @@ pub fn summary(r: &RunResult, outputs: &[Output]) -> String {
     if let Some(v) = &r.value {
         s.push_str(&format!("\n--- value ---\n{}\n", v.repr));
     }
-    let images = r
-        .display
-        .iter()
-        .filter(|d| d.mime.starts_with("image/"))
-        .count();
-    for d in r.display.iter().filter(|d| d.mime == "text/plain") {
-        s.push_str(&format!("\n--- display ---\n{}\n", display_text(&d.data)));
+    let mut attached = usize::from(r.value.as_ref().and_then(rich::value).is_some());
+    for (n, d) in r.display.iter().enumerate() {
+        match rich::item(n, d) {
+            rich::Shown::Text(t) => s.push_str(&format!("\n--- display ---\n{t}\n")),
+            rich::Shown::Block(_) => attached += 1,
+        }
     }
-    if images > 0 {
-        s.push_str(&format!("\n{images} figure(s) attached as image content"));
+    if attached > 0 {
+        s.push_str(&format!(
+            "\n{attached} rich output(s) attached (images as image content, HTML and SVG as resources)"
+        ));
     }
     if r.display_dropped > 0 {
         s.push_str(&format!(
@@ -87,8 +90,11 @@ pub fn summary(r: &RunResult, outputs: &[Output]) -> String {
 /// The MCP result for a run and its declared outputs; `scope` is the sandbox scope served.
 pub fn to_call_result(r: &RunResult, outputs: &[Output], scope: &str) -> CallToolResult {
     let mut content = vec![ContentBlock::text(summary(r, outputs))];
-    for d in r.display.iter().filter(|d| d.mime.starts_with("image/")) {
-        content.push(ContentBlock::image(d.data.clone(), d.mime.clone()));
+    content.extend(r.value.as_ref().and_then(rich::value));
+    for (n, d) in r.display.iter().enumerate() {
+        if let rich::Shown::Block(b) = rich::item(n, d) {
+            content.push(*b);
+        }
     }
     for o in outputs {
         if let (Some((data, form)), Some(mime)) = (&o.data, o.mime_type) {
@@ -107,14 +113,6 @@ pub fn to_call_result(r: &RunResult, outputs: &[Output], scope: &str) -> CallToo
     };
     result.structured_content = Some(structured);
     result
-}
-
-fn display_text(b64: &str) -> String {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap_or_default();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// An MCP error result for a call refused before anything ran (bad arguments, policy, ...).

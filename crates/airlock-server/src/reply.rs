@@ -27,8 +27,9 @@ fn encoded_len(m: &Message) -> usize {
 }
 
 /// The success response for a run that started, with `run_id` added to the result object.
-/// What does not fit one message is shed in order: display items (counted in
-/// `display_dropped`), the value's JSON copy, then halves of the longer stream.
+/// What does not fit one message is shed in order: display items, the value's rich
+/// representations (each counted in `display_dropped`), its JSON copy, then halves of the
+/// longer stream.
 pub fn run_result(id: Id, run_id: &str, mut result: RunResult) -> Message {
     loop {
         let mut value = serde_json::to_value(&result).unwrap_or(Value::Null);
@@ -43,6 +44,11 @@ pub fn run_result(id: Id, run_id: &str, mut result: RunResult) -> Message {
         // stays), then the streams.
         if let Some(i) = (0..result.display.len()).max_by_key(|&i| result.display[i].data.len()) {
             result.display.remove(i);
+            result.display_dropped = result.display_dropped.saturating_add(1);
+            continue;
+        }
+        if let Some(v) = result.value.as_mut().filter(|v| !v.bundle.is_empty()) {
+            v.bundle.clear();
             result.display_dropped = result.display_dropped.saturating_add(1);
             continue;
         }
@@ -116,11 +122,13 @@ mod tests {
             r.display.push(airlock_broker::result::DisplayItem {
                 mime: "image/png".into(),
                 data: "A".repeat(n),
+                bundle: Default::default(),
             });
         }
         r.value = Some(airlock_broker::result::CellValue {
             repr: "[...]".into(),
             json: Some(serde_json::json!("x".repeat(200_000))),
+            bundle: Default::default(),
         });
         let m = run_result(Id::Number(1), "r", r);
         assert!(m.to_vec().unwrap().len() <= DEFAULT_MAX_MESSAGE_BYTES);

@@ -24,7 +24,8 @@ from .errors import (AirlockError, BusyError, ConnectionClosedError, ConnectionE
                      ToolDenied, ToolDeniedError, ToolError, UnauthorizedError, UnknownToolError, error_class)
 from .models import (Artifact, CollectedOutputs, Disposal, FileEntry, FileStat, KernelReport, SandboxInfo,
                      SandboxRecord, SandboxState, SnapshotInfo, SnapshotRecord)
-from .result import CellValue, DisplayItem, EgressDecision, RunError, RunResult, RunStatus
+from .result import CellValue, DisplayItem, EgressDecision, Result, RunError, RunResult, RunStatus
+from .rich import MIME_TYPES, ErrorCallback, ResultCallback, Rich
 from .sandbox import Sandbox
 from .spec import (DEFAULT_REQUIRES, Capability, DeclaredOutput, Egress, Identity, IdleAction, Isolation,
                    IsolationScope, Limits, SandboxKey, Tool, ToolDeclaration, TransferLimits)
@@ -47,6 +48,8 @@ __all__ = [
     # background processes and terminals
     "CommandResult", "Commands", "DataCallback", "DEFAULT_TERMINAL_ENV", "Process", "ProcessInfo", "Pty",
     "RecentOutput", "SIGNALS", "SyncCommands", "SyncProcess", "SyncPty", "SyncTerminal", "Terminal",
+    # rich results
+    "ErrorCallback", "MIME_TYPES", "Result", "ResultCallback", "Rich",
     # snapshots, pause and fork
     "IdleAction", "KernelReport", "SandboxState", "SnapshotInfo", "SnapshotLike", "SnapshotRecord",
 ]

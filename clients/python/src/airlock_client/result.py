@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import base64
+import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
+from .rich import Rich, decode_bundle
 from .spec import WireEnum
 
 
@@ -32,10 +34,23 @@ class RunStatus(WireEnum):
 
 @dataclass(frozen=True)
 class RunError:
-    """Why a run did not complete: an error code from the protocol table and a message."""
+    """Why a run did not complete: an error code from the protocol table and a message; when
+    the program raised, the exception's class `name`, its text `value` and its `traceback`
+    (lines as Python's `traceback.format` makes them: joined, the traceback on stderr)."""
 
     code: int
     message: str
+    name: Optional[str] = None
+    value: Optional[str] = None
+    traceback: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, v: Mapping[str, Any]) -> "RunError":
+        name, value, tb = v.get("name"), v.get("value"), v.get("traceback")
+        return cls(int(v.get("code", 0)), str(v.get("message", "")),
+                   name=str(name) if name is not None else None,
+                   value=str(value) if value is not None else None,
+                   traceback=[str(line) for line in tb] if isinstance(tb, list) else [])
 
 
 @dataclass(frozen=True)
@@ -60,33 +75,52 @@ class EgressDecision:
 
 
 @dataclass(frozen=True)
-class CellValue:
-    """A stateful sandbox's cell value (its trailing expression): `repr` text, and the value
-    itself as JSON data when it is plain data (`has_json`)."""
+class CellValue(Rich):
+    """A stateful sandbox's cell value (its trailing expression), the main result: `repr` text,
+    the value itself as JSON data when it is plain data (`has_json`; the `json` field), and its
+    rich representations (`bundle`: media type → bytes, e.g. a DataFrame's text/html).
+    `.text/.html/.markdown/.svg/.latex/.png/.jpeg` read them (None when absent); `formats()`
+    has them all, text/plain (the repr) included. Note `json` is the value, not
+    application/json: that one is `formats().get("application/json")`."""
 
     repr: str
     json: Any = None
     has_json: bool = False
+    bundle: Dict[str, bytes] = field(default_factory=dict, compare=False)
+
+    def formats(self) -> Mapping[str, bytes]:
+        return {**self.bundle, "text/plain": self.repr.encode()}
 
     @classmethod
     def from_wire(cls, v: Any) -> Optional["CellValue"]:
         if not isinstance(v, dict):
             return None
-        return cls(repr=str(v.get("repr", "")), json=v.get("json"), has_json="json" in v)
+        return cls(repr=str(v.get("repr", "")), json=v.get("json"), has_json="json" in v,
+                   bundle=decode_bundle(v.get("bundle")))
 
 
 @dataclass(frozen=True)
-class DisplayItem:
-    """Rich output of a cell (`display()`, a matplotlib figure): `image/png`, `image/jpeg` or
-    `text/plain`, and its bytes."""
+class DisplayItem(Rich):
+    """Rich output of a cell (`display()`, a matplotlib figure), as a notebook's display_data:
+    its richest representation (`mime`, `data`) and every one it has (`formats()`), read with
+    `.text/.html/.markdown/.svg/.latex/.json/.png/.jpeg` (None when absent)."""
 
     mime: str
     data: bytes
+    bundle: Dict[str, bytes] = field(default_factory=dict, compare=False)
+
+    def formats(self) -> Mapping[str, bytes]:
+        return {**self.bundle, self.mime: self.data}
 
     @classmethod
     def from_wire(cls, v: Any) -> "DisplayItem":
         d: Mapping[str, Any] = v if isinstance(v, dict) else {}
-        return cls(mime=str(d.get("mime", "")), data=base64.b64decode(str(d.get("data", ""))))
+        return cls(mime=str(d.get("mime", "")), data=base64.b64decode(str(d.get("data", ""))),
+                   bundle=decode_bundle(d.get("bundle")))
+
+
+#: One rich result of a run: a displayed object or the cell's value.
+Result = Union[DisplayItem, CellValue]
 
 
 def _b64(text: str) -> bytes:
@@ -141,6 +175,49 @@ class RunResult:
         """True when the program ran to the end and exited 0."""
         return self.status == RunStatus.COMPLETED
 
+    @property
+    def results(self) -> List[Result]:
+        """Every rich result in order: each displayed object, then the cell's value."""
+        out: List[Result] = list(self.display)
+        if self.value is not None:
+            out.append(self.value)
+        return out
+
+    # The main result's representations (the cell's value's; None when it has none).
+    @property
+    def text(self) -> Optional[str]:
+        return self.value.text if self.value is not None else None
+
+    @property
+    def html(self) -> Optional[str]:
+        return self.value.html if self.value is not None else None
+
+    @property
+    def markdown(self) -> Optional[str]:
+        return self.value.markdown if self.value is not None else None
+
+    @property
+    def svg(self) -> Optional[str]:
+        return self.value.svg if self.value is not None else None
+
+    @property
+    def latex(self) -> Optional[str]:
+        return self.value.latex if self.value is not None else None
+
+    @property
+    def json(self) -> Any:
+        """The main result's application/json, parsed (the value itself is `value.json`)."""
+        data = self.value.formats().get("application/json") if self.value is not None else None
+        return _json.loads(data) if data is not None else None
+
+    @property
+    def png(self) -> Optional[bytes]:
+        return self.value.png if self.value is not None else None
+
+    @property
+    def jpeg(self) -> Optional[bytes]:
+        return self.value.jpeg if self.value is not None else None
+
     @classmethod
     def from_wire(cls, v: Any) -> "RunResult":
         if not isinstance(v, dict):
@@ -158,7 +235,7 @@ class RunResult:
             stderr=err_text,
             exit_code=_opt_int(v.get("exit_code")),
             signal=_opt_int(v.get("signal")),
-            error=RunError(int(err.get("code", 0)), str(err.get("message", ""))) if isinstance(err, dict) else None,
+            error=RunError.from_wire(err) if isinstance(err, dict) else None,
             stdout_truncated=bool(v.get("stdout_truncated", False)),
             stderr_truncated=bool(v.get("stderr_truncated", False)),
             stdout_bytes=int(v.get("stdout_bytes", 0)),

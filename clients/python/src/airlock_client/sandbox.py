@@ -19,6 +19,7 @@ from ._session import Session
 from .errors import AirlockError, NotFoundError
 from .models import CollectedOutputs, Disposal, SandboxInfo, SnapshotInfo
 from .result import RunResult
+from .rich import ErrorCallback, ResultCallback, call_back
 from .spec import DeclaredOutput
 
 if TYPE_CHECKING:
@@ -174,7 +175,9 @@ class Sandbox:
 
     async def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                        on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
-                       tools: Optional[Sequence[str]] = None, exact_output: bool = False) -> RunResult:
+                       tools: Optional[Sequence[str]] = None, exact_output: bool = False,
+                       on_result: Optional[ResultCallback] = None,
+                       on_error: Optional[ErrorCallback] = None) -> RunResult:
         """Run Python `code` in a fresh process over the sandbox's files.
 
         `timeout` (s) overrides the spec's run budget; `env` is the program's whole environment;
@@ -183,7 +186,10 @@ class Sandbox:
         `exact_output` asks for each stream's exact bytes (`RunResult.stdout_data`/`stderr_data`).
         Returns the RunResult of any run that started (check `.status`); raises a typed
         AirlockError for a refusal (BusyError, NotFoundError, InvalidParamsError, ...).
-        Cancelling the awaiting task cancels the run on the broker.
+        Cancelling the awaiting task cancels the run on the broker. When the run has ended,
+        `on_result` receives each rich result in order (`RunResult.results`: displayed objects,
+        then the cell's value) and `on_error` the `RunError` of an exception the code raised;
+        either may be a coroutine function.
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
@@ -197,7 +203,12 @@ class Sandbox:
             params["tools"] = sorted(tools)
             allowed = frozenset(tools)
         ctx = RunCtx(self.sandbox_id, self._tools, allowed, on_stdout, on_stderr)
-        return await self._session.run("sandbox.run_code", params, ctx)
+        result = await self._session.run("sandbox.run_code", params, ctx)
+        for item in result.results:
+            await call_back(on_result, item)
+        if result.error is not None and result.error.name is not None:
+            await call_back(on_error, result.error)
+        return result
 
     async def exec(self, argv: Sequence[str], *, cwd: Optional[str] = None, timeout: Optional[float] = None,
                    env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,

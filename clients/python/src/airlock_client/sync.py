@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from types import TracebackType
-from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Type, TypeVar, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Type, TypeVar, Union
 
 from ._files import Files
 from ._hybrid import ClassOrInstance
@@ -19,7 +19,7 @@ from ._runs import OutputCallback, ToolFn
 from .client import AsyncClient, BaseClient, SnapshotLike, StdioClient
 from .models import (CollectedOutputs, Disposal, FileEntry, FileStat, SandboxInfo, SandboxRecord, SnapshotInfo,
                      SnapshotRecord)
-from .result import RunResult
+from .result import Result, RunError, RunResult
 from .sandbox import Sandbox
 from .spec import (CapabilityLike, DeclaredOutput, Egress, IdleAction, Isolation, IsolationScope, Limits,
                    SandboxKey, Tool, TransferLimits)
@@ -153,9 +153,13 @@ class SyncSandbox:
 
     def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                  on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
-                 tools: Optional[Sequence[str]] = None, exact_output: bool = False) -> RunResult:
+                 tools: Optional[Sequence[str]] = None, exact_output: bool = False,
+                 on_result: Optional[Callable[[Result], Any]] = None,
+                 on_error: Optional[Callable[[RunError], Any]] = None) -> RunResult:
+        """`Sandbox.run_code`, blocking; `on_result`/`on_error` are called once the run ended."""
         return self._loop.call(self._sb.run_code(code, timeout=timeout, env=env, on_stdout=on_stdout,
-                                                 on_stderr=on_stderr, tools=tools, exact_output=exact_output))
+                                                 on_stderr=on_stderr, tools=tools, exact_output=exact_output,
+                                                 on_result=on_result, on_error=on_error))
 
     def exec(self, argv: Sequence[str], *, cwd: Optional[str] = None, timeout: Optional[float] = None,
              env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,

@@ -162,7 +162,7 @@ pub(super) async fn run(
         enforcement: l.enforcement.clone(),
         before_program: false,
     });
-    result.value = value.map(bounded);
+    result.value = value.map(|v| bounded(v, &mut displays));
     result.display = displays.items;
     result.display_dropped = displays.dropped;
     // A memory limit ends the kernel even when the program survived it (a `MemoryError` under
@@ -284,8 +284,15 @@ pub(crate) fn answer(result: Option<Value>) -> (Option<Hint>, Option<CellValue>)
 }
 
 /// A cell's value within its caps: the `repr` truncated at a character boundary, the JSON
-/// copy dropped when its encoding is too large.
-pub(crate) fn bounded(mut v: CellValue) -> CellValue {
+/// copy dropped when its encoding is too large, the rich representations checked as display
+/// items are (a malformed set is left out and counted as a dropped item).
+pub(crate) fn bounded(mut v: CellValue, displays: &mut Displays) -> CellValue {
+    v.bundle = displays
+        .value_bundle(std::mem::take(&mut v.bundle))
+        .unwrap_or_else(|_| {
+            displays.dropped = displays.dropped.saturating_add(1);
+            Default::default()
+        });
     truncate(&mut v.repr, MAX_REPR);
     let json_len = v.json.as_ref().map_or(0, |j| j.to_string().len());
     if json_len > MAX_JSON {

@@ -1,15 +1,29 @@
-//! A cell's rich output as the guest announces it (`display` notifications): untrusted, so
-//! each item is checked (a known media type, real base64, the format's own signature) and the
-//! cell's items are capped in number and size.
+//! A cell's rich output as the guest announces it (`display` notifications, and the trailing
+//! value's representations): untrusted, so each representation is checked against its media
+//! type (one of [`MIME_TYPES`], real base64, the bytes being what the type says: a PNG or JPEG
+//! whose whole structure walks, UTF-8 text, JSON that parses) and the cell's items are capped
+//! in number and size.
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::result::DisplayItem;
+use crate::media;
+use crate::result::{Bundle, DisplayItem};
 
 /// Items kept per cell.
 pub const MAX_ITEMS: usize = 16;
-/// Decoded bytes kept per cell.
+/// Decoded bytes kept per cell (every representation of every item, and the value's).
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The media types served, the richest first (the guest's order, `guest/formatter.py`).
+pub const MIME_TYPES: [&str; 8] = [
+    "image/png",
+    "image/jpeg",
+    "image/svg+xml",
+    "text/html",
+    "text/markdown",
+    "text/latex",
+    "application/json",
+    "text/plain",
+];
 
 /// The rich output of one cell.
 #[derive(Debug, Default)]
@@ -20,46 +34,98 @@ pub(crate) struct Displays {
 }
 
 impl Displays {
-    /// Take one announced item; a malformed one is an error (the guest broke the protocol),
-    /// one over the caps is counted as dropped.
+    /// Take one announced item (`mime`, `data` and an optional `bundle` of more). A malformed
+    /// one is an error (the guest broke the protocol); a representation whose bytes are not
+    /// its type is left out, and an item with none left, or over the caps, is counted as
+    /// dropped.
     pub(crate) fn offer(&mut self, params: Option<Value>) -> Result<(), String> {
         let params = params.unwrap_or(Value::Null);
         let (Some(mime), Some(data)) = (params["mime"].as_str(), params["data"].as_str()) else {
             return Err("display needs string `mime` and `data`".into());
         };
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .map_err(|e| format!("display data is not base64: {e}"))?;
-        check(mime, &bytes)?;
-        if self.items.len() >= MAX_ITEMS || self.bytes + bytes.len() > MAX_BYTES {
+        let mut reps = vec![(mime.to_string(), data.to_string())];
+        match &params["bundle"] {
+            Value::Null => {}
+            Value::Object(more) => {
+                for (m, d) in more {
+                    let d = d.as_str().ok_or("display bundle data must be strings")?;
+                    reps.push((m.clone(), d.to_string()));
+                }
+            }
+            _ => return Err("display `bundle` must be an object".into()),
+        }
+        if reps.len() > MIME_TYPES.len() {
+            return Err("display bundle has more types than are served".into());
+        }
+        let (kept, size) = self.checked(reps)?;
+        let mut kept = kept.into_iter();
+        let Some((mime, data)) = kept.next() else {
+            self.dropped = self.dropped.saturating_add(1);
+            return Ok(());
+        };
+        if self.items.len() >= MAX_ITEMS || self.bytes + size > MAX_BYTES {
             self.dropped = self.dropped.saturating_add(1);
             return Ok(());
         }
-        self.bytes += bytes.len();
+        self.bytes += size;
         self.items.push(DisplayItem {
-            mime: mime.to_string(),
-            data: data.to_string(),
+            mime,
+            data,
+            bundle: kept.collect(),
         });
         Ok(())
     }
+
+    /// The cell value's representations within what the cell's items left of the byte cap:
+    /// the ones that are what they say; malformed ones end the kernel as items do.
+    pub(crate) fn value_bundle(&mut self, bundle: Bundle) -> Result<Bundle, String> {
+        if bundle.len() > MIME_TYPES.len() {
+            return Err("value bundle has more types than are served".into());
+        }
+        let (kept, size) = self.checked(bundle.into_iter().collect())?;
+        if self.bytes + size > MAX_BYTES {
+            return Ok(Bundle::new());
+        }
+        self.bytes += size;
+        Ok(kept.into_iter().collect())
+    }
+
+    /// The representations whose bytes are what they say, in order, and their decoded size.
+    fn checked(
+        &self,
+        reps: Vec<(String, String)>,
+    ) -> Result<(Vec<(String, String)>, usize), String> {
+        let mut kept = Vec::with_capacity(reps.len());
+        let mut size = 0;
+        for (mime, data) in reps {
+            if !MIME_TYPES.contains(&mime.as_str()) {
+                return Err(format!(
+                    "display media type {:?} is not served",
+                    trunc(&mime)
+                ));
+            }
+            if kept.iter().any(|(m, _)| *m == mime) {
+                return Err(format!("display media type {mime} given twice"));
+            }
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(&data)
+                .map_err(|e| format!("display data is not base64: {e}"))?;
+            if is(&mime, &bytes) {
+                size += bytes.len();
+                kept.push((mime, data));
+            }
+        }
+        Ok((kept, size))
+    }
 }
 
-fn check(mime: &str, bytes: &[u8]) -> Result<(), String> {
-    let ok = match mime {
-        "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
-        "image/jpeg" => bytes.starts_with(b"\xff\xd8\xff"),
-        "text/plain" => std::str::from_utf8(bytes).is_ok(),
-        _ => {
-            return Err(format!(
-                "display media type {:?} is not served",
-                trunc(mime)
-            ))
-        }
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("display data is not {mime}"))
+/// Whether `bytes` are what `mime` says.
+pub fn is(mime: &str, bytes: &[u8]) -> bool {
+    match mime {
+        "image/png" => media::is_png(bytes),
+        "image/jpeg" => media::is_jpeg(bytes),
+        "application/json" => serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok(),
+        _ => std::str::from_utf8(bytes).is_ok(),
     }
 }
 
@@ -68,43 +134,5 @@ fn trunc(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn b64(b: &[u8]) -> String {
-        base64::engine::general_purpose::STANDARD.encode(b)
-    }
-
-    #[test]
-    fn only_real_pngs_jpegs_and_text_pass() {
-        let mut d = Displays::default();
-        let png = b64(b"\x89PNG\r\n\x1a\nrest");
-        assert!(d
-            .offer(Some(json!({"mime": "image/png", "data": png})))
-            .is_ok());
-        assert!(d
-            .offer(Some(json!({"mime": "text/plain", "data": b64(b"hi")})))
-            .is_ok());
-        for bad in [
-            json!({"mime": "text/html", "data": b64(b"<script>")}),
-            json!({"mime": "image/png", "data": b64(b"GIF89a")}),
-            json!({"mime": "image/png", "data": "not base64!"}),
-            json!({"mime": "text/plain", "data": b64(b"\xff\xfe")}),
-            json!({"mime": "image/png"}),
-        ] {
-            assert!(d.offer(Some(bad.clone())).is_err(), "{bad}");
-        }
-        assert_eq!((d.items.len(), d.dropped), (2, 0));
-    }
-
-    #[test]
-    fn items_past_the_caps_are_counted_not_kept() {
-        let mut d = Displays::default();
-        for _ in 0..MAX_ITEMS + 3 {
-            d.offer(Some(json!({"mime": "text/plain", "data": b64(b"x")})))
-                .unwrap();
-        }
-        assert_eq!((d.items.len(), d.dropped), (MAX_ITEMS, 3));
-    }
-}
+#[path = "display_tests.rs"]
+mod tests;

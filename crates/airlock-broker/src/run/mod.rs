@@ -13,6 +13,7 @@ pub(crate) mod cold;
 mod conclude;
 pub(crate) mod disk_watch;
 mod egress;
+pub(crate) mod exception;
 pub(crate) mod guest_messages;
 pub(crate) mod image_env;
 mod inbound;

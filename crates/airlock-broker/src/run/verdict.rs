@@ -7,6 +7,7 @@ use std::time::Instant;
 use airlock_protocol::ErrorCode;
 use serde::Deserialize;
 
+pub use super::exception::HintError;
 use super::prepared::NotStarted;
 use crate::output::Captured;
 use crate::result::{RunError, RunResult, RunStatus};
@@ -53,17 +54,6 @@ pub struct Hint {
     pub error: Option<HintError>,
 }
 
-/// An exception the guest reports.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-pub struct HintError {
-    /// Exception class name.
-    #[serde(default, rename = "type")]
-    pub kind: String,
-    /// Exception text.
-    #[serde(default)]
-    pub message: String,
-}
-
 /// Everything observed about a finished run.
 #[derive(Debug)]
 pub struct Observed {
@@ -84,10 +74,7 @@ pub struct Observed {
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> Option<RunError> {
-    Some(RunError {
-        code: code.code(),
-        message: message.into(),
-    })
+    Some(RunError::new(code.code(), message))
 }
 
 fn bounded(s: &str) -> String {
@@ -216,13 +203,13 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
             ),
         ),
         (None, Some(c)) => {
-            let detail = o
-                .hint
-                .as_ref()
-                .and_then(|h| h.error.as_ref())
+            let raised = o.hint.as_ref().and_then(|h| h.error.as_ref());
+            let detail = raised
                 .map(|e| bounded(&format!("{}: {}", e.kind, e.message)))
                 .unwrap_or_else(|| format!("exit status {c}"));
-            (RunStatus::Error, err(ErrorCode::ProgramError, detail))
+            let mut error = RunError::new(ErrorCode::ProgramError.code(), detail);
+            error.exception = raised.and_then(super::exception::of);
+            (RunStatus::Error, Some(error))
         }
         (None, None) => (
             RunStatus::Error,

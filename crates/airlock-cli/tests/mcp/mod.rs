@@ -2,6 +2,7 @@
 mod files;
 mod policy;
 mod processes;
+mod rich;
 mod session;
 mod wire;
 

@@ -424,7 +424,9 @@ async fn a_conversation_keeps_its_python_state_and_figures_come_back_as_images()
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{}", png.len());
     let words = text(&r);
     assert!(
-        words.contains("1 figure(s) attached as image content"),
+        words.contains(
+            "1 rich output(s) attached (images as image content, HTML and SVG as resources)"
+        ),
         "{words}"
     );
 }

@@ -10,6 +10,7 @@ mod lifetimes;
 mod ports;
 mod processes;
 mod restricted;
+mod rich;
 mod session_faults;
 mod session_limits;
 mod sessions;

@@ -361,16 +361,43 @@ def _print_traceback(exc, code, name=PROGRAM):
 
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     clean(te)
-    sys.stderr.write("".join(te.format()))
+    lines = list(te.format())
+    sys.stderr.write("".join(lines))
+    return lines
+
+
+# The traceback a result carries (its lines as `traceback.format` makes them), at most this
+# many characters: the first line and as many of the last (the raising frames) as fit.
+MAX_TRACEBACK = 64 * 1024
 
 
 def _report(exc, code, name=PROGRAM):
+    """Print the traceback; the exception as a result reports it: name, value, traceback."""
     try:
-        _print_traceback(exc, code, name)
+        lines = _print_traceback(exc, code, name)
     except BaseException:
         import traceback
 
-        traceback.print_exception(type(exc), exc, exc.__traceback__)
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        sys.stderr.write("".join(lines))
+    try:
+        value = str(exc)
+    except BaseException:
+        value = "<str failed>"
+    return {"type": type(exc).__name__, "message": value[:4096], "traceback": _tail(lines)}
+
+
+def _tail(lines):
+    if sum(map(len, lines)) <= MAX_TRACEBACK:
+        return lines
+    kept, left = [], MAX_TRACEBACK - len(lines[0]) - 64
+    for line in reversed(lines[1:]):
+        if len(line) > left:
+            break
+        kept.append(line)
+        left -= len(line)
+    skipped = len(lines) - 1 - len(kept)
+    return [lines[0][:MAX_TRACEBACK // 2], "  ... (%d lines left out)\n" % skipped] + kept[::-1]
 
 
 def _on_sigterm(signum, frame):
@@ -410,6 +437,7 @@ def main():
     sys.stdout.reconfigure(line_buffering=True)
     sys.argv = [PROGRAM]
     sys.path.append(os.getcwd())
+    _install_finder()
     _signal.signal(_signal.SIGTERM, _on_sigterm)
     if isinstance(params.get("cell"), int):
         _kernel(rid, params)  # a stateful sandbox: serve cells until the broker ends it
@@ -444,11 +472,9 @@ def _outcome(run, code, name=PROGRAM):
             result["error"] = {"type": "SystemExit", "message": f"exit status {exit_code}"}
         return result
     except MemoryError as exc:
-        _report(exc, code, name)
-        return {"status": "error", "exit_code": 1,
-                "error": {"type": "MemoryError", "message": "MemoryError"}}
+        error = _report(exc, code, name)
+        error["message"] = "MemoryError"
+        return {"status": "error", "exit_code": 1, "error": error}
     except BaseException as exc:
-        _report(exc, code, name)
-        return {"status": "error", "exit_code": 1,
-                "error": {"type": type(exc).__name__, "message": str(exc)[:4096]}}
+        return {"status": "error", "exit_code": 1, "error": _report(exc, code, name)}
     return {"status": "completed", "exit_code": 0}

@@ -5,10 +5,11 @@
 # Rich output (`display()`, matplotlib figures) goes to the broker as `display` notifications
 # before the answer. Between cells the broker stops the process (SIGSTOP); a timeout or a
 # cancel is a SIGINT (KeyboardInterrupt in the program, see `_on_sigint`), then a kill.
-MAX_REPR = 64 * 1024
 MAX_JSON = 256 * 1024
 # A display item must fit one frame with its base64 and envelope.
 MAX_DISPLAY = (MAX_FRAME - 4096) // 4 * 3
+# The value's rich representations share its answer's frame with its repr and JSON copy.
+MAX_VALUE_BUNDLE = 256 * 1024
 CO_COROUTINE = 0x80
 _loop = [None]
 
@@ -27,7 +28,7 @@ def _kernel(rid, params):
         _figures()
         _flush()
         with _Quiet():
-            _send({"jsonrpc": "2.0", "id": rid, "result": result})
+            _send_body(_answer_body(rid, result))
             msg = _read_frame()
         while msg.get("method") == "save":  # between cells: the broker snapshots the state
             msg = _answer_save(msg.get("id"), scope)
@@ -36,6 +37,19 @@ def _kernel(rid, params):
         rid, params = msg.get("id"), msg.get("params") or {}
         _interrupted[0] = False  # an interrupt meant for the previous cell
         _enter(params)
+
+
+def _answer_body(rid, result):
+    """The cell's answer within one frame: a value whose repr escapes to more than its share
+    loses its rich representations, then its JSON copy."""
+    body = _dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+    value = result.get("value") or {}
+    for extra in ("bundle", "json"):
+        if len(body) <= MAX_FRAME - 64:
+            break
+        value.pop(extra, None)
+        body = _dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+    return body
 
 
 def _answer_save(rid, scope):
@@ -112,16 +126,16 @@ _value = []
 
 
 def _outcome_value(result):
-    """The trailing expression's value as `repr` text and, where it serialises, JSON."""
+    """The trailing expression's value as `repr` text, its rich representations (`bundle`:
+    {media type: base64}, text/plain left out: it is the repr) and, where it serialises, JSON."""
     if not _value:
         return result
     value = _value[0]
     _value.clear()
-    try:
-        text = repr(value)
-    except BaseException as exc:
-        text = "<repr failed: %s>" % type(exc).__name__
-    out = {"repr": text[:MAX_REPR]}
+    bundle = dict(_fit(_bundle_of(value), MAX_VALUE_BUNDLE))
+    out = {"repr": binascii_text(bundle.pop("text/plain"))}
+    if bundle:
+        out["bundle"] = bundle
     if isinstance(value, (bool, int, float, str, list, tuple, dict)):
         try:
             encoded = _dumps(value)
@@ -133,42 +147,30 @@ def _outcome_value(result):
     return result
 
 
-def _display(*objs):
-    """Show objects as rich output: a PNG when they render to one (matplotlib figures,
-    `_repr_png_`), else their text."""
-    for obj in objs:
-        png = _png_of(obj)
-        if png is not None:
-            _emit("image/png", png)
-        else:
-            _emit("text/plain", repr(obj).encode("utf-8", "replace")[:MAX_REPR])
-
-
-def _png_of(obj):
-    render = getattr(obj, "_repr_png_", None)
-    if callable(render):
-        data = render()
-        return data if isinstance(data, bytes) else None
-    savefig = getattr(obj, "savefig", None)
-    if callable(savefig):
-        import io
-
-        buf = io.BytesIO()
-        savefig(buf, format="png")
-        return buf.getvalue()
-    return None
-
-
-def _emit(mime, data):
+def binascii_text(b64):
     import binascii
 
-    if len(data) > MAX_DISPLAY:
-        data = b"(%s output of %d bytes is too large to return; write it to a file)" % (
-            mime.encode(), len(data))
-        mime = "text/plain"
-    with _Quiet():
-        _send({"jsonrpc": "2.0", "method": "display",
-               "params": {"mime": mime, "data": binascii.b2a_base64(data, newline=False).decode()}})
+    return binascii.a2b_base64(b64).decode("utf-8", "replace")
+
+
+def _display(*objs, raw=False, include=None, exclude=None, **ignored):
+    """Show objects as rich output, as IPython's `display` does: each becomes one item with
+    every representation it has (see `_bundle_of`); `raw=True` shows ready bundles
+    ({media type: data})."""
+    for obj in objs:
+        if raw and isinstance(obj, dict):
+            bundle = {m: _mime_bytes(m, d) for m, d in obj.items() if m in MIME_ORDER}
+            bundle = {m: d for m, d in bundle.items() if d is not None}
+            bundle.setdefault("text/plain", b"")
+        else:
+            bundle = _bundle_of(obj, include, exclude)
+        reps = _fit(bundle, MAX_DISPLAY)
+        mime, data = reps[0]
+        params = {"mime": mime, "data": data}
+        if len(reps) > 1:
+            params["bundle"] = dict(reps[1:])
+        with _Quiet():
+            _send({"jsonrpc": "2.0", "method": "display", "params": params})
 
 
 def _figures():
