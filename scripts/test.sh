@@ -14,7 +14,7 @@ say() { printf '\n==> %s\n' "$*"; }
 if [ "$(id -u)" = 0 ]; then
     say "system packages"
     missing=()
-    for pkg in python3 python3-numpy python3-matplotlib python3-venv python3-yaml bubblewrap util-linux passwd \
+    for pkg in python3 python3-numpy python3-pandas python3-matplotlib python3-venv python3-yaml bubblewrap util-linux passwd \
         podman runc mmdebstrap golang-github-containers-common binutils; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
