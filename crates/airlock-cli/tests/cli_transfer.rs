@@ -133,7 +133,10 @@ fn a_work_prefixed_guest_path_names_the_same_file_and_nothing_outside_work() {
         std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
         "from the guest"
     );
-    assert_eq!(std::fs::read_to_string(t.path().join("b.txt")).unwrap(), "abc");
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("b.txt")).unwrap(),
+        "abc"
+    );
     // Anything that would leave /work (or name it whole) is refused before the run.
     for bad in [
         "/work/../etc/passwd",
