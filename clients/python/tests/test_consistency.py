@@ -40,8 +40,15 @@ class Identity:
             shutil.copy(zygote, self.dir / zygote.name)
             os.chmod(self.dir / zygote.name, 0o755)
         self.launcher = str(binary)
+        # A state directory of its own: the machine's default may be held by another server,
+        # which is worth a warning that these tests are not about.
+        state = self.dir / "state"
+        state.mkdir()
+        os.chmod(state, 0o700)  # a snapshot store is closed to group and others
+        self.args = ["--state-dir", str(state)]
         if who != "root":
             pw = pwd.getpwnam(who)
+            os.chown(state, pw.pw_uid, pw.pw_gid)
             self.launcher = str(self.dir / "as-user")
             with open(self.launcher, "w") as f:
                 f.write(f"#!/bin/sh\nexec runuser -u {who} -- env -i PATH=/usr/bin:/bin HOME={pw.pw_dir} "
@@ -64,7 +71,7 @@ def identity(request):
 
 
 async def test_a_timeout_is_exit_code_124_everywhere(identity):
-    c = await StdioClient.start(identity.launcher)
+    c = await StdioClient.start(identity.launcher, args=identity.args)
     try:
         results = {
             "execute": await c.execute("while True: pass", timeout=1),
@@ -82,7 +89,7 @@ async def test_a_timeout_is_exit_code_124_everywhere(identity):
 
 
 async def test_files_write_returns_what_stat_returns(identity):
-    c = await StdioClient.start(identity.launcher)
+    c = await StdioClient.start(identity.launcher, args=identity.args)
     try:
         sb = await c.sandbox()
         small = await sb.files.write("d/small.txt", "hi")
@@ -99,9 +106,9 @@ HOST_PROGRAM = """
 import asyncio, sys
 from airlock_client import StdioClient
 
-async def main(launcher, level):
+async def main(launcher, state, level):
     kw = {} if level == "default" else {"log_level": level}
-    c = await StdioClient.start(launcher, **kw)
+    c = await StdioClient.start(launcher, args=["--state-dir", state], **kw)
     sb = await c.sandbox()
     r = await sb.run_code("print(6*7)")
     await sb.files.write("a.txt", "x")
@@ -110,18 +117,18 @@ async def main(launcher, level):
     await c.close()
     print(r.stdout.strip(), r2.stdout.strip())
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+asyncio.run(main(*sys.argv[1:4]))
 """
 
 
-def host_program_stderr(launcher: str, level: str, rust_log=None) -> str:
+def host_program_stderr(identity: Identity, level: str, rust_log=None) -> str:
     """Runs a program that uses the SDK as a host program would (its stderr a pipe, as under
     a supervisor or an agent framework); returns that program's stderr."""
     env = {k: v for k, v in os.environ.items() if k != "RUST_LOG"}
     env["PYTHONPATH"] = str(SRC)
     if rust_log is not None:
         env["RUST_LOG"] = rust_log
-    out = subprocess.run([sys.executable, "-c", HOST_PROGRAM, launcher, level], env=env,
+    out = subprocess.run([sys.executable, "-c", HOST_PROGRAM, identity.launcher, identity.args[1], level], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "42 1\n", out.stdout
@@ -131,18 +138,18 @@ def host_program_stderr(launcher: str, level: str, rust_log=None) -> str:
 def test_a_spawned_server_writes_only_warnings_and_no_colour_to_the_host_s_stderr(identity):
     # The default, even under an ambient RUST_LOG=info (the flag the SDK passes wins).
     for rust_log in (None, "info"):
-        err = host_program_stderr(identity.launcher, "default", rust_log)
+        err = host_program_stderr(identity, "default", rust_log)
         assert err == "", (rust_log, err)
-    err = host_program_stderr(identity.launcher, "info")
+    err = host_program_stderr(identity, "info")
     assert sum(" INFO " in line for line in err.splitlines()) >= 4, err
     assert "connection opened" in err, err
     assert "\x1b" not in err, repr(err)
 
 
-def test_log_level_given_in_args_is_not_doubled(identity, tmp_path):
+def test_log_level_given_in_args_is_not_doubled(identity):
     # A caller's own `--log-level` in `args` wins over the keyword (one flag reaches the binary).
     async def main():
-        c = await StdioClient.start(identity.launcher, args=["--log-level", "error"])
+        c = await StdioClient.start(identity.launcher, args=[*identity.args, "--log-level", "error"])
         r = await c.execute("print(2)")
         await c.close()
         return r

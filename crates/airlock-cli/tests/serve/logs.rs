@@ -13,7 +13,10 @@ use super::support::binary;
 fn session_stderr(flags: &[&str], rust_log: Option<&str>) -> String {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(binary());
-    cmd.args(["serve", "--stdio"])
+    // A state directory of its own: the machine's default may be held by another server,
+    // which is worth a warning that this test is not about.
+    cmd.args(["serve", "--stdio", "--state-dir"])
+        .arg(dir.path().join("state"))
         .args(flags)
         .env_remove("RUST_LOG")
         .env("TMPDIR", dir.path())
