@@ -62,6 +62,18 @@ pub enum InterpreterError {
     /// Not found on PATH or not executable.
     #[error("python interpreter {0:?} not found (install python3 or pass --python PATH)")]
     NotFound(String),
+    /// Not on the image's PATH, or no such file in the image (the same answer as on the host:
+    /// `not_found`, exit 127).
+    #[error(
+        "python interpreter {name:?} not found in image {image} (pass --python with a name on \
+         the image's PATH or a path inside it)"
+    )]
+    NotFoundInImage {
+        /// The interpreter asked.
+        name: String,
+        /// The image's name.
+        image: String,
+    },
     /// It ran but did not answer like CPython 3.
     #[error("{path} does not look like CPython 3: {detail}")]
     NotCpython {

@@ -155,21 +155,35 @@ async fn probe(
     };
     let r = run(spec).await;
     if r.status != RunStatus::Completed || r.exit_code != Some(0) || r.stdout_truncated {
+        if command_not_found(&r) {
+            return Err(InterpreterError::NotFoundInImage {
+                name: name.to_owned(),
+                image: image.name.clone(),
+            });
+        }
         let why = r
             .error
             .as_ref()
             .map_or(r.stderr.as_str(), |e| e.message.as_str());
         let why: String = why.chars().take(500).collect();
-        return Err(match r.status {
-            RunStatus::Refused if why.contains("not found") => {
-                InterpreterError::NotFound(format!("{name} in image {}", image.name))
-            }
-            _ => not_cpython(format!("the probe ended {}: {why}", r.status.as_str())),
-        });
+        return Err(not_cpython(format!(
+            "the probe ended {}: {why}",
+            r.status.as_str()
+        )));
     }
     let found: Interpreter =
         serde_json::from_str(&r.stdout).map_err(|e| not_cpython(e.to_string()))?;
     checked(found).map_err(not_cpython)
+}
+
+/// Whether the probe never started because its command is not in the image (the run's
+/// `not_found`, before any process).
+fn command_not_found(r: &RunResult) -> bool {
+    let not_started = r.exit_code.is_none() && r.signal.is_none();
+    not_started
+        && r.error
+            .as_ref()
+            .is_some_and(|e| e.code == airlock_protocol::ErrorCode::NotFound.code())
 }
 
 /// Keeps an answer only when every path in it is a plain absolute guest path.

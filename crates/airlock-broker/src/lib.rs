@@ -34,7 +34,7 @@ pub use airlock_image::Image;
 pub use kernel::Kernel;
 pub use limits::Limits;
 pub use pool::{Pool, PoolConfig, PoolStats};
-pub use result::{RunResult, RunStatus, Via};
+pub use result::{RunResult, RunStatus, Via, TIMEOUT_EXIT_CODE};
 pub use run::{run, Restricted, RunSpec, Workload};
 pub use runner::{Job, QueueRefusal, Runner, RunnerConfig};
 pub use sandbox_fs::{RootSpec, SandboxFs, SandboxFsError};

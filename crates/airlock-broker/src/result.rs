@@ -2,6 +2,10 @@
 use airlock_protocol::ErrorCode;
 use serde::Serialize;
 
+/// The exit code of a run that timed out, on every front end (the CLI's own exit status, the
+/// wire's, MCP's and the SDK's `exit_code`): 124, as `timeout(1)` exits.
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -103,7 +107,8 @@ pub struct RunResult {
     pub stdout: String,
     /// Captured stderr (head, up to the cap).
     pub stderr: String,
-    /// Exit code when the process exited normally.
+    /// Exit code when the process exited normally; [`TIMEOUT_EXIT_CODE`] for every timeout,
+    /// whatever the killed process exited with.
     pub exit_code: Option<i32>,
     /// Signal number when it was killed.
     pub signal: Option<i32>,

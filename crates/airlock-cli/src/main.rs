@@ -7,6 +7,7 @@ mod bench_cmd;
 mod cli;
 mod doctor;
 mod image_cmd;
+mod logs;
 mod mcp_cmd;
 mod policy_gate;
 mod run_cmd;

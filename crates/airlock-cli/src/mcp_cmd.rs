@@ -1,7 +1,8 @@
 //! `airlock mcp`: airlock as an MCP server on stdio, with upstream MCP servers whose tools
 //! sandboxed programs call through `call_tool("NAME.tool", args)`.
 //!
-//! stdout carries the protocol; logs go to stderr (`RUST_LOG`, default `warn`).
+//! stdout carries the protocol; logs go to stderr (`--log-level`, else `RUST_LOG`, else `warn`;
+//! see [`crate::logs`]).
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use airlock_policy::IsolationScope;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 
+use crate::logs::{LogFormat, LogLevel};
 use crate::policy_gate::Gate;
 use crate::zygote_choice::ZygoteChoice;
 
@@ -81,6 +83,9 @@ pub struct McpOpts {
     /// `airlock serve --help`).
     #[arg(long)]
     pub exec_per_run: bool,
+    /// The least severe log line written to stderr; without it RUST_LOG filters, else `warn`.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
 }
 
 fn seconds(v: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -103,12 +108,7 @@ fn read_bounded(path: &PathBuf, cap: usize) -> anyhow::Result<String> {
 }
 
 pub fn mcp(opts: McpOpts) -> anyhow::Result<ExitCode> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    crate::logs::init(LogFormat::Text, opts.log_level, LogLevel::Warn);
     crate::sweep::at_start();
     let gate = Gate::load(opts.policy.as_deref())?;
     let executor = std::env::current_exe().context("locating the airlock binary")?;

@@ -267,7 +267,7 @@ fn exit_code(r: &RunResult) -> u8 {
             .exit_code
             .map(|c| u8::try_from(c & 0xff).unwrap_or(1))
             .unwrap_or(1),
-        RunStatus::Timeout => 124,
+        RunStatus::Timeout => u8::try_from(airlock_broker::TIMEOUT_EXIT_CODE).unwrap_or(124),
         RunStatus::MemoryLimit => 137,
         RunStatus::Killed => 137,
         RunStatus::ProtocolError => 125,

@@ -23,10 +23,11 @@ pub struct RunOpts {
     #[arg(long = "tool", value_name = "NAME=CMD")]
     pub tools: Vec<String>,
     /// Copy a host file into the sandbox's /work before the run (repeatable; GUEST is relative
-    /// to /work, parents are created, links are never followed).
+    /// to /work or starts with /work/, parents are created, links are never followed).
     #[arg(long = "put", value_name = "LOCAL=GUEST")]
     pub put: Vec<String>,
-    /// Collect a work-dir file after the run (repeatable; LOCAL must not exist yet).
+    /// Collect a work-dir file after the run (repeatable; GUEST as for --put; LOCAL must not
+    /// exist yet).
     #[arg(long = "get", value_name = "GUEST=LOCAL")]
     pub get: Vec<String>,
     /// Maximum tool calls per run [default: 128, or the policy's limits.max_tool_calls].

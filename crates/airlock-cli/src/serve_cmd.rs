@@ -16,19 +16,11 @@ use airlock_policy::{Capability, Egress, RunLimits};
 use airlock_server::{Admission, AuditSink, Auth, Ceilings, Server, ServerConfig};
 use anyhow::{bail, Context};
 
+use crate::logs::{LogFormat, LogLevel};
 use crate::policy_gate::{needs, Gate};
 use crate::zygote_choice::ZygoteChoice;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::io::Write;
-
-/// Log line format on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
 
 /// Options of `airlock serve`.
 #[derive(Debug, Args)]
@@ -144,9 +136,13 @@ pub struct ServeOpts {
     /// NAME.<headless service> (docs/deploy.md).
     #[arg(long, env = "AIRLOCK_NODE_NAME", value_name = "NAME")]
     pub node_name: Option<String>,
-    /// Log format on stderr (filter with RUST_LOG, default info).
+    /// Log format on stderr (colour only when stderr is a terminal).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The least severe log line written to stderr; without it RUST_LOG filters, else `info`.
+    /// A program that spawns the server wants `warn`.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -154,18 +150,6 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
         bail!("--{name} must be a number of seconds in (0, 86400], got {v}");
     }
     Ok(Duration::from_secs_f64(v))
-}
-
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 fn auth(opts: &ServeOpts) -> anyhow::Result<Auth> {
@@ -355,7 +339,7 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    init_logs(opts.log_format);
+    crate::logs::init(opts.log_format, opts.log_level, LogLevel::Info);
     crate::sweep::at_start();
     if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
         tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");

@@ -35,6 +35,13 @@ fn split(s: &str, flag: &str, shape: &str) -> anyhow::Result<(String, String)> {
     }
 }
 
+/// GUEST of `--put`/`--get`: relative to /work, or absolute under it (`/work/x` is `x`), as
+/// MCP's file tools take it; a path that would leave /work is refused.
+fn guest_path(raw: &str) -> anyhow::Result<GuestRelPath> {
+    GuestRelPath::parse_in_work(raw)
+        .with_context(|| "a guest path is relative to /work or starts with /work/".to_owned())
+}
+
 /// The registry door for `--tool NAME=CMD` flags (see the module docs for the declaration).
 pub fn tool_handler(tools: &[String], max_calls: u32) -> anyhow::Result<RunDoor> {
     let mut reg = HostToolRegistry::new().limits(HostToolLimits {
@@ -82,7 +89,7 @@ impl Transfers {
             .iter()
             .map(|s| {
                 let (local, guest) = split(s, "--put", "LOCAL=GUEST")?;
-                let guest = GuestRelPath::parse(&guest).with_context(|| format!("--put {s}"))?;
+                let guest = guest_path(&guest).with_context(|| format!("--put {s}"))?;
                 Ok((PathBuf::from(local), guest))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -90,7 +97,7 @@ impl Transfers {
             .iter()
             .map(|s| {
                 let (guest, local) = split(s, "--get", "GUEST=LOCAL")?;
-                let guest = GuestRelPath::parse(&guest).with_context(|| format!("--get {s}"))?;
+                let guest = guest_path(&guest).with_context(|| format!("--get {s}"))?;
                 Ok((guest, PathBuf::from(local)))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;

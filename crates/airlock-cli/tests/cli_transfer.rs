@@ -104,6 +104,63 @@ fn a_guest_symlink_is_not_collected_and_bad_paths_are_refused() {
 }
 
 #[test]
+fn a_work_prefixed_guest_path_names_the_same_file_and_nothing_outside_work() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("in.txt"), "abc").unwrap();
+    std::fs::write(
+        t.path().join("prog.py"),
+        "import os\nprint(open('/work/d/in.txt').read())\n\
+         open('out.txt','w').write('from the guest')",
+    )
+    .unwrap();
+    // `/work/x` and `x` are one file, on the way in and out, as MCP's file tools take them.
+    let o = airlock(
+        &[
+            "run",
+            "--put",
+            "in.txt=/work/d/in.txt",
+            "--get",
+            "/work/out.txt=a.txt",
+            "--get",
+            "d/in.txt=b.txt",
+            "prog.py",
+        ],
+        t.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "abc\n");
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
+        "from the guest"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("b.txt")).unwrap(),
+        "abc"
+    );
+    // Anything that would leave /work (or name it whole) is refused before the run.
+    for bad in [
+        "/work/../etc/passwd",
+        "/work",
+        "/work/",
+        "/work//etc/passwd",
+        "/etc/passwd",
+        "/workx/a",
+        "/tmp/a",
+    ] {
+        let flag = format!("{bad}=c.txt");
+        let o = airlock(&["run", "--get", &flag, "prog.py"], t.path());
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("relative to /work or starts with /work/"),
+            "{bad}: {}",
+            text(&o.stderr)
+        );
+        assert!(text(&o.stdout).is_empty(), "{bad}: the program ran");
+        assert!(!t.path().join("c.txt").exists(), "{bad}");
+    }
+}
+
+#[test]
 fn tools_go_through_the_registry() {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -55,8 +55,7 @@ pub fn path(args: &JsonObject, key: &str) -> Result<GuestRelPath, String> {
 
 /// `p` (a path relative to /work; a leading `/work/` is accepted too) as a guest path.
 pub fn parse_path(p: &str) -> Result<GuestRelPath, String> {
-    let rel = p.strip_prefix("/work/").unwrap_or(p);
-    GuestRelPath::parse(rel).map_err(|e| {
+    GuestRelPath::parse_in_work(p).map_err(|e| {
         let shown: String = p.chars().take(200).collect();
         format!("path {shown:?}: {e} (paths are relative to /work)")
     })

@@ -66,6 +66,13 @@ impl GuestRelPath {
         Ok(GuestRelPath(raw.to_owned()))
     }
 
+    /// `raw` as a path in the guest's `/work`: relative to it, or absolute under it
+    /// (`/work/a.txt` and `a.txt` name the same file). Anything else, `/work` itself and any
+    /// path that would leave it included, is refused as [`GuestRelPath::parse`] refuses it.
+    pub fn parse_in_work(raw: &str) -> Result<GuestRelPath, GuestPathError> {
+        GuestRelPath::parse(raw.strip_prefix("/work/").unwrap_or(raw))
+    }
+
     /// The path as written.
     #[must_use]
     pub fn as_str(&self) -> &str {
@@ -134,6 +141,26 @@ mod tests {
         }
         let p = GuestRelPath::parse("out/diagram.png").unwrap();
         assert_eq!(p.under("/work/"), "/work/out/diagram.png");
+    }
+
+    #[test]
+    fn a_work_prefix_names_the_same_path_and_nothing_outside() {
+        let p = |s: &str| GuestRelPath::parse_in_work(s);
+        assert_eq!(p("/work/a/b.txt").unwrap(), p("a/b.txt").unwrap());
+        assert_eq!(p("/work/a/b.txt").unwrap().as_str(), "a/b.txt");
+        for bad in [
+            "/work",
+            "/work/",
+            "/work//x",
+            "/work/../etc/passwd",
+            "/etc/passwd",
+            "/workx/a",
+            "/tmp/a",
+            "../a",
+            "/work/./a",
+        ] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -112,7 +112,8 @@ pub(crate) fn parse_write(v: Value) -> Result<WriteCall, ErrorObject> {
     })
 }
 
-/// `files.write`: replace the file (offset 0) or append a chunk at its end.
+/// `files.write`: replace the file (offset 0) or append a chunk at its end; answers as
+/// `files.stat` would.
 pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     let WriteCall { rel, data, offset } = parse_write(v)?;
     let max = h.spec.files_in().max_bytes_per_file;
@@ -126,7 +127,11 @@ pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         h.sandbox.append_chunk(WORK, &rel, offset, data, max).await
     };
     let size = written.map_err(|e| file_error(&e))?;
-    Ok(json!({ "path": rel.as_str(), "size": size }))
+    // What `files.stat` would say now: both branches leave a regular file (a link or a
+    // directory in the way is refused above).
+    Ok(json!({
+        "path": rel.as_str(), "exists": true, "size": size, "is_dir": false, "kind": "file"
+    }))
 }
 
 /// A checked `files.read`: the path, the offset and a length of at most [`MAX_CHUNK`].

@@ -26,14 +26,14 @@ class Files:
 
     async def write(self, path: str, data: Union[bytes, str], *, encoding: str = "utf-8") -> FileStat:
         """Create or replace `path` (missing parents are created) with `data` (a str is encoded).
-        Larger than 512 KiB: the first chunk replaces the file, the rest are appended."""
+        Larger than 512 KiB: the first chunk replaces the file, the rest are appended. Returns
+        the file as `stat` would describe it (`kind` "file")."""
         blob = data.encode(encoding) if isinstance(data, str) else bytes(data)
-        size = 0
+        r: Dict[str, Any] = {}
         for offset in range(0, max(len(blob), 1), CHUNK_BYTES):
             chunk = blob[offset:offset + CHUNK_BYTES]
             r = await self._call("files.write", path=path, data=base64.b64encode(chunk).decode(), offset=offset)
-            size = int(r.get("size", 0))
-        return FileStat(path=path, exists=True, size=size, is_dir=False)
+        return FileStat.from_wire({"exists": True, "is_dir": False, "path": path, **r})
 
     async def read(self, path: str) -> bytes:
         """The whole file, read in 512 KiB chunks until end of file."""

@@ -299,13 +299,18 @@ class StdioClient(BaseClient):
 
     @classmethod
     async def start(cls, binary: Optional[str] = None, args: Sequence[str] = (),
-                    env: Optional[Mapping[str, str]] = None) -> "StdioClient":
+                    env: Optional[Mapping[str, str]] = None, *,
+                    log_level: Optional[str] = "warn") -> "StdioClient":
         """Spawn the broker (`binary`, default `find_airlock_bin()`: $AIRLOCK_BIN, the binary
-        the `airlock` wheel installed beside this interpreter, or `airlock` on PATH)."""
+        the `airlock` wheel installed beside this interpreter, or `airlock` on PATH). Its stderr
+        is this program's; it writes `log_level` and worse there (`--log-level`: trace, debug,
+        info, warn, error); None passes no flag (then `RUST_LOG`, else the broker's `info`)."""
         binary = binary or find_airlock_bin()
+        named = any(a == "--log-level" or a.startswith("--log-level=") for a in args)
+        level = ["--log-level", log_level] if log_level is not None and not named else []
         try:
             proc = await asyncio.create_subprocess_exec(
-                binary, "serve", "--stdio", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                binary, "serve", "--stdio", *level, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 env=dict(env) if env is not None else None, limit=MAX_MESSAGE_BYTES + MAX_HEADER_BYTES)
         except OSError as e:
             raise ConnectionError(f"cannot start {binary!r}: {e}") from e

@@ -211,10 +211,12 @@ class SyncClient:
 
     @classmethod
     def stdio(cls, binary: Optional[str] = None, args: Sequence[str] = (),
-              env: Optional[Mapping[str, str]] = None) -> "SyncClient":
+              env: Optional[Mapping[str, str]] = None, *,
+              log_level: Optional[str] = "warn") -> "SyncClient":
+        """As `StdioClient.start`."""
         loop = _Loop()
         try:
-            aclient = loop.call(StdioClient.start(binary, args, env))
+            aclient = loop.call(StdioClient.start(binary, args, env, log_level=log_level))
         except BaseException:
             loop.stop()
             raise

@@ -8,7 +8,7 @@ use airlock_executor::{AssembleConfig, DataBounds, ExecutorConfig, Mode, RlimitS
 use airlock_protocol::ErrorCode;
 
 use super::plan::{absolute, check_size, command_path, guest_cwd, Plan, GUEST_SEARCH};
-use super::prepared::{not_started, NotStarted, Prepared, RunRoot};
+use super::prepared::{interpreter_missing, not_started, NotStarted, Prepared, RunRoot};
 use super::spec::{RunSpec, Workload};
 use super::{egress, prepare_image};
 use crate::interpreter_facts::Interpreter;
@@ -205,16 +205,6 @@ pub async fn root_for(spec: &RunSpec) -> Result<RootSpec, NotStarted> {
         data: data_bounds(spec),
         image: None,
     })
-}
-
-/// A missing interpreter is the request's problem (`not_found`); one that is there but is not
-/// a usable CPython cannot start a sandbox (`refused`).
-fn interpreter_missing(e: interpreter::InterpreterError) -> NotStarted {
-    let code = match e {
-        interpreter::InterpreterError::NotFound(_) => ErrorCode::NotFound,
-        _ => ErrorCode::SandboxRefused,
-    };
-    not_started(code, e.to_string())
 }
 
 /// A working directory the run names must be a directory in the sandbox's /work already (a

@@ -11,7 +11,7 @@ use airlock_protocol::ErrorCode;
 
 use super::image_env::{merged, search_path};
 use super::plan::{absolute, check_size, command_path, guest_cwd, Plan};
-use super::prepared::{not_started, NotStarted};
+use super::prepared::{interpreter_missing, not_started, NotStarted};
 use super::spec::{RunSpec, Workload};
 use crate::fs_policy;
 use crate::interpreter_image::{self, RunProbe};
@@ -36,7 +36,7 @@ pub(super) async fn plan(
             let mut interp =
                 interpreter_image::discover(image, interpreter.as_deref(), &spec.executor, probe)
                     .await
-                    .map_err(|e| not_started(ErrorCode::SandboxRefused, e.to_string()))?;
+                    .map_err(interpreter_missing)?;
             // The probe's answer is the image's: `/` (or a link to it) as a prefix or a
             // sys.path entry would make the whole root readable.
             interp.prefixes.retain(|p| !sandbox.is_image_root(p));

@@ -7,6 +7,7 @@ use airlock_executor::{ExecutorConfig, HostId};
 use airlock_protocol::ErrorCode;
 
 use super::spec::Restricted;
+use crate::interpreter::InterpreterError;
 use crate::output::OutputTap;
 use crate::sandbox_fs::SandboxFs;
 
@@ -69,4 +70,17 @@ pub(crate) fn not_started(code: ErrorCode, message: impl Into<String>) -> NotSta
         code,
         message: message.into(),
     }
+}
+
+/// A missing interpreter (on the host or in an image) is the request's problem (`not_found`,
+/// which the CLI exits 127 on); one that is there but is not a usable CPython cannot start a
+/// sandbox (`refused`).
+pub(crate) fn interpreter_missing(e: InterpreterError) -> NotStarted {
+    let code = match e {
+        InterpreterError::NotFound(_) | InterpreterError::NotFoundInImage { .. } => {
+            ErrorCode::NotFound
+        }
+        InterpreterError::NotCpython { .. } => ErrorCode::SandboxRefused,
+    };
+    not_started(code, e.to_string())
 }

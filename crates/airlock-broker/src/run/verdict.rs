@@ -10,7 +10,7 @@ use serde::Deserialize;
 pub use super::exception::HintError;
 use super::prepared::NotStarted;
 use crate::output::Captured;
-use crate::result::{RunError, RunResult, RunStatus};
+use crate::result::{RunError, RunResult, RunStatus, TIMEOUT_EXIT_CODE};
 
 const SIGSYS: i32 = 31;
 const SIGKILL: i32 = 9;
@@ -224,11 +224,15 @@ pub fn decide(o: &Observed) -> (RunStatus, Option<RunError>) {
 /// Assemble the final result.
 pub fn result(o: Observed) -> RunResult {
     let (status, error) = decide(&o);
+    let exit_code = match status {
+        RunStatus::Timeout => Some(TIMEOUT_EXIT_CODE),
+        _ => o.exit.and_then(|s| s.code()),
+    };
     RunResult {
         status,
         stdout: o.stdout.text(),
         stderr: o.stderr.text(),
-        exit_code: o.exit.and_then(|s| s.code()),
+        exit_code,
         signal: o.exit.and_then(|s| s.signal()),
         error,
         stdout_truncated: o.stdout.truncated(),

@@ -61,17 +61,37 @@ fn pandas_runs_in_an_imported_image_from_the_cli() {
 
 #[test]
 fn the_host_interpreter_and_its_packages_are_not_in_an_image_sandbox() {
-    let who = As::Me;
-    let store = Store::new(who);
-    store.imported(&fixture().join("root.tar"), "base");
-    // A host path that exists on this machine but not in the image is no interpreter there.
-    let r = store.on_image(
-        "run",
-        "base",
-        &["--python", "/root/.pyenv/shims/python3", "-"],
-        "1",
-    );
-    assert_eq!(status(&r), "refused", "{r}");
+    for who in identities() {
+        let store = Store::new(who);
+        store.imported(&fixture().join("root.tar"), "base");
+        // A host path that exists on this machine but not in the image is no interpreter
+        // there; nor is a name not on the image's PATH. Missing, as on the host: `not_found`
+        // and exit 127, not a refusal (docs/images.md).
+        for python in ["/root/.pyenv/shims/python3", "python9"] {
+            let dir = store.path().to_str().unwrap();
+            let args = [
+                "run",
+                "--json",
+                "--image-dir",
+                dir,
+                "--image",
+                "base",
+                "--python",
+                python,
+                "-",
+            ];
+            let out = crate::support::airlock(who, &args, "print('ran')");
+            let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(status(&r), "error", "{who:?} {python}: {r}");
+            assert_eq!(r["error"]["code"], -32016, "{who:?} {python}: {r}");
+            let msg = r["error"]["message"].as_str().unwrap();
+            assert!(
+                msg.contains(&format!("{python:?} not found in image base")),
+                "{msg}"
+            );
+            assert_eq!(out.status.code(), Some(127), "{who:?} {python}: {r}");
+        }
+    }
     // The host's python3 has no pandas; the image's does (the first test imports it).
     let host = std::process::Command::new("python3")
         .args(["-c", "import pandas"])

@@ -1,5 +1,6 @@
 //! Helpers: spawn `airlock mcp` with upstreams and a policy, talk MCP to it.
 mod files;
+mod logs;
 mod policy;
 mod processes;
 mod rich;

@@ -443,7 +443,27 @@ async fn timeout_s_bounds_a_call_and_env_reaches_exec() {
         .await;
     let s = r.structured_content.clone().unwrap();
     assert_eq!(s["status"], "timeout", "{s}");
+    // 124 as everywhere else (the CLI's exit status, the wire, the SDK), whatever the killed
+    // interpreter exited with.
+    assert_eq!(s["exit_code"], 124, "{s}");
+    assert!(
+        text(&r).starts_with("status: timeout, exit_code: 124"),
+        "{}",
+        text(&r)
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
+    let r = a
+        .call(
+            "exec",
+            json!({"argv": ["/bin/sleep", "30"], "timeout_s": 1}),
+        )
+        .await;
+    let e = r.structured_content.clone().unwrap();
+    assert_eq!(
+        (&e["status"], &e["exit_code"]),
+        (&json!("timeout"), &json!(124)),
+        "{e}"
+    );
     let wall = s["wall_time_ms"].as_f64().unwrap();
     assert!((1400.0..5000.0).contains(&wall), "{wall}");
     for bad in [json!(0), json!(21), json!("1")] {

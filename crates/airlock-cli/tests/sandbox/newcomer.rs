@@ -111,6 +111,25 @@ fn json_run_outcomes_are_one_object_each() {
 }
 
 #[test]
+fn a_timeout_exits_124_and_its_json_says_124() {
+    // As the wire, MCP and the SDK report it, whatever the killed process exited with.
+    let prog = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+                while True: time.sleep(0.05)";
+    for who in identities() {
+        for args in [
+            &["run", "--json", "--timeout", "1", "-"][..],
+            &["exec", "--json", "--timeout", "1", "--", "/bin/sleep", "30"][..],
+        ] {
+            let out = airlock(who, args, prog);
+            let v = one_object(&out);
+            assert_eq!(status(&v), "timeout", "{args:?}: {v}");
+            assert_eq!(v["exit_code"], 124, "{who:?} {args:?}: {v}");
+            assert_eq!(out.status.code(), Some(124), "{who:?} {args:?}: {v}");
+        }
+    }
+}
+
+#[test]
 fn a_missing_command_is_not_found_and_exits_127() {
     for who in identities() {
         let out = airlock(who, &["exec", "--json", "--", "no-such-command-xyz"], "");

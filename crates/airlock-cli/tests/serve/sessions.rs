@@ -145,7 +145,9 @@ async fn ws_session_flow_persists_files_but_no_process() {
     assert_eq!(req, want, "{d}");
 
     let w = write(&mut c, &sid, "in.txt", b"hello persistent world\n").await;
-    assert_eq!(result_of(&w), &json!({"path": "in.txt", "size": 23}));
+    let stat =
+        json!({"path": "in.txt", "exists": true, "size": 23, "is_dir": false, "kind": "file"});
+    assert_eq!(result_of(&w), &stat);
     let r1 = run_code(&mut c, &sid, RUN_1).await;
     assert_eq!(r1["status"], "completed", "{r1}");
     assert_eq!(r1["stdout"], "run1 23\n");
