@@ -92,15 +92,29 @@ fn the_host_interpreter_and_its_packages_are_not_in_an_image_sandbox() {
             assert_eq!(out.status.code(), Some(127), "{who:?} {python}: {r}");
         }
     }
-    // The host's python3 has no pandas; the image's does (the first test imports it).
+    // A package of the host's python3 that the image does not ship (PyYAML: the suite installs
+    // it on the host) is not importable in an image sandbox, for either identity.
     let host = std::process::Command::new("python3")
-        .args(["-c", "import pandas"])
+        .args(["-c", "import yaml"])
         .output()
         .unwrap();
     assert!(
-        !host.status.success(),
-        "this host has pandas: the test proves nothing here"
+        host.status.success(),
+        "this host's python3 has no yaml: the check below proves nothing here"
     );
+    for who in identities() {
+        let store = Store::new(who);
+        store.imported(&fixture().join("root.tar"), "base");
+        let r = store.on_image("run", "base", &["-"], "import yaml");
+        assert_eq!(status(&r), "error", "{who:?}: {r}");
+        assert!(
+            r["stderr"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("No module named 'yaml'"),
+            "{who:?}: {r}"
+        );
+    }
 }
 
 #[test]
