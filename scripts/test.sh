@@ -134,7 +134,11 @@ fi
 rm -rf "$maf_src"
 [ "$maf_status" = 0 ] || { echo "the maf-sandbox suites failed"; exit 1; }
 
-say "distribution: the wheel, the server image, the Kubernetes manifests"
+say "every code block of README.md and docs/*.md, as written (or the reason it is skipped)"
+# The debug binary on PATH as `airlock`; maf-sandbox's blocks on scripts/maf-python.sh's Python.
+python3 -m pytest -q -rs tests/docs 2>&1 | tee "$logs/docs.log"
+
+say "distribution: the wheel and its names, the server image, the Kubernetes manifests"
 # The release build and the image are cached between runs (/var/cache/airlock-test, podman's
 # store): scripts/build-release.sh, scripts/build-image.sh.
 python3 -m pytest -q tests/dist 2>&1 | tee "$logs/dist.log"

@@ -93,7 +93,8 @@ def metadata(version: str) -> str:
             continue
         lines.append(f"Provides-Extra: {extra}")
         lines += [f"Requires-Dist: {extra_requirement(dep, extra)}" for dep in deps]
-    lines += ["Description-Content-Type: text/markdown", ""]
+    # The headers, a blank line, then the long description (core metadata is an email message).
+    lines += ["Description-Content-Type: text/markdown", "", ""]
     return "\n".join(lines) + (SDK / "README.md").read_text()
 
 

@@ -180,6 +180,15 @@ def as_install_args(line: InstallLine, wheel: pathlib.Path, for_download: bool) 
     return out
 
 
+def registry_reachable() -> bool:
+    import urllib.request
+    try:
+        with urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=15) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def wheelhouse(wheel: pathlib.Path) -> Tuple[str, Dict[str, str], pathlib.Path]:
     """Every third-party wheel the install lines need, for the resolver's Python, downloaded
@@ -196,8 +205,7 @@ def wheelhouse(wheel: pathlib.Path) -> Tuple[str, Dict[str, str], pathlib.Path]:
         for args in downloads:
             r = subprocess.run([python, "-m", "pip", "download", "--quiet", "--dest", str(house), *args],
                                capture_output=True, text=True, env=pip_env(env), timeout=600)
-            if r.returncode != 0 and ("Could not find a version" in r.stderr or "connection" in r.stderr.lower()
-                                      or "Name or service" in r.stderr):
+            if r.returncode != 0 and not registry_reachable():
                 pytest.skip(f"the package registry is unreachable and no wheelhouse is cached: {r.stderr[-300:]}")
             assert r.returncode == 0, f"pip download {args}: {r.stderr[-2000:]}"
         for ours_ in house.glob(f"{NAME.replace('-', '_')}-*"):
@@ -206,18 +214,26 @@ def wheelhouse(wheel: pathlib.Path) -> Tuple[str, Dict[str, str], pathlib.Path]:
     return python, env, house
 
 
+# (resolved arguments) -> (pip's exit code, its stderr, its --report)
+RESOLVED: Dict[Tuple[str, ...], Tuple[int, str, str]] = {}
+
+
 @pytest.mark.parametrize("line", LINES, ids=[line.where for line in LINES])
 def test_each_install_line_resolves_offline_against_the_built_wheel(
         line: InstallLine, wheel: pathlib.Path, wheelhouse: Tuple[str, Dict[str, str], pathlib.Path],
         tmp_path: pathlib.Path) -> None:
     python, env, house = wheelhouse
-    report = tmp_path / "report.json"
-    argv = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--quiet",
-            "--find-links", str(wheel.parent), "--find-links", str(house), "--report", str(report),
-            *as_install_args(line, wheel, False)]
-    r = subprocess.run(argv, capture_output=True, text=True, env=pip_env(env), cwd=REPO / line.cwd, timeout=300)
-    assert r.returncode == 0, f"{line}\n{r.stderr[-3000:]}"
-    installed = {canonical(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]}
+    args = tuple(as_install_args(line, wheel, False))  # paths made absolute: equal lines resolve once
+    if args not in RESOLVED:
+        report = tmp_path / "report.json"
+        argv = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--quiet",
+                "--find-links", str(wheel.parent), "--find-links", str(house), "--report", str(report), *args]
+        r = subprocess.run(argv, capture_output=True, text=True, env=pip_env(env), cwd=REPO / line.cwd, timeout=300)
+        report_text = report.read_text() if r.returncode == 0 else ""
+        RESOLVED[args] = (r.returncode, r.stderr, report_text)
+    code, stderr, report_text = RESOLVED[args]
+    assert code == 0, f"{line}\n{stderr[-3000:]}"
+    installed = {canonical(item["metadata"]["name"]) for item in json.loads(report_text)["install"]}
     wanted = set()
     for arg in map(unwrap, line.args):
         if ours(line, arg, wheel):
