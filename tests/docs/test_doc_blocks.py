@@ -209,3 +209,12 @@ def test_every_block_is_labelled_and_every_skip_gives_a_reason() -> None:
         for block in blocks(doc):
             if block.marker and block.marker.startswith("skip"):
                 assert block.skip_reason and len(block.skip_reason) > 10, block.where
+
+
+SKIPPED = [b for doc in DOCS for b in blocks(doc) if b.skip_reason]
+
+
+@pytest.mark.parametrize("block", SKIPPED, ids=[b.where for b in SKIPPED])
+def test_skipped_block(block: Block) -> None:
+    """One skip per block not run, with its reason (listed by `pytest -rs`)."""
+    pytest.skip(f"{block.where}: {block.skip_reason}")
