@@ -196,7 +196,8 @@ def wheelhouse(wheel: pathlib.Path) -> Tuple[str, Dict[str, str], pathlib.Path]:
     python, env = resolver_python()
     version = subprocess.run([python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True,
                              env=pip_env(env), check=True).stdout
-    key = hashlib.sha256("\n".join([version, PYPROJECT.read_text(), *map(str, LINES)]).encode()).hexdigest()[:16]
+    lines = sorted({f"{line.cwd} {line.args}" for line in LINES})  # not where they are: an edit above moves them
+    key = hashlib.sha256("\n".join([version, PYPROJECT.read_text(), *lines]).encode()).hexdigest()[:16]
     root = CACHE if os.access(CACHE, os.W_OK) else pathlib.Path(tempfile.gettempdir())
     house = root / f"wheelhouse-{key}"
     if not (house / ".complete").exists():
