@@ -1,6 +1,6 @@
 """A Microsoft Agent Framework agent whose sandboxed tool runs on airlock, through maf-sandbox.
 
-    pip install -e clients/python -e clients/airlock-maf      # Python >= 3.12; pulls maf-sandbox
+    pip install -e './clients/python[maf]'      # Python >= 3.12; pulls maf-sandbox
     AIRLOCK_BIN=target/debug/airlock python examples/maf_agent.py
 
 Offline: a scripted chat client stands in for the model. It asks for the `run_python` tool twice

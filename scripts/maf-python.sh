@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Python >= 3.12 with maf-sandbox (and the test tools) that both root and the unprivileged
-# `airlock-test` can run: the test suite of clients/airlock-maf and examples/maf_agent.py.
+# `airlock-test` can run: the maf-sandbox suites (clients/python/maf/tests) and examples/maf_agent.py.
 #
 # Prints one line, `PYTHON LD_LIBRARY_PATH`, for scripts/test.sh to use. Fails loudly (exit 1)
 # when no Python >= 3.12 exists on this machine: nothing but PyPI packages is downloaded.

@@ -38,13 +38,18 @@ python3 -m pip install --quiet --disable-pip-version-check "${py_packages[@]}" \
 export AIRLOCK_REQUIRE_NUMPY=1 AIRLOCK_REQUIRE_RAY=1
 # The client is never installed: its tests import it from clients/python/src. An editable
 # install an older suite left in the system Python goes.
+# (airlock-client was its distribution's name before it became airlock-ai.)
 editable_client() {
-    python3 -m pip show airlock-client 2>/dev/null \
-        | grep -qx "Editable project location: $root/clients/python"
+    local name
+    for name in airlock-ai airlock-client; do
+        python3 -m pip show "$name" 2>/dev/null \
+            | grep -qx "Editable project location: $root/clients/python" && { echo "$name"; return 0; }
+    done
+    return 1
 }
-if editable_client; then
-    python3 -m pip uninstall --quiet --yes airlock-client 2>/dev/null \
-        || python3 -m pip uninstall --quiet --yes --break-system-packages airlock-client
+if stale="$(editable_client)"; then
+    python3 -m pip uninstall --quiet --yes "$stale" 2>/dev/null \
+        || python3 -m pip uninstall --quiet --yes --break-system-packages "$stale"
 fi
 
 # Everything the suite leaves in the temporary directory (the test binaries' copies of the
@@ -100,9 +105,8 @@ say "airlock as a maf-sandbox backend (maf-sandbox's own conformance suites)"
 maf_line="$(bash scripts/maf-python.sh)"
 read -r maf_py maf_lib <<<"$maf_line"
 maf_src="$(mktemp -d)"
-cp -r clients/python/src/airlock_client clients/airlock-maf/src/airlock_maf "$maf_src/"
+cp -r clients/python/src/airlock_client clients/python/maf/airlock_maf "$maf_src/"
 mkdir -p "$maf_src/repo/clients" "$maf_src/repo/examples"
-cp -r clients/airlock-maf "$maf_src/repo/clients/"
 cp -r clients/python "$maf_src/repo/clients/"
 cp examples/maf_agent.py "$maf_src/repo/examples/"
 chmod -R a+rX "$maf_src"
@@ -117,8 +121,8 @@ if python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 80))' 2>
 fi
 maf_env=(PATH=/usr/local/bin:/usr/bin:/bin LD_LIBRARY_PATH="$maf_lib" PYTHONDONTWRITEBYTECODE=1
     PYTHONPATH="$maf_src" AIRLOCK_BIN="$root/target/debug/airlock" AIRLOCK_MAF_EGRESS_URL=http://localhost/)
-maf_tests=("$maf_py" -m pytest -q -p no:cacheprovider -c "$maf_src/repo/clients/airlock-maf/pyproject.toml"
-    "$maf_src/repo/clients/airlock-maf/tests")
+maf_tests=("$maf_py" -m pytest -q -p no:cacheprovider -c "$maf_src/repo/clients/python/maf/pytest.ini"
+    "$maf_src/repo/clients/python/maf/tests")
 maf_status=0
 (cd /tmp && env "${maf_env[@]}" HOME="${HOME:-/root}" "${maf_tests[@]}") 2>&1 | tee "$logs/maf-root.log" || maf_status=1
 if [ "$(id -u)" = 0 ]; then
@@ -130,7 +134,11 @@ fi
 rm -rf "$maf_src"
 [ "$maf_status" = 0 ] || { echo "the maf-sandbox suites failed"; exit 1; }
 
-say "distribution: the wheel, the server image, the Kubernetes manifests"
+say "every code block of README.md and docs/*.md, as written (or the reason it is skipped)"
+# The debug binary on PATH as `airlock`; maf-sandbox's blocks on scripts/maf-python.sh's Python.
+python3 -m pytest -q -rs tests/docs 2>&1 | tee "$logs/docs.log"
+
+say "distribution: the wheel and its names, the server image, the Kubernetes manifests"
 # The release build and the image are cached between runs (/var/cache/airlock-test, podman's
 # store): scripts/build-release.sh, scripts/build-image.sh.
 python3 -m pytest -q tests/dist 2>&1 | tee "$logs/dist.log"
@@ -143,7 +151,7 @@ say "the suite's own leftovers"
 # removes it), and nothing of the repository is installed into the system Python.
 ls -d "$suite_tmp"/airlock-test-bin-* >/dev/null 2>&1 \
     || { echo "no copy of the test binary in $suite_tmp: the copies went elsewhere"; exit 1; }
-! editable_client || { echo "the client is installed editable into the system Python"; exit 1; }
+! editable_client >/dev/null || { echo "the client is installed editable into the system Python"; exit 1; }
 
 # One closing line for the whole suite (cargo's last line is a doc-test binary's "0 passed").
 passed=$(cat "$logs"/*.log | sed -nE 's/.*test result: ok\. ([0-9]+) passed.*/\1/p; s/^([0-9]+) passed.*/\1/p' \

@@ -1,6 +1,9 @@
-"""Builds the `airlock` wheel: the release binary (installed as the `airlock` command), the
-library the zygote of `airlock serve` and `airlock mcp` loads (installed beside it), and the Python SDK
-(`airlock_client`, with the framework adapters as extras), the way ruff and uv ship.
+"""Builds the airlock wheel: the release binary (installed as the `airlock` command), the
+library the zygote of `airlock serve` and `airlock mcp` loads (installed beside it), the Python SDK
+(`airlock_client`, with the framework adapters as extras) and the maf-sandbox backend
+(`airlock_maf`, extra `maf`), the way ruff and uv ship. Its distribution name, version,
+dependencies and extras are clients/python/pyproject.toml's, so `pip install '<wheel>[maf]'` and
+`pip install './clients/python[maf]'` install the same name (docs/deploy.md, "Names").
 
 Both ELF files go under `.data/scripts/`: every installer (pip, uv; venv, --user, --prefix)
 puts that scheme in one directory, so the library always lands beside the binary, where the
@@ -31,9 +34,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SDK = ROOT / "clients" / "python"
-NAME = "airlock"
+# The packages the wheel carries, and the source root each lives in (pyproject's packages.find).
+PACKAGES = (("airlock_client", SDK / "src"), ("airlock_maf", SDK / "maf"))
 SUMMARY = ("Run untrusted, model-generated code in a rootless Linux sandbox: the airlock "
-           "binary and its Python SDK (airlock_client)")
+           "binary, its Python SDK (airlock_client) and a maf-sandbox backend (airlock_maf)")
 # Every file gets this time, so the same inputs give the same wheel (SOURCE_DATE_EPOCH wins).
 EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -55,32 +59,51 @@ def glibc_tag(elves: list[Path]) -> str:
     return f"manylinux_2_{max(minors)}_{platform.machine()}"
 
 
+def project() -> dict:
+    return dict(tomllib.loads((SDK / "pyproject.toml").read_text())["project"])
+
+
+def dist_name() -> str:
+    """The distribution name as a wheel's file and .dist-info directory spell it (PEP 427)."""
+    return re.sub(r"[-_.]+", "_", project()["name"]).lower()
+
+
+def extra_requirement(dep: str, extra: str) -> str:
+    """`dep` required only with `extra`; a marker of its own is kept, and-ed with the extra's."""
+    req, _, marker = dep.partition(";")
+    condition = f'extra == "{extra}"'
+    if marker.strip():
+        condition = f"({marker.strip()}) and {condition}"
+    return f"{req.strip()}; {condition}"
+
+
 def metadata(version: str) -> str:
-    project = tomllib.loads((SDK / "pyproject.toml").read_text())["project"]
+    project_ = project()
     lines = [
         "Metadata-Version: 2.1",
-        f"Name: {NAME}",
+        f"Name: {project_['name']}",
         f"Version: {version}",
         f"Summary: {SUMMARY}",
         "License: Apache-2.0",
-        f"Requires-Python: {project['requires-python']}",
+        f"Requires-Python: {project_['requires-python']}",
     ]
-    lines += [f"Requires-Dist: {dep}" for dep in project["dependencies"]]
-    for extra, deps in project["optional-dependencies"].items():
+    lines += [f"Requires-Dist: {dep}" for dep in project_["dependencies"]]
+    for extra, deps in project_["optional-dependencies"].items():
         if extra == "test":
             continue
         lines.append(f"Provides-Extra: {extra}")
-        lines += [f'Requires-Dist: {dep}; extra == "{extra}"' for dep in deps]
-    lines += ["Description-Content-Type: text/markdown", ""]
+        lines += [f"Requires-Dist: {extra_requirement(dep, extra)}" for dep in deps]
+    # The headers, a blank line, then the long description (core metadata is an email message).
+    lines += ["Description-Content-Type: text/markdown", "", ""]
     return "\n".join(lines) + (SDK / "README.md").read_text()
 
 
 def sdk_files() -> list[tuple[str, bytes]]:
-    src = SDK / "src"
     files = []
-    for path in sorted((src / "airlock_client").rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            files.append((path.relative_to(src).as_posix(), path.read_bytes()))
+    for package, src in PACKAGES:
+        for path in sorted((src / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                files.append((path.relative_to(src).as_posix(), path.read_bytes()))
     return files
 
 
@@ -92,12 +115,13 @@ def record_line(name: str, data: bytes) -> str:
 def build(binary: Path, library: Path, out_dir: Path) -> Path:
     version = workspace_version()
     tag = f"py3-none-{glibc_tag([binary, library])}"
-    dist_info = f"{NAME}-{version}.dist-info"
+    name = dist_name()
+    dist_info = f"{name}-{version}.dist-info"
     wheel_meta = f"Wheel-Version: 1.0\nGenerator: airlock scripts/wheel.py\nRoot-Is-Purelib: false\nTag: {tag}\n"
     # (name, data, mode)
     entries = [(n, d, 0o644) for n, d in sdk_files()]
-    entries.append((f"{NAME}-{version}.data/scripts/airlock", binary.read_bytes(), 0o755))
-    entries.append((f"{NAME}-{version}.data/scripts/{library.name}", library.read_bytes(), 0o644))
+    entries.append((f"{name}-{version}.data/scripts/airlock", binary.read_bytes(), 0o755))
+    entries.append((f"{name}-{version}.data/scripts/{library.name}", library.read_bytes(), 0o644))
     entries.append((f"{dist_info}/METADATA", metadata(version).encode(), 0o644))
     entries.append((f"{dist_info}/WHEEL", wheel_meta.encode(), 0o644))
     record = "".join(record_line(n, d) + "\n" for n, d, _ in entries) + f"{dist_info}/RECORD,,\n"
@@ -108,7 +132,7 @@ def build(binary: Path, library: Path, out_dir: Path) -> Path:
         import time
         date = time.gmtime(max(int(os.environ["SOURCE_DATE_EPOCH"]), 315532800))[:6]
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{NAME}-{version}-{tag}.whl"
+    path = out_dir / f"{name}-{version}-{tag}.whl"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data, mode in entries:

@@ -1,4 +1,4 @@
-"""The `airlock` wheel as a new user gets it: installed into a fresh venv, with no Rust toolchain
+"""The airlock wheel (distribution `airlock-ai`) as a new user gets it: installed into a fresh venv, with no Rust toolchain
 and nothing of the repository on the path, it gives a working `airlock` command, the library
 `airlock serve --zygote` loads beside it, and the SDK, whose default binary is the one the wheel
 installed. As root and as the unprivileged user."""
@@ -71,7 +71,7 @@ def clean_env() -> dict:
 
 
 def test_the_wheel_carries_a_small_stripped_binary_and_the_sdk(wheel: pathlib.Path) -> None:
-    assert wheel.name.startswith("airlock-0.") and "manylinux_2_" in wheel.name, wheel.name
+    assert wheel.name.startswith("airlock_ai-0.") and "manylinux_2_" in wheel.name, wheel.name
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         binary = next(n for n in names if n.endswith(".data/scripts/airlock"))
@@ -80,9 +80,10 @@ def test_the_wheel_carries_a_small_stripped_binary_and_the_sdk(wheel: pathlib.Pa
         assert (info.external_attr >> 16) & 0o111, "the binary is not executable"
         assert "airlock_client/__init__.py" in names and "airlock_client/py.typed" in names
         assert any(n.startswith("airlock_client/adapters/") for n in names)
+        assert "airlock_maf/__init__.py" in names and "airlock_maf/py.typed" in names
         meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     extras = [l.split(": ", 1)[1] for l in meta.splitlines() if l.startswith("Provides-Extra: ")]
-    assert extras == ["langchain", "openai-agents", "smolagents"], meta
+    assert extras == ["langchain", "openai-agents", "smolagents", "maf"], meta
     assert "Requires-Dist: websockets" in meta
 
 
@@ -132,7 +133,7 @@ def test_a_sandboxed_run_through_the_sdk_uses_the_installed_binary(venv: pathlib
 def test_the_adapters_are_extras(venv: pathlib.Path) -> None:
     python = str(venv / "bin" / "python")
     probe = ("import importlib.metadata as m, airlock_client.adapters as a; "
-             "print(sorted(m.metadata('airlock').get_all('Provides-Extra')))")
+             "print(sorted(m.metadata('airlock-ai').get_all('Provides-Extra')))")
     r = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=clean_env(), cwd="/")
     assert r.returncode == 0, r.stderr
     assert "openai-agents" in r.stdout
@@ -187,7 +188,7 @@ def test_pip_installs_the_library_beside_the_command(venv: pathlib.Path) -> None
     assert mode & 0o444 == 0o444 and mode & 0o111 == 0, oct(mode)
     probe = ("import importlib.metadata as m, pathlib, sys; "
              "print(any((pathlib.Path(f.locate()).resolve() == pathlib.Path(sys.argv[1]).resolve()) "
-             "for f in m.files('airlock')))")
+             "for f in m.files('airlock-ai')))")
     python = str(venv / "bin" / "python")
     r = subprocess.run([python, "-c", probe, str(library)], capture_output=True, text=True, env=clean_env(), cwd="/")
     assert r.stdout.strip() == "True", r

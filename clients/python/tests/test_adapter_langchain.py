@@ -11,7 +11,7 @@ try:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     from langchain_core.utils.function_calling import convert_to_openai_tool
 except ImportError as e:  # fail, never skip: scripts/test.sh installs it
-    raise ImportError("langchain-core is missing: pip install 'airlock-client[langchain]' "
+    raise ImportError("langchain-core is missing: pip install 'airlock-ai[langchain]' "
                       "(scripts/test.sh installs it)") from e
 
 import pytest

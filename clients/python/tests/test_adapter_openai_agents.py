@@ -12,7 +12,7 @@ try:
     from agents.sandbox import LocalSnapshotSpec, SandboxAgent, SandboxRunConfig
     from agents.testing import ScriptedModel, assistant_message, function_call
 except ImportError as e:  # fail, never skip: scripts/test.sh installs it
-    raise ImportError("the OpenAI Agents SDK is missing: pip install 'airlock-client[openai-agents]' "
+    raise ImportError("the OpenAI Agents SDK is missing: pip install 'airlock-ai[openai-agents]' "
                       "(scripts/test.sh installs it)") from e
 
 import pytest

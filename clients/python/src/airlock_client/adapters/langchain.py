@@ -1,4 +1,4 @@
-"""LangChain tools over an airlock sandbox (`pip install 'airlock-client[langchain]'`).
+"""LangChain tools over an airlock sandbox (`pip install 'airlock-ai[langchain]'`).
 
 `AirlockPythonTool` runs Python in one sandbox kept across calls (files persist between calls;
 each call is a fresh process). `AirlockToolkit` adds `write_file`, `read_file` and
@@ -21,7 +21,7 @@ try:
     from pydantic import BaseModel, ConfigDict, Field
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("airlock_client.adapters.langchain needs langchain-core: "
-                      "pip install 'airlock-client[langchain]'") from e
+                      "pip install 'airlock-ai[langchain]'") from e
 
 from .._runs import OutputCallback
 from ..errors import AirlockError, NotFoundError

@@ -1,4 +1,4 @@
-"""A smolagents executor whose state lives in an airlock sandbox (`pip install 'airlock-client[smolagents]'`).
+"""A smolagents executor whose state lives in an airlock sandbox (`pip install 'airlock-ai[smolagents]'`).
 
 `CodeAgent(tools=..., model=..., executor=AirlockExecutor(client))` runs every code action of
 the agent as a cell of one stateful sandbox: variables, imports and functions persist from one
@@ -27,7 +27,7 @@ try:
     from smolagents.utils import AgentError
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("airlock_client.adapters.smolagents needs smolagents: "
-                      "pip install 'airlock-client[smolagents]'") from e
+                      "pip install 'airlock-ai[smolagents]'") from e
 
 from ..result import RunResult
 from ..spec import Limits, Tool

@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK on airlock (`pip install 'airlock-client[openai-agents]'`).
+"""The OpenAI Agents SDK on airlock (`pip install 'airlock-ai[openai-agents]'`).
 
 `AirlockSandboxClient` is a sandbox client of the SDK (`agents.sandbox`): give it to
 `SandboxRunConfig(client=...)`, or make a session with it and pass
@@ -11,7 +11,7 @@ try:
     import agents.sandbox  # noqa: F401
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("airlock_client.adapters.openai_agents needs the OpenAI Agents SDK: "
-                      "pip install 'airlock-client[openai-agents]'") from e
+                      "pip install 'airlock-ai[openai-agents]'") from e
 
 from ._client import AirlockSandboxClient, workspace_manifest
 from ._options import WORK_DIR, AirlockSandboxClientOptions, AirlockSandboxSessionState

@@ -18,7 +18,7 @@ from airlock_maf import AirlockSandboxBackend
 
 from .conftest import airlock_binary
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 LIMITS = TransferLimits(8 * 1024 * 1024, 32 * 1024 * 1024, 32)
 SPEC = SandboxSpec(kind="k", work_dir=None, files_in=LIMITS, files_out=LIMITS,
                    requires=frozenset({Capability.EXEC, Capability.RUN_CODE, Capability.FILES_IN}))
@@ -72,7 +72,7 @@ async def test_concurrent_runs_on_one_sandbox_queue_instead_of_busy(backend: Air
 
 
 def test_mypy_strict_is_clean(tmp_path: Path) -> None:
-    src = ROOT / "clients" / "airlock-maf" / "src"
+    src = ROOT / "clients" / "python" / "maf"
     env = {**os.environ, "MYPYPATH": str(ROOT / "clients" / "python" / "src")}
     done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
                            str(src / "airlock_maf")], capture_output=True, text=True, env=env)
