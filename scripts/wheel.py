@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SDK = ROOT / "clients" / "python"
 # The packages the wheel carries, and the source root each lives in (pyproject's packages.find).
-PACKAGES = (("airlock_client", SDK / "src"), ("airlock_maf", SDK / "maf"))
+PACKAGES = (("airlock_client", SDK / "src"), ("airlock_maf", SDK / "maf"), ("airlock_ray", SDK / "src"))
 SUMMARY = ("Run untrusted, model-generated code in a rootless Linux sandbox: the airlock "
            "binary, its Python SDK (airlock_client) and a maf-sandbox backend (airlock_maf)")
 # Every file gets this time, so the same inputs give the same wheel (SOURCE_DATE_EPOCH wins).

@@ -24,7 +24,7 @@ from conftest import REPO
 from install_lines import InstallLine, install_lines
 
 NAME = "airlock-ai"
-EXTRAS = ["langchain", "openai-agents", "smolagents", "maf"]
+EXTRAS = ["langchain", "openai-agents", "smolagents", "maf", "ray"]
 PYPROJECT = REPO / "clients" / "python" / "pyproject.toml"
 CACHE = pathlib.Path(os.environ.get("AIRLOCK_TEST_CACHE", "/var/cache/airlock-test"))
 # Third-party packages the docs install (benchmark peers and their references). Anything else,
@@ -70,11 +70,13 @@ def test_the_wheel_and_the_repository_carry_one_name_with_every_extra(wheel: pat
     assert 'openai-agents>=0.24; extra == "openai-agents"' in requires, requires
     assert 'smolagents>=1.20; extra == "smolagents"' in requires, requires
     assert 'maf-sandbox~=0.51.1; (python_version >= "3.12") and extra == "maf"' in requires, requires
-    # Every extra's packages are in the wheel: the adapters and the maf-sandbox backend.
+    assert 'ray>=2.40; extra == "ray"' in requires, requires
+    # Every extra's packages are in the wheel: the adapters, the maf-sandbox backend, airlock_ray.
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     for module in ("airlock_client/adapters/langchain.py", "airlock_client/adapters/smolagents.py",
-                   "airlock_client/adapters/openai_agents/__init__.py", "airlock_maf/backend.py"):
+                   "airlock_client/adapters/openai_agents/__init__.py", "airlock_maf/backend.py",
+                   "airlock_ray/__init__.py", "airlock_ray/py.typed"):
         assert module in names, module
 
 

@@ -81,9 +81,10 @@ def test_the_wheel_carries_a_small_stripped_binary_and_the_sdk(wheel: pathlib.Pa
         assert "airlock_client/__init__.py" in names and "airlock_client/py.typed" in names
         assert any(n.startswith("airlock_client/adapters/") for n in names)
         assert "airlock_maf/__init__.py" in names and "airlock_maf/py.typed" in names
+        assert "airlock_ray/__init__.py" in names and "airlock_ray/py.typed" in names
         meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     extras = [l.split(": ", 1)[1] for l in meta.splitlines() if l.startswith("Provides-Extra: ")]
-    assert extras == ["langchain", "openai-agents", "smolagents", "maf"], meta
+    assert extras == ["langchain", "openai-agents", "smolagents", "maf", "ray"], meta
     assert "Requires-Dist: websockets" in meta
 
 

@@ -32,8 +32,8 @@ def test_mypy_strict_is_clean_on_the_package_and_a_user_program(tmp_path):
     """The package includes the adapters (so both frameworks must be installed); the adapter
     examples are user programs too."""
     assert (SRC / "airlock_client" / "py.typed").exists()
-    examples = [EXAMPLES / "langchain_agent.py", EXAMPLES / "openai_agents_sandbox.py"]
-    r = mypy(tmp_path, SRC / "airlock_client", HERE / "typed_user_program.py", *examples)
+    examples = [EXAMPLES / "langchain_agent.py", EXAMPLES / "openai_agents_sandbox.py", EXAMPLES / "ray_code_reward.py"]
+    r = mypy(tmp_path, SRC / "airlock_client", SRC / "airlock_ray", HERE / "typed_user_program.py", *examples)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
