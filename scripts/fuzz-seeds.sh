@@ -189,3 +189,26 @@ calls='>{"tool":"up.forecast","args":{"city":"Paris","days":2}}
 seed $U session 140 "$init"$'\n'"$page1"$'\n'"$page2"$'\n'"$wrapped"$'\n'"$texts"$'\n'"$failed"$'\n'"$is_error"$'\n'"$calls"$'\n'
 seed $U small-cap 023 "$page2"$'\n'"$texts"$'\n''>{"tool":"up.search","args":{}}'$'\n'
 seed $U endless 000 '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","inputSchema":{}}],"nextCursor":"c"}}'$'\n'
+
+# media_sniff: a real 1x1 PNG and JPEG (as matplotlib and Pillow write them), and a PNG's
+# signature going on as HTML (what must not pass as an image).
+mkdir -p corpus/media_sniff
+if command -v python3 >/dev/null; then
+    python3 - <<'PY'
+import struct, zlib
+def chunk(kind, body):
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+       + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+open("corpus/media_sniff/png", "wb").write(png)
+open("corpus/media_sniff/png-then-html", "wb").write(png[:8] + b"<html><script>alert(1)</script>")
+try:
+    import io
+    from PIL import Image
+    out = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(out, "JPEG")
+    open("corpus/media_sniff/jpeg", "wb").write(out.getvalue())
+except ImportError:
+    pass
+PY
+fi

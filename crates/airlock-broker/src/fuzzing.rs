@@ -120,7 +120,9 @@ pub fn displays(all: Vec<Option<Value>>) -> Result<(Vec<DisplayItem>, u32), Stri
 /// value within its caps.
 pub fn cell_answer(result: Option<Value>) -> (Option<i64>, Option<CellValue>) {
     let (hint, value) = cell::answer(result);
-    (hint.and_then(|h| h.exit_code), value.map(cell::bounded))
+    let mut displays = Displays::default();
+    let value = value.map(|v| cell::bounded(v, &mut displays));
+    (hint.and_then(|h| h.exit_code), value)
 }
 
 /// Longest `repr` a cell's value keeps.
