@@ -6,6 +6,7 @@
 mod bench_cmd;
 mod cli;
 mod doctor;
+mod image_build;
 mod image_cmd;
 mod mcp_cmd;
 mod policy_gate;
