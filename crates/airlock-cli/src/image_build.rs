@@ -52,7 +52,10 @@ pub fn build(store: &Store, opts: BuildOpts) -> anyhow::Result<()> {
     }
     let built = build::make(&recipe, &program, cache.as_ref())
         .with_context(|| format!("building the {} preset", preset.name))?;
-    let source = format!("preset {} ({builder}, {}, recipe {key})", preset.name, recipe.suite);
+    let source = format!(
+        "preset {} ({builder}, {}, recipe {key})",
+        preset.name, recipe.suite
+    );
     let done = store
         .import_labelled(&built.path, &name, Bounds::default(), &source)
         .with_context(|| format!("importing {}", built.path.display()))?;
@@ -70,7 +73,14 @@ pub fn build(store: &Store, opts: BuildOpts) -> anyhow::Result<()> {
     } else {
         format!("built in {:.0} s", built.seconds)
     };
-    println!("{name}: {} ({how}), root {} ({} entries)", source, &r.id[..12], r.entries);
-    println!("run on it: airlock run --image {name} script.py   (SDK: client.sandbox(image=\"{name}\"))");
+    println!(
+        "{name}: {} ({how}), root {} ({} entries)",
+        source,
+        &r.id[..12],
+        r.entries
+    );
+    println!(
+        "run on it: airlock run --image {name} script.py   (SDK: client.sandbox(image=\"{name}\"))"
+    );
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `airlock image import|ls|rm`: the local image store (airlock-image).
+//! `airlock image build|import|ls|rm`: the local image store (airlock-image).
 use std::path::PathBuf;
 use std::process::ExitCode;
 

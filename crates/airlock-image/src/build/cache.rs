@@ -22,7 +22,10 @@ impl Cache {
             .recursive(true)
             .mode(0o755)
             .create(dir)
-            .map_err(ImageError::io(format!("create the cache {}", dir.display())))?;
+            .map_err(ImageError::io(format!(
+                "create the cache {}",
+                dir.display()
+            )))?;
         let lock = File::open(dir).map_err(ImageError::io(format!("open {}", dir.display())))?;
         lock.lock()
             .map_err(ImageError::io(format!("lock {}", dir.display())))?;
@@ -64,7 +67,10 @@ impl Cache {
         tempfile::Builder::new()
             .prefix(".build-")
             .tempdir_in(&self.dir)
-            .map_err(ImageError::io(format!("a build directory in {}", self.dir.display())))
+            .map_err(ImageError::io(format!(
+                "a build directory in {}",
+                self.dir.display()
+            )))
     }
 
     /// Moves the built `file` in as the build of `preset` with `key`, readable by everyone,
@@ -79,7 +85,8 @@ impl Cache {
         for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             let name = e.file_name();
             let n = name.to_string_lossy();
-            let stale = n.starts_with(&prefix) && n.ends_with(".tar") && Some(&name) != keep.as_ref();
+            let stale =
+                n.starts_with(&prefix) && n.ends_with(".tar") && Some(&name) != keep.as_ref();
             if stale {
                 let _ = std::fs::remove_file(e.path());
             }

@@ -84,7 +84,9 @@ fn run_all(recipe: &Recipe, program: &Path, out: &Path, scratch: &Path) -> Resul
                 .map(Stdio::from)
                 .map_err(ImageError::io("duplicate stderr"))
         };
-        c.stdin(Stdio::null()).stdout(to_stderr()?).stderr(to_stderr()?);
+        c.stdin(Stdio::null())
+            .stdout(to_stderr()?)
+            .stderr(to_stderr()?);
         let status = c
             .status()
             .map_err(ImageError::io(format!("run {}", program.display())))?;

@@ -48,7 +48,11 @@ pub fn preset(name: &str) -> Result<Preset> {
 /// The presets' names, comma-separated.
 #[must_use]
 pub fn names() -> String {
-    PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+    PRESETS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Shell run in the finished root (mmdebstrap's customize hook, a Containerfile's `RUN`):

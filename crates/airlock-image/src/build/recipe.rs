@@ -11,6 +11,17 @@ use crate::digest::Digest;
 
 /// The suite used when the host is not Debian (or Ubuntu) and none is asked for.
 pub const DEFAULT_SUITE: &str = "bookworm";
+/// Paths no preset needs at run time, left out of the image: documentation, and the C
+/// compiler and headers that bookworm's python3-scipy pulls in through python3-pythran (a
+/// compiler for building extensions), about 300 MB of a 1.2 GB root.
+const LEFT_OUT: &[&str] = &[
+    "/usr/share/doc/*",
+    "/usr/share/man/*",
+    "/usr/share/locale/*",
+    "/usr/include/*",
+    "/usr/lib/gcc/*",
+    "/usr/bin/*-lto-dump-*",
+];
 /// Most bytes read from a host configuration file (`/etc/os-release`, apt sources).
 const MAX_HOST_FILE: u64 = 256 * 1024;
 
@@ -83,8 +94,8 @@ impl Recipe {
             // Recommends would bring gcc, boost and -dev headers (1.2 GB instead of ~500 MB).
             "--aptopt=APT::Install-Recommends \"false\"".to_owned(),
         ];
-        for p in ["doc", "man", "locale"] {
-            a.push(format!("--dpkgopt=path-exclude=/usr/share/{p}/*"));
+        for p in LEFT_OUT {
+            a.push(format!("--dpkgopt=path-exclude={p}"));
         }
         a.push(format!("--customize-hook=chroot \"$1\" sh -c '{FINISH}'"));
         a.push(self.suite.clone());
@@ -100,11 +111,12 @@ impl Recipe {
             "FROM docker.io/library/debian:{suite}-slim\n\
              RUN apt-get update \\\n \
              && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {pkgs} \\\n \
-             && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/* \\\n \
+             && rm -rf /var/lib/apt/lists/* {left_out} \\\n \
              && {FINISH}\n\
              ENV LANG=C.UTF-8\n",
             suite = self.suite,
             pkgs = self.preset.packages.join(" "),
+            left_out = LEFT_OUT.join(" "),
         )
     }
 
@@ -112,7 +124,11 @@ impl Recipe {
     /// builder's program and a scratch directory of the build's own.
     #[must_use]
     pub fn commands(&self, program: &Path, out: &Path, scratch: &Path) -> Vec<Command> {
-        let tag = format!("localhost/airlock-preset-{}:{}", self.preset.name, self.key());
+        let tag = format!(
+            "localhost/airlock-preset-{}:{}",
+            self.preset.name,
+            self.key()
+        );
         let file = scratch.join("Containerfile");
         let cmd = |args: &[&str]| {
             let mut c = Command::new(program);
@@ -144,7 +160,11 @@ impl Recipe {
     /// The command that removes what the container builders left in their own store.
     #[must_use]
     pub fn cleanup(&self, program: &Path) -> Option<Command> {
-        let tag = format!("localhost/airlock-preset-{}:{}", self.preset.name, self.key());
+        let tag = format!(
+            "localhost/airlock-preset-{}:{}",
+            self.preset.name,
+            self.key()
+        );
         (self.builder != Builder::Mmdebstrap).then(|| {
             let mut c = Command::new(program);
             c.args(["rmi", &tag]);
@@ -186,17 +206,18 @@ fn host_sources() -> Vec<(PathBuf, String)> {
     if let Ok(d) = std::fs::read_dir("/etc/apt/sources.list.d") {
         let mut more: Vec<PathBuf> = d
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension()
-                    .is_some_and(|x| x == "list" || x == "sources")
-            })
+            .filter(|p| p.extension().is_some_and(|x| x == "list" || x == "sources"))
             .collect();
         more.sort();
         files.extend(more);
     }
     files
         .into_iter()
-        .filter_map(|p| read_small(&p).filter(|s| !s.trim().is_empty()).map(|s| (p, s)))
+        .filter_map(|p| {
+            read_small(&p)
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| (p, s))
+        })
         .collect()
 }
 
@@ -227,6 +248,8 @@ mod tests {
         for p in PYTHON_DATA.packages {
             assert!(args.contains(p) && r.containerfile().contains(p), "{p}");
         }
-        assert!(r.containerfile().starts_with("FROM docker.io/library/debian:bookworm-slim"));
+        assert!(r
+            .containerfile()
+            .starts_with("FROM docker.io/library/debian:bookworm-slim"));
     }
 }

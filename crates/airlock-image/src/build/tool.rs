@@ -108,7 +108,9 @@ mod tests {
         std::fs::set_permissions(&podman, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = Some(dir.path().as_os_str());
         assert_eq!(choose(None, path).unwrap(), (Builder::Podman, podman));
-        let e = choose(Some(Builder::Mmdebstrap), path).unwrap_err().to_string();
+        let e = choose(Some(Builder::Mmdebstrap), path)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("mmdebstrap") && !e.contains("podman,"), "{e}");
     }
 }
