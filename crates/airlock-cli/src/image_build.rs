@@ -34,17 +34,21 @@ pub struct BuildOpts {
 
 pub fn build(store: &Store, opts: BuildOpts) -> anyhow::Result<()> {
     let preset = build::preset(&opts.preset)?;
-    let wanted = opts.builder.as_deref().map(Builder::parse).transpose()?;
-    let (builder, program) = build::choose(wanted, std::env::var_os("PATH").as_deref())?;
     let name = opts.name.unwrap_or_else(|| preset.name.to_owned());
     if !airlock_image::valid_name(&name) {
         // Refused before a long build, not after it.
         anyhow::bail!(airlock_image::ImageError::BadName(name));
     }
+    if let Some(s) = opts.suite.as_deref().filter(|s| !valid_suite(s)) {
+        anyhow::bail!("--suite {s:?}: a Debian or Ubuntu suite name (bookworm, trixie, noble) is 1 to 32 of [a-z0-9-]");
+    }
+    let wanted = opts.builder.as_deref().map(Builder::parse).transpose()?;
+    let (builder, program) = build::choose(wanted, std::env::var_os("PATH").as_deref())?;
     let recipe = Recipe::new(preset, builder, opts.suite.as_deref());
     let key = recipe.key();
     let cache = opts.cache.as_deref().map(Cache::open).transpose()?;
-    if !opts.json {
+    let cached = cache.as_ref().and_then(|c| c.get(preset.name, &key));
+    if !opts.json && cached.is_none() {
         eprintln!(
             "building {} with {builder} ({}, recipe {key}); a first build takes a few minutes",
             preset.name, recipe.suite
@@ -83,4 +87,11 @@ pub fn build(store: &Store, opts: BuildOpts) -> anyhow::Result<()> {
         "run on it: airlock run --image {name} script.py   (SDK: client.sandbox(image=\"{name}\"))"
     );
     Ok(())
+}
+
+/// A suite name goes into the builder's arguments and a Containerfile's `FROM` line.
+fn valid_suite(s: &str) -> bool {
+    (1..=32).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }

@@ -172,6 +172,14 @@ fn without_mmdebstrap_podman_or_buildah_on_path_the_build_names_them_and_how_to_
             "{}",
             stderr(&out)
         );
+        // A suite lands in the builder's arguments and a FROM line: checked first.
+        let args = ["--preset", "python-data", "--suite", "x\nRUN id"];
+        let out = build_with_path(&store, bin.path(), &args);
+        assert!(
+            stderr(&out).contains("--suite \"x\\nRUN id\": a Debian"),
+            "{}",
+            stderr(&out)
+        );
     }
 }
 
