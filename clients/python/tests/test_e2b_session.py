@@ -55,7 +55,7 @@ def read_csv(r: RunResult) -> None:
 def describe(r: RunResult) -> None:
     assert r.ok, r
     assert r.value is not None, r
-    text = r.value.repr  # text/plain of the DataFrame
+    text = r.value.repr  # text/plain of the DataFrame (its text/html: one more assert here)
     lines = {line.split()[0]: line.split()[1:] for line in text.splitlines()[1:]}
     assert text.split()[:2] == ["units", "price"], text
     assert lines["count"] == ["4.000000", "4.000000"], text
@@ -82,6 +82,7 @@ def exception(r: RunResult) -> None:
     assert r.error is not None, r
     assert "KeyError: 'revenue'" in r.stderr, r.stderr
     assert "Traceback" in r.stderr, r.stderr
+    # A structured error (name, value, traceback) is asserted here once the result carries it.
 
 
 def goes_on(r: RunResult) -> None:
@@ -89,6 +90,7 @@ def goes_on(r: RunResult) -> None:
     assert r.value is not None and r.value.repr == "325.0", r
 
 
+# (code, check) in order; a new step (an IPython `display(HTML(...))`) is one more pair.
 SESSION = [
     ("import pandas as pd\ndf = pd.read_csv('/work/sales.csv')\nprint(len(df), list(df.columns))", read_csv),
     ("df.describe()", describe),
