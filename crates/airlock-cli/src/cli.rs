@@ -44,7 +44,8 @@ enum Command {
     /// Benchmark airlock (cold, warm, CLI) against plain python3, bubblewrap, unshare and the
     /// in-process interpreters, measured now on this machine; prints one markdown table.
     Bench(bench_cmd::BenchOpts),
-    /// Import, list and remove images: read-only roots a sandbox can run on (`--image`).
+    /// Build (`--preset python-data`), import, list and remove images: read-only roots a sandbox
+    /// can run on (`--image`).
     Image(image_cmd::ImageOpts),
     /// Show which isolation layers this machine offers, and how to fix the missing ones.
     Doctor {

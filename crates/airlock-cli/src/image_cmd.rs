@@ -1,4 +1,4 @@
-//! `airlock image import|ls|rm`: the local image store (airlock-image).
+//! `airlock image build|import|ls|rm`: the local image store (airlock-image).
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,6 +36,8 @@ pub enum ImageCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Build a ready image from a preset and import it (mmdebstrap, podman or buildah).
+    Build(crate::image_build::BuildOpts),
     /// List the images.
     Ls {
         /// Print JSON (one array of records).
@@ -99,6 +101,7 @@ pub fn image(opts: ImageOpts) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        ImageCommand::Build(opts) => crate::image_build::build(&store, opts)?,
         ImageCommand::Ls { json } => {
             let all = store.list()?;
             if json {

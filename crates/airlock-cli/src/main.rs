@@ -6,6 +6,7 @@
 mod bench_cmd;
 mod cli;
 mod doctor;
+mod image_build;
 mod image_cmd;
 mod logs;
 mod mcp_cmd;

@@ -78,6 +78,48 @@ pub enum ImageError {
         "image name {0:?} is not valid: 1 to 128 characters of [A-Za-z0-9._:-], starting with a letter or digit"
     )]
     BadName(String),
+    /// `--preset` names no preset.
+    #[error("no preset named {name:?}; the presets are: {known}")]
+    UnknownPreset {
+        /// The name asked for.
+        name: String,
+        /// The presets there are.
+        known: String,
+    },
+    /// `--builder` names no builder.
+    #[error("no builder named {0:?}; the builders are mmdebstrap, podman and buildah")]
+    UnknownBuilder(String),
+    /// No builder is on PATH.
+    #[error("no tool to build the image is on PATH (tried {tried}); install one: {install}")]
+    NoBuilder {
+        /// The programs looked for.
+        tried: String,
+        /// How to install each.
+        install: String,
+    },
+    /// The builder failed (its own output went to stderr before this).
+    #[error("{tool} failed ({status}): {hint}")]
+    BuildFailed {
+        /// The builder.
+        tool: &'static str,
+        /// Its exit status, or what is missing.
+        status: String,
+        /// What usually stands in its way.
+        hint: String,
+    },
+    /// A build cache not of the caller's own is read, never written.
+    #[error(
+        "{path}: not a directory of uid {uid}'s own (owner {owner}); a build is kept only in a \
+         cache of the caller's own: build as its owner first, or choose another --cache"
+    )]
+    NotOwnCache {
+        /// The cache directory.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The caller's effective uid.
+        uid: u32,
+    },
     /// A malformed store record or manifest.
     #[error("{what}: {why}")]
     Json {

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bounds;
+pub mod build;
 pub mod config;
 pub mod digest;
 mod error;

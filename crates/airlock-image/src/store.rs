@@ -130,6 +130,18 @@ impl Store {
 
     /// Imports the image at `src` under `name` (replacing what the name named before).
     pub fn import(&self, src: &Path, name: &str, bounds: Bounds) -> Result<Imported> {
+        self.import_labelled(src, name, bounds, &src.display().to_string())
+    }
+
+    /// [`Store::import`], recording `source` as where the image came from (a built preset's
+    /// archive is a temporary file; its record says which preset and recipe it was).
+    pub fn import_labelled(
+        &self,
+        src: &Path,
+        name: &str,
+        bounds: Bounds,
+        source: &str,
+    ) -> Result<Imported> {
         if !valid_name(name) {
             return Err(ImageError::BadName(name.into()));
         }
@@ -142,7 +154,7 @@ impl Store {
             .join(format!("import-{}", std::process::id()));
         mkdir(&staging)?;
         let result = self.unpack(src, &staging, bounds);
-        let published = result.and_then(|u| self.publish(src, name, u));
+        let published = result.and_then(|u| self.publish(source, name, u));
         let _ = remove(&tmp, OsStr::new(staging.file_name().unwrap_or_default()));
         published
     }
@@ -252,7 +264,7 @@ impl Store {
         self.dir.join("roots").join(id.hex()).is_dir()
     }
 
-    fn publish(&self, src: &Path, name: &str, u: Unpacked) -> Result<Imported> {
+    fn publish(&self, source: &str, name: &str, u: Unpacked) -> Result<Imported> {
         let reused = match &u.root {
             Some(staged) if !self.has_root(&u.id) => {
                 let to = self.dir.join("roots").join(u.id.hex());
@@ -266,7 +278,7 @@ impl Store {
             name: name.to_owned(),
             id: u.id.hex().to_owned(),
             format: u.format,
-            source: src.display().to_string(),
+            source: source.to_owned(),
             config: u.config,
             imported_at: now(),
             bytes: u.bytes,

@@ -1,4 +1,5 @@
 mod fixture;
 mod hostile;
+mod preset;
 mod run;
 mod wire;
