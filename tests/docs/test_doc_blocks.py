@@ -98,6 +98,11 @@ class Session:
         self.env["PATH"] = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
         self.env["PYTHONPATH"] = f"{REPO / 'clients/python/src'}:{REPO / 'clients/python/maf'}"
         self.env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # The blocks' images, snapshots and paused sandboxes stay in the session's directory,
+        # never the machine's stores.
+        for var, name in (("AIRLOCK_IMAGE_DIR", "images"), ("AIRLOCK_STATE_DIR", "state")):
+            (root / name).mkdir()
+            self.env[var] = str(root / name)
         self.groups: List[int] = []
         self.n = 0
 
