@@ -4,9 +4,10 @@ command (`airlock image build --preset python-data`): upload a CSV, read it with
 with `display()`, a raised exception, and the session going on after it. As root and, rootless,
 as the unprivileged `airlock-test` user.
 
-Each step is one function taking the cell's `RunResult`: what a step asserts is what works
-today; richer results (`result.html`, `result.error.name/value/traceback`, IPython.display)
-are a few more lines in the step they belong to."""
+Each step is one function taking the cell's `RunResult`: the DataFrame comes back as an HTML
+table (text/html) beside its text, an `IPython.display` HTML object as text/html (the image has
+no IPython: the guest's stand-in serves the import), the exception as name, value and
+traceback."""
 import os
 import pwd
 import struct
@@ -55,7 +56,9 @@ def read_csv(r: RunResult) -> None:
 def describe(r: RunResult) -> None:
     assert r.ok, r
     assert r.value is not None, r
-    text = r.value.repr  # text/plain of the DataFrame (its text/html: one more assert here)
+    text = r.value.repr  # text/plain of the DataFrame
+    html = r.html or ""
+    assert html.lstrip().startswith("<div>") and "<table" in html and "<th>count</th>" in html, html[:300]
     lines = {line.split()[0]: line.split()[1:] for line in text.splitlines()[1:]}
     assert text.split()[:2] == ["units", "price"], text
     assert lines["count"] == ["4.000000", "4.000000"], text
@@ -82,7 +85,14 @@ def exception(r: RunResult) -> None:
     assert r.error is not None, r
     assert "KeyError: 'revenue'" in r.stderr, r.stderr
     assert "Traceback" in r.stderr, r.stderr
-    # A structured error (name, value, traceback) is asserted here once the result carries it.
+    assert (r.error.name, r.error.value) == ("KeyError", "'revenue'"), r.error
+    tb = "".join(r.error.traceback or [])
+    assert tb.startswith("Traceback") and "KeyError: 'revenue'" in tb, tb
+
+
+def ipython_html(r: RunResult) -> None:
+    assert r.ok, r
+    assert [d.html for d in r.display] == ["<h3>Sales by region</h3>"], r.display
 
 
 def goes_on(r: RunResult) -> None:
@@ -90,7 +100,7 @@ def goes_on(r: RunResult) -> None:
     assert r.value is not None and r.value.repr == "325.0", r
 
 
-# (code, check) in order; a new step (an IPython `display(HTML(...))`) is one more pair.
+# (code, check) in order.
 SESSION = [
     ("import pandas as pd\ndf = pd.read_csv('/work/sales.csv')\nprint(len(df), list(df.columns))", read_csv),
     ("df.describe()", describe),
@@ -98,6 +108,7 @@ SESSION = [
      figure_via_show),
     ("fig, ax = plt.subplots(figsize=(4, 3), dpi=100)\nax.plot(df.units, df.price)\ndisplay(fig)",
      figure_via_display),
+    ("from IPython.display import display, HTML\ndisplay(HTML('<h3>Sales by region</h3>'))", ipython_html),
     ("df['revenue'] = df.units * df.price\ndel df['revenue']\ndf['revenue'].sum()", exception),
     ("(df.units * df.price).sum()", goes_on),
 ]
