@@ -28,6 +28,8 @@ from conftest import airlock_bin  # noqa: E402
 
 PROGRAMS = int(os.environ.get("AIRLOCK_RAY_PROGRAMS", "2000"))
 STREAM = int(os.environ.get("AIRLOCK_RAY_STREAM", "2000"))
+#: How much the driver's peak RSS may grow over a stream after its first tenth (docs/ray.md).
+RSS_CEILING_MIB = 64
 #: The two tests every program of the batch is judged against: read two ints, print the sum.
 TESTS = [ar.TestCase("2 3\n", "5\n"), ar.TestCase("-7 10\n", "3\n")]
 
@@ -162,6 +164,9 @@ def test_a_stream_holds_a_bounded_window_in_the_driver(cluster):
     assert out[0] == STREAM
     assert ahead[0] <= window + 1, f"the driver took {ahead[0]} inputs ahead of their results"
     print(f"driver max RSS over the stream: {rss[0] // 1024} -> {rss[-1] // 1024} MiB")
+    # The ceiling docs/ray.md states: the driver's peak RSS grows by at most RSS_CEILING_MIB
+    # from the stream's first tenth to its end, whatever the count.
+    assert (rss[-1] - rss[0]) // 1024 <= RSS_CEILING_MIB, rss
     assert eventually_empty(lambda: processes_of(bin_dir)) == []
 
 
