@@ -1,10 +1,10 @@
-//! The broker labels a display item or a file `image/png` or `image/jpeg` only when its bytes
-//! walk as one (`airlock_broker::media`): the guest writes those bytes, so any bytes go in.
-//! The oracles: an answer, never a panic; a yes only for bytes that begin and end as the format
-//! must (a PNG's signature and its exact IEND chunk last, a JPEG's SOI and EOI); never both.
+//! The broker labels a display item or a file an image (PNG, JPEG, GIF, WebP) only when its
+//! bytes walk as one (`airlock_broker::media`; a PNG's pixels inflated): the guest writes those
+//! bytes, so any bytes go in. The oracles: an answer, never a panic; a yes only for bytes that
+//! begin and end as the format must; never two formats at once.
 #![no_main]
 
-use airlock_broker::media::{is_jpeg, is_png};
+use airlock_broker::media::{is_gif, is_jpeg, is_png, is_webp};
 use libfuzzer_sys::fuzz_target;
 
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
@@ -20,5 +20,13 @@ fuzz_target!(|data: &[u8]| {
     if jpeg {
         assert!(data.starts_with(b"\xff\xd8") && data.ends_with(b"\xff\xd9"));
     }
-    assert!(!(png && jpeg));
+    let gif = is_gif(data);
+    if gif {
+        assert!(data.starts_with(b"GIF8") && data.ends_with(b";"));
+    }
+    let webp = is_webp(data);
+    if webp {
+        assert!(data.starts_with(b"RIFF") && data.get(8..12) == Some(b"WEBP".as_slice()));
+    }
+    assert!([png, jpeg, gif, webp].iter().filter(|x| **x).count() <= 1);
 });

@@ -45,6 +45,10 @@ def candidate(i: int):
         return "while True:\n    pass", ar.Verdict.TIME_LIMIT
     if kind == 4 and i < 1000:
         return "x = bytearray(400 * 2**20)\nprint(len(x))", ar.Verdict.MEMORY_LIMIT
+    if kind == 5:  # crashes its interpreter: its verdict, not a way out of one
+        return "import os\nos.abort()", ar.Verdict.RUNTIME_ERROR
+    if kind == 6:  # a syscall the seccomp filter kills for (ptrace)
+        return "import ctypes\nctypes.CDLL(None).syscall(101, 16, 1, 0, 0)\nprint(5)", ar.Verdict.RUNTIME_ERROR
     style = ["print(sum(map(int, input().split())))",
              "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)",
              f"# candidate {i}\na, b = (int(t) for t in input().split())\nprint(f'{{a + b}}   ')"]

@@ -70,7 +70,12 @@ def result(status: RunStatus, exit_code=0, stdout="", code=None, truncated=False
     (result(RunStatus.MEMORY_LIMIT, exit_code=None, code=-32003), "3", Verdict.MEMORY_LIMIT),
     (result(RunStatus.ERROR, exit_code=1, code=-32015), "3", Verdict.RUNTIME_ERROR),
     (result(RunStatus.KILLED, exit_code=None), "3", Verdict.RUNTIME_ERROR),
-    (result(RunStatus.ERROR, exit_code=None, code=-32010), "3", Verdict.SANDBOX_ERROR),
+    # A crash, a seccomp kill, a broker error during the run: the program can bring them
+    # about, so they are its verdict, never a way out of one (the red team's abort()).
+    (result(RunStatus.ERROR, exit_code=None, code=-32010), "3", Verdict.RUNTIME_ERROR),
+    (result(RunStatus.KILLED, exit_code=None, code=-32010), "3", Verdict.RUNTIME_ERROR),
+    (result(RunStatus.ERROR, exit_code=None, code=-32603), "3", Verdict.RUNTIME_ERROR),
+    (result(RunStatus.ERROR, exit_code=None, code=-32012), "3", Verdict.SANDBOX_ERROR),
     (result(RunStatus.REFUSED, exit_code=None, code=-32007), "3", Verdict.SANDBOX_ERROR),
     (result(RunStatus.COMPLETED, stdout="whatever"), None, Verdict.ACCEPTED),
 ])

@@ -18,6 +18,7 @@ pub mod kernel;
 pub mod limits;
 pub mod machine;
 pub mod media;
+mod media_more;
 pub mod output;
 pub mod pool;
 pub(crate) mod refusal;

@@ -4,17 +4,21 @@
 //! the label would hand it on as one; one that sniffs would run it). The work is one pass over
 //! the bytes (a CRC per PNG chunk), bounded by their length.
 
+pub use crate::media_more::{is_gif, is_webp};
+
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// A PNG: the signature, then chunks each with a length that fits, an ASCII-letter type and a
 /// matching CRC, `IHDR` first (13 bytes, non-zero size, a valid bit depth for its colour type),
-/// at least one `IDAT`, and `IEND` last with nothing after it.
+/// at least one `IDAT`, `IEND` last with nothing after it, and the `IDAT` data one zlib stream
+/// that inflates to exactly the pixel data the header declares (at most 64 MiB of it).
 #[must_use]
 pub fn is_png(data: &[u8]) -> bool {
     let Some(mut rest) = data.strip_prefix(PNG_SIGNATURE) else {
         return false;
     };
-    let (mut first, mut idat) = (true, false);
+    let mut first = true;
+    let (mut idat, mut raw): (Vec<&[u8]>, Option<u64>) = (Vec::new(), None);
     while rest.len() >= 12 {
         let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         if len > rest.len() - 12 {
@@ -29,11 +33,22 @@ pub fn is_png(data: &[u8]) -> bool {
         if first != (kind == b"IHDR") || (first && !header_ok(body)) {
             return false;
         }
+        if first {
+            let dim =
+                |i: usize| u32::from_be_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
+            raw = crate::media_more::png_raw_size(dim(0), dim(4), body[8], body[9], body[12] == 1);
+            if raw.is_none() {
+                return false;
+            }
+        }
         first = false;
-        idat |= kind == b"IDAT";
+        if kind == b"IDAT" {
+            idat.push(body);
+        }
         rest = &rest[12 + len..];
         if kind == b"IEND" {
-            return idat && len == 0 && rest.is_empty();
+            let inflates = raw.is_some_and(|n| crate::media_more::inflates_to(&idat, n));
+            return !idat.is_empty() && len == 0 && rest.is_empty() && inflates;
         }
     }
     false

@@ -40,8 +40,9 @@ const STAGING_FILTER_FD: i32 = 101;
 const STAGING_CODE_FD: i32 = 102;
 /// fd of the precompiled bootstrap inside the Python guest (read, then closed, by [`LOADER`]).
 pub const GUEST_CODE_FD: i32 = 5;
-/// A pipe's default capacity is 64 KiB; the code is written before anyone reads it.
-const MAX_CODE_BYTES: usize = 60 * 1024;
+/// The largest code object handed in; the code pipe is made to hold it all (the code is
+/// written before anyone reads it), well under the unprivileged 1 MiB pipe maximum.
+const MAX_CODE_BYTES: usize = 512 * 1024;
 
 /// What CPython runs when the broker handed in the bootstrap as a code object (compiled by this
 /// very interpreter at discovery): read it from fd 5, close it, run it as `__main__`.
@@ -349,10 +350,16 @@ fn prepare(
     let code = match bootstrap_code(cfg) {
         Some(bytes) => {
             let (reader, mut writer) = std::io::pipe().layer("bootstrap")?;
-            // At most MAX_CODE_BYTES, below a pipe's capacity, so this cannot block.
-            writer.write_all(&bytes).layer("bootstrap")?;
-            drop(writer);
-            Some(airlock_jail::fd::dup_to(reader.as_fd(), STAGING_CODE_FD).layer("fds")?)
+            // The pipe is made to hold all of it first, so the write cannot block; a machine
+            // that will not grow a pipe so far gets the source instead (`-c`), as before.
+            match airlock_jail::fd::set_pipe_capacity(writer.as_fd(), bytes.len()) {
+                Ok(cap) if cap >= bytes.len() => {
+                    writer.write_all(&bytes).layer("bootstrap")?;
+                    drop(writer);
+                    Some(airlock_jail::fd::dup_to(reader.as_fd(), STAGING_CODE_FD).layer("fds")?)
+                }
+                _ => None,
+            }
         }
         None => None,
     };

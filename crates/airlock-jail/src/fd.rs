@@ -24,6 +24,23 @@ pub fn dup_to(src: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(rc) })
 }
 
+/// Make the pipe `fd` hold at least `bytes` (`F_SETPIPE_SZ`; the kernel rounds up to a power of
+/// two of pages); its new capacity. Fails past `/proc/sys/fs/pipe-max-size` for an
+/// unprivileged caller, or past the user's pipe-buffer allowance.
+pub fn set_pipe_capacity(fd: BorrowedFd<'_>, bytes: usize) -> Result<usize> {
+    let want = libc::c_int::try_from(bytes)
+        .map_err(|_| JailError::InvalidInput(format!("pipe capacity {bytes} too large")))?;
+    // SAFETY: F_SETPIPE_SZ takes an int and touches only the pipe behind the borrowed, open fd.
+    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+    if rc < 0 {
+        return Err(JailError::Sys {
+            op: "fcntl(F_SETPIPE_SZ)",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(usize::try_from(rc).unwrap_or(0))
+}
+
 /// `poll(2)` on one descriptor for input (or hang-up) for at most `timeout_ms` (-1: no limit);
 /// whether it became readable. `EINTR` counts as not yet readable.
 pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool> {

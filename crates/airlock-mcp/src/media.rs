@@ -1,7 +1,7 @@
 //! A file's media type, and the one MCP content block it becomes.
 //!
-//! The type comes from the bytes first (PNG and JPEG whose whole structure walks, see
-//! `airlock_broker::media`; GIF and WebP signatures, PDF, ZIP, gzip),
+//! The type comes from the bytes first (PNG, JPEG, GIF and WebP whose whole structure walks,
+//! see `airlock_broker::media`; PDF, ZIP, gzip signatures),
 //! then from the extension, but an extension never claims a raster image the bytes are not (a
 //! client hands image content to a model API that rejects a broken image). Then:
 //!
@@ -70,18 +70,19 @@ const EXTENSIONS: &[(&str, &str)] = &[
 const IMAGES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 fn sniff(data: &[u8]) -> Option<&'static str> {
-    if data.len() >= 12 && &data[..4] == b"RIFF" && &data[8..12] == b"WEBP" {
+    if airlock_broker::media::is_webp(data) {
         return Some("image/webp");
     }
     let found = SIGNATURES
         .iter()
         .find(|(sig, _)| data.starts_with(sig))
         .map(|(_, t)| *t)?;
-    // A PNG or JPEG signature is not enough: the whole file must walk as one (a signature
+    // A raster signature is not enough: the whole file must walk as one (a signature
     // followed by HTML or JavaScript is not an image).
     match found {
         "image/png" if !airlock_broker::media::is_png(data) => None,
         "image/jpeg" if !airlock_broker::media::is_jpeg(data) => None,
+        "image/gif" if !airlock_broker::media::is_gif(data) => None,
         t => Some(t),
     }
 }
@@ -194,10 +195,16 @@ mod tests {
             classify("r.pdf", b"%PDF-1.7\n"),
             ("application/pdf", Form::Blob)
         );
-        assert_eq!(
-            classify("w", b"RIFF\x10\0\0\0WEBPVP8 "),
-            ("image/webp", Form::Image)
-        );
+        // GIF and WebP walk too: the red team's signatures going on as HTML are no images.
+        let webp = b"RIFF\x14\0\0\0WEBPVP8 \x08\0\0\0abcdefgh";
+        assert_eq!(classify("w", webp), ("image/webp", Form::Image));
+        let fake_webp = b"RIFF\0\0\0\0WEBP<script>alert(1)</script>";
+        assert_ne!(classify("w.webp", fake_webp).1, Form::Image);
+        let gif =
+            b"GIF89a\x01\0\x01\0\x80\0\0\0\0\0\xff\xff\xff,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;";
+        assert_eq!(classify("g", gif), ("image/gif", Form::Image));
+        let fake_gif = b"GIF89a<html><script>alert(1)</script></html>";
+        assert_ne!(classify("g.gif", fake_gif).1, Form::Image);
     }
 
     #[test]

@@ -95,8 +95,26 @@ pub(crate) struct CancelParams {
     sandbox_id: Option<String>,
 }
 
-/// Serve one session request; its response is sent by a task spawned into `tasks`.
+/// Serve one session request; its response is sent by a task spawned into `tasks`. A task of
+/// the request's that panics (a bug) still answers it, `internal_error`: a client waiting on
+/// the request is never left without a response.
 pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
+    let conn = conn.clone();
+    tasks.spawn(async move {
+        let id = req.id.clone();
+        let mut inner = JoinSet::new();
+        serve(&conn, req, &mut inner);
+        while let Some(done) = inner.join_next().await {
+            if let Err(e) = done {
+                tracing::error!(error = %e, "a session method task failed");
+                let e = ErrorObject::new(ErrorCode::InternalError, "the request's task failed");
+                respond(&conn, id.clone(), Err(e)).await;
+            }
+        }
+    });
+}
+
+fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
     let conn = conn.clone();
     let Request { id, method, params } = req;
     let params = params.unwrap_or(Value::Null);

@@ -13,9 +13,12 @@ from typing import Optional, Sequence
 
 from airlock_client import ErrorCode, RunResult, RunStatus
 
-#: Errors that say the sandbox, not the program, failed: no verdict on the code.
-SANDBOX_FAULTS = frozenset({ErrorCode.SANDBOX_REFUSED, ErrorCode.EXECUTOR_CRASHED, ErrorCode.INTERNAL_ERROR,
-                            ErrorCode.SHUTDOWN, ErrorCode.OVER_CAPACITY, ErrorCode.BUSY, ErrorCode.NOT_FOUND})
+#: Errors that say the sandbox, not the program, failed: no verdict on the code. Only what a
+#: program cannot bring about itself: a program that crashes its interpreter, is killed by
+#: the seccomp filter or trips a broker error during its run gets `runtime_error`, never a
+#: way out of its verdict.
+SANDBOX_FAULTS = frozenset({ErrorCode.SANDBOX_REFUSED, ErrorCode.SHUTDOWN, ErrorCode.OVER_CAPACITY,
+                            ErrorCode.BUSY, ErrorCode.NOT_FOUND})
 
 
 class Verdict(str, enum.Enum):
@@ -26,8 +29,9 @@ class Verdict(str, enum.Enum):
     TIME_LIMIT = "time_limit"
     MEMORY_LIMIT = "memory_limit"
     RUNTIME_ERROR = "runtime_error"
-    #: The sandbox could not run the program at all (refused, crashed, its node lost for good):
-    #: the program's fault or not, no verdict on its code. `ProgramResult.error` says why.
+    #: The sandbox could not run the program at all (refused before it started, its server
+    #: gone, its node lost for good): no verdict on its code. `ProgramResult.error` says why.
+    #: Nothing a program does can bring this about (a crash or a kill is `runtime_error`).
     SANDBOX_ERROR = "sandbox_error"
 
 

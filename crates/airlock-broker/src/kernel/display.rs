@@ -13,6 +13,9 @@ use crate::result::{Bundle, DisplayItem};
 pub const MAX_ITEMS: usize = 16;
 /// Decoded bytes kept per cell (every representation of every item, and the value's).
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Decoded bytes kept of the cell value's representations (the guest keeps to it too; a
+/// guest that does not is held to it here).
+pub const MAX_VALUE_BUNDLE: usize = 256 * 1024;
 /// The media types served, the richest first (the guest's order, `guest/formatter.py`).
 pub const MIME_TYPES: [&str; 8] = [
     "image/png",
@@ -82,12 +85,21 @@ impl Displays {
         if bundle.len() > MIME_TYPES.len() {
             return Err("value bundle has more types than are served".into());
         }
-        let (kept, size) = self.checked(bundle.into_iter().collect())?;
+        let (kept, _) = self.checked(bundle.into_iter().collect())?;
+        let (mut fitted, mut size) = (Bundle::new(), 0);
+        for (mime, data) in kept {
+            // Decoded length, from the base64 (checked above), in the guest's order.
+            let len = data.len() / 4 * 3 - data.bytes().rev().take_while(|b| *b == b'=').count();
+            if size + len <= MAX_VALUE_BUNDLE {
+                size += len;
+                fitted.insert(mime, data);
+            }
+        }
         if self.bytes + size > MAX_BYTES {
             return Ok(Bundle::new());
         }
         self.bytes += size;
-        Ok(kept.into_iter().collect())
+        Ok(fitted)
     }
 
     /// The representations whose bytes are what they say, in order, and their decoded size.

@@ -86,3 +86,22 @@ fn the_value_bundle_is_checked_and_shares_the_byte_cap() {
     let kept = d.value_bundle(bundle).unwrap();
     assert_eq!(kept.keys().collect::<Vec<_>>(), ["text/html"]);
 }
+
+/// The red team patched the guest's own cap away: a 600,000-byte text/html value is still
+/// held to the value bundle's 256 KiB here, and what fits stays.
+#[test]
+fn a_value_bundle_past_its_cap_keeps_only_what_fits() {
+    let mut d = Displays::default();
+    let mut bundle = Bundle::new();
+    bundle.insert("text/html".into(), b64(&vec![b'A'; 600_000]));
+    bundle.insert("text/plain".into(), b64(b"V()"));
+    let kept = d.value_bundle(bundle).unwrap();
+    assert_eq!(kept.keys().collect::<Vec<_>>(), ["text/plain"]);
+    let mut bundle = Bundle::new();
+    bundle.insert("text/html".into(), b64(&vec![b'A'; MAX_VALUE_BUNDLE]));
+    assert_eq!(
+        d.value_bundle(bundle).unwrap().len(),
+        1,
+        "exactly the cap fits"
+    );
+}

@@ -7,7 +7,7 @@ use crate::result::Exception;
 pub const MAX_NAME: usize = 256;
 /// Characters of the exception's text kept.
 pub const MAX_VALUE: usize = 4096;
-/// Characters of the traceback kept (its first line and as many of its last as fit).
+/// Bytes (UTF-8) of the traceback kept (its first line and as many of its last as fit).
 pub const MAX_TRACEBACK: usize = 64 * 1024;
 /// Lines of the traceback kept.
 pub const MAX_LINES: usize = 1024;
@@ -43,13 +43,23 @@ fn cut(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
 }
 
+/// At most `max` bytes of `s`, cut at a character boundary.
+fn cut_bytes(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
 /// The first line, then the last lines that fit the caps, with a line saying how many went.
 fn tail(lines: &[String]) -> Vec<String> {
     let Some((first, rest)) = lines.split_first() else {
         return Vec::new();
     };
-    let first = cut(first, MAX_TRACEBACK / 2);
-    let mut left = MAX_TRACEBACK - first.len();
+    // Bytes, not characters, on both sides: a line of 4-byte characters is 4x its length.
+    let first = cut_bytes(first, MAX_TRACEBACK / 2);
+    let mut left = MAX_TRACEBACK.saturating_sub(first.len());
     let mut kept: Vec<String> = Vec::new();
     for line in rest.iter().rev() {
         if line.len() > left || kept.len() + 2 >= MAX_LINES {
@@ -100,5 +110,21 @@ mod tests {
         assert_eq!(t[0], "Traceback (most recent call last):\n");
         assert!(t[1].contains("lines left out"), "{}", t[1]);
         assert_eq!(t.last().unwrap(), "RecursionError: deep\n");
+    }
+
+    /// The red team's line: a first line of 4-byte characters longer than the whole cap (a
+    /// chained cause that was never raised prints no "Traceback" header first).
+    #[test]
+    fn a_first_line_of_wide_characters_stays_within_the_byte_cap() {
+        let wide = format!("ValueError: {}\n", "\u{1F600}".repeat(20_000));
+        let lines = vec![
+            wide,
+            "\nThe above exception was the direct cause\n".into(),
+            "RuntimeError: x\n".into(),
+        ];
+        let t = of(&hint("RuntimeError", lines)).unwrap().traceback;
+        assert!(t.iter().map(String::len).sum::<usize>() <= MAX_TRACEBACK + 64);
+        assert!(t[0].len() <= MAX_TRACEBACK / 2 && t[0].starts_with("ValueError: \u{1F600}"));
+        assert_eq!(t.last().unwrap(), "RuntimeError: x\n");
     }
 }

@@ -190,3 +190,87 @@ fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.exists())
         .ok_or(())
 }
+
+/// A stand-in mmdebstrap that writes a tiny root tarball (its `/etc/built-by` naming the uid
+/// that ran it) to the argument ending in `.tar`: a build in milliseconds.
+const FAKE_MMDEBSTRAP: &str = "#!/bin/sh\n\
+for a; do case \"$a\" in *.tar) out=\"$a\";; esac; done\n\
+d=$(mktemp -d) && mkdir -p \"$d/etc\" && id -u > \"$d/etc/built-by\" && tar -cf \"$out\" -C \"$d\" . && rm -rf \"$d\"\n";
+
+/// The red team's plant: an archive under the recipe's own key in a cache another user could
+/// write. Root never imports it (it is as good as absent: root builds, and is refused a place
+/// in another user's cache), and a file another user owns in root's own cache is not taken
+/// either.
+#[test]
+fn a_cached_archive_another_user_could_have_written_is_never_imported() {
+    if identities().len() < 2 {
+        println!("SKIP: needs root and {TEST_USER}");
+        return;
+    }
+    let tools = scratch();
+    let fake = tools.path().join("mmdebstrap");
+    std::fs::write(&fake, FAKE_MMDEBSTRAP).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", tools.path().display());
+    let (root, user) = (Store::new(As::Me), Store::new(As::User));
+    let base = scratch();
+    let theirs = base.path().join("theirs");
+    let made = Command::new("runuser")
+        .args(["-u", TEST_USER, "--", "mkdir", "-m", "0755"])
+        .arg(&theirs)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let args = [
+        "--preset",
+        "python-data",
+        "--json",
+        "--cache",
+        theirs.to_str().unwrap(),
+    ];
+    // The user builds into its own cache (the stand-in builder): a file under the real key.
+    let out = build_with_path(&user, Path::new(&path), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let planted: Vec<_> = std::fs::read_dir(&theirs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let planted = planted
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "tar"))
+        .unwrap();
+    // Root, pointed at that cache: no import of it; its own build may not go there either.
+    let out = build_with_path(&root, Path::new(&path), &args);
+    assert!(
+        !out.status.success(),
+        "root imported a cache another user wrote"
+    );
+    assert!(stderr(&out).contains("cache"), "{}", stderr(&out));
+    assert!(!root.path().join("images/python-data.json").exists());
+    // The user's file copied into root's own cache, still the user's: not taken either.
+    let mine = base.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let copy = mine.join(planted.file_name().unwrap());
+    std::fs::copy(&planted, &copy).unwrap();
+    let chowned = Command::new("chown")
+        .arg(TEST_USER)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(chowned.success());
+    let args = [
+        "--preset",
+        "python-data",
+        "--json",
+        "--cache",
+        mine.to_str().unwrap(),
+    ];
+    let out = build_with_path(&root, Path::new(&path), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let built: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(built["cached"], false, "{built}");
+    let by = std::fs::read_to_string(root.root_of("python-data").join("etc/built-by")).unwrap();
+    assert_eq!(by, "0\n", "root imported the user's build");
+}

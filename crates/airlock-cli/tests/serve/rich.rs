@@ -212,6 +212,33 @@ async fn a_raised_exception_is_name_value_and_traceback_stateless_and_stateful()
     }
 }
 
+/// The red team's one-liner: a chained cause never raised prints a first line of 80 KB of
+/// 4-byte characters with no "Traceback" header. Every run still gets its one result, within
+/// the traceback's 64 KiB byte cap, stateless and stateful, and the kernel goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_traceback_line_of_wide_characters_is_cut_and_answered() {
+    let code = "raise RuntimeError('x') from ValueError('\\U0001F600' * 20000)";
+    for who in IDENTITIES {
+        let (_server, mut c, sid) = open(who).await;
+        let stateful = cell(&mut c, &sid, code).await;
+        let r = c.call("execute", json!({ "code": code })).await;
+        let stateless = result_of(&r).clone();
+        for r in [&stateful, &stateless] {
+            assert_eq!(r["status"], "error", "{who:?}");
+            let e = &r["error"];
+            assert_eq!(e["name"], "RuntimeError", "{who:?}");
+            assert!(
+                traceback(e).len() <= 64 * 1024 + 64,
+                "{who:?}: {}",
+                traceback(e).len()
+            );
+            assert!(traceback(e).starts_with("ValueError: \u{1F600}"), "{who:?}");
+            assert!(traceback(e).ends_with("RuntimeError: x\n"), "{who:?}");
+        }
+        assert_eq!(cell(&mut c, &sid, "6 * 7").await["value"]["json"], 42);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fake_png_is_not_labelled_image_png_and_the_kernel_lives_on() {
     let fake = "b'\\x89PNG\\r\\n\\x1a\\n<html><script>alert(1)</script></html>'";

@@ -1,22 +1,44 @@
 //! Where built presets are kept between builds (`--cache DIR`): `<preset>-<recipe key>.tar`,
 //! world-readable, so one machine builds a recipe once and every user imports the same file.
-//! One build per cache at a time (the directory is locked); a newer recipe's file replaces the
-//! older ones of the same preset.
+//! One build per cache at a time (the owner's lock file, which no one else can open); a newer
+//! recipe's file replaces the older ones of the same preset.
+//!
+//! A kept build is taken only from a cache nobody else could have written: the file, the cache
+//! directory and every directory above it owned by the caller or root, none writable by others
+//! (a world-writable directory on the way only if it is sticky), no link on the way that is not
+//! the caller's or root's; the file is opened without following a link and checked on its
+//! descriptor, which is what gets imported.
 use std::fs::File;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{ImageError, Result};
 
-/// A locked cache directory (unlocked on drop).
+/// A cache directory, locked while open when it is the caller's own.
 #[derive(Debug)]
 pub struct Cache {
     dir: PathBuf,
-    _lock: File,
+    _lock: Option<File>,
+}
+
+/// A kept build, open: import it through [`Kept::path`] while this is held.
+#[derive(Debug)]
+pub struct Kept {
+    file: File,
+}
+
+impl Kept {
+    /// A path naming the open file itself (no name in the cache is looked up again).
+    #[must_use]
+    pub fn path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
 }
 
 impl Cache {
-    /// Opens (creating it, mode 0755) and locks `dir`.
+    /// Opens `dir` (creating it, mode 0755); the caller's own is locked (`DIR/.lock`, mode
+    /// 0600: another user can neither take nor hold the lock).
     pub fn open(dir: &Path) -> Result<Cache> {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -26,9 +48,24 @@ impl Cache {
                 "create the cache {}",
                 dir.display()
             )))?;
-        let lock = File::open(dir).map_err(ImageError::io(format!("open {}", dir.display())))?;
-        lock.lock()
-            .map_err(ImageError::io(format!("lock {}", dir.display())))?;
+        let uid = airlock_jail::identity::effective_uid();
+        let own = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        let lock = if own {
+            let path = dir.join(".lock");
+            let lock = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(ImageError::io(format!("open {}", path.display())))?;
+            lock.lock()
+                .map_err(ImageError::io(format!("lock {}", path.display())))?;
+            Some(lock)
+        } else {
+            None
+        };
         Ok(Cache {
             dir: dir.to_path_buf(),
             _lock: lock,
@@ -41,13 +78,22 @@ impl Cache {
         self.dir.join(format!("{preset}-{key}.tar"))
     }
 
-    /// The kept build, if there is one (a plain file, not a link).
+    /// The kept build, if there is one nobody but the caller or root could have written
+    /// (see the module's doc); anything else is as good as absent.
     #[must_use]
-    pub fn get(&self, preset: &str, key: &str) -> Option<PathBuf> {
-        let p = self.path(preset, key);
-        std::fs::symlink_metadata(&p)
-            .is_ok_and(|m| m.is_file())
-            .then_some(p)
+    pub fn get(&self, preset: &str, key: &str) -> Option<Kept> {
+        let uid = airlock_jail::identity::effective_uid();
+        if !trusted_dir(&self.dir, uid) {
+            return None;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.path(preset, key))
+            .ok()?;
+        let m = file.metadata().ok()?;
+        let mine = m.uid() == uid || m.uid() == 0;
+        (m.is_file() && mine && m.mode() & 0o022 == 0).then_some(Kept { file })
     }
 
     /// A directory for a build that [`Cache::keep`] can move from without copying. Only a
@@ -93,4 +139,35 @@ impl Cache {
         }
         Ok(to)
     }
+}
+
+/// `dir` and every directory above it owned by `uid` or root and writable by no one else (a
+/// world-writable one only if sticky), no link on the way owned by anyone else; `dir` itself
+/// writable by no one else at all.
+fn trusted_dir(dir: &Path, uid: u32) -> bool {
+    let Ok(abs) = std::path::absolute(dir) else {
+        return false;
+    };
+    let mut at = Some(abs.as_path());
+    let mut first = true;
+    while let Some(p) = at {
+        let Ok(m) = std::fs::symlink_metadata(p) else {
+            return false;
+        };
+        let owner_ok = m.uid() == uid || m.uid() == 0;
+        let mode = m.mode();
+        let ok = if m.file_type().is_symlink() {
+            owner_ok
+        } else if first {
+            m.is_dir() && owner_ok && mode & 0o022 == 0
+        } else {
+            m.is_dir() && owner_ok && (mode & 0o002 == 0 || mode & 0o1000 != 0) && mode & 0o020 == 0
+        };
+        if !ok {
+            return false;
+        }
+        first = false;
+        at = p.parent();
+    }
+    true
 }
