@@ -43,7 +43,7 @@ fn a_flipped_bit_or_a_cut_fails_the_walk() {
 /// chunk with its right CRC.
 fn png_of(ihdr: (u32, u32, u8, u8, u8), idat: &[u8]) -> Vec<u8> {
     let chunk = |kind: &[u8], body: &[u8]| {
-        let mut c = (body.len() as u32).to_be_bytes().to_vec();
+        let mut c = u32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
         c.extend_from_slice(kind);
         c.extend_from_slice(body);
         c.extend_from_slice(&crc32fast::hash(&[kind, body].concat()).to_be_bytes());
