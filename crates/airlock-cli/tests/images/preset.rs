@@ -216,8 +216,9 @@ fn a_cached_archive_another_user_could_have_written_is_never_imported() {
     let (root, user) = (Store::new(As::Me), Store::new(As::User));
     let base = scratch();
     let theirs = base.path().join("theirs");
-    let made = Command::new("runuser")
-        .args(["-u", TEST_USER, "--", "mkdir", "-m", "0755"])
+    std::fs::create_dir(&theirs).unwrap();
+    let made = Command::new("chown")
+        .arg(TEST_USER)
         .arg(&theirs)
         .status()
         .unwrap();
@@ -273,4 +274,8 @@ fn a_cached_archive_another_user_could_have_written_is_never_imported() {
     assert_eq!(built["cached"], false, "{built}");
     let by = std::fs::read_to_string(root.root_of("python-data").join("etc/built-by")).unwrap();
     assert_eq!(by, "0\n", "root imported the user's build");
+    // The build lock is a file only the cache's owner can open (another user cannot hold it).
+    use std::os::unix::fs::MetadataExt;
+    let lock = std::fs::metadata(mine.join(".lock")).unwrap();
+    assert_eq!((lock.mode() & 0o777, lock.uid()), (0o600, 0));
 }
