@@ -102,6 +102,11 @@ def cluster(tmp_path_factory):
     old = os.environ.get("AIRLOCK_BIN")
     os.environ["AIRLOCK_BIN"] = str(bin_dir / "airlock")  # the nodes' workers inherit it
     os.environ["RAY_AUTH_MODE"] = "disabled"
+    # The nodes' workers import airlock_ray and airlock_client from this checkout (installed
+    # on every node in a real cluster): they inherit the environment the nodes start with.
+    src = str(pathlib.Path(__file__).resolve().parents[1] / "src")
+    old_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src, old_path) if p)
     before = cgroups()
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     workers = [c.add_node(num_cpus=1) for _ in range(2)]
@@ -111,10 +116,11 @@ def cluster(tmp_path_factory):
     finally:
         ray.shutdown()
         c.shutdown()
-        if old is None:
-            os.environ.pop("AIRLOCK_BIN", None)
-        else:
-            os.environ["AIRLOCK_BIN"] = old
+        for var, value in (("AIRLOCK_BIN", old), ("PYTHONPATH", old_path)):
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
 
 
 def test_a_batch_survives_a_lost_node_with_one_correct_verdict_per_input(cluster):
@@ -254,7 +260,8 @@ def test_the_code_reward_example_runs_on_the_cluster(cluster):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "RAY_ADDRESS": c.address}
     out = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    lines = [line.split() for line in out.stdout.splitlines()]
+    # Ray's own driver messages (the nodes earlier tests removed) may be interleaved.
+    lines = [line.split() for line in out.stdout.splitlines() if line.startswith("candidate ")]
     assert [(w[2], w[4]) for w in lines] == [
         ("accepted", "1.00"), ("wrong_answer", "0.25"), ("accepted", "1.00"),
         ("runtime_error", "0.00"), ("runtime_error", "0.00")], out.stdout
