@@ -90,6 +90,10 @@ impl Supervisor<'_> {
         if let Err(why) = attached {
             return ControlFlow::Break(End::Refused(why));
         }
+        // A tree already past its memory limit when it is ready never gets the program: the
+        // interpreter cannot start within the limit (a sample now, not at the next tick, so the
+        // verdict does not hang on when the watchdog last looked).
+        self.on_watchdog_tick()?;
         if self.s.outbox.try_send(go(&self.program)).is_err() {
             return ControlFlow::Break(End::Internal("executor socket closed".into()));
         }
