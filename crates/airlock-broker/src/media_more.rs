@@ -56,38 +56,18 @@ pub(crate) fn png_raw_size(
 }
 
 /// Whether the concatenated IDAT data is one zlib stream that inflates to exactly `expected`
-/// bytes and ends there.
+/// bytes and ends there, with no byte after it. At most `expected + 1` bytes are inflated,
+/// into a sink.
 pub(crate) fn inflates_to(idat: &[&[u8]], expected: u64) -> bool {
-    let mut z = flate2::Decompress::new(true);
-    let mut out = vec![0u8; 64 * 1024];
-    let mut ended = false;
-    for part in idat {
-        let mut input = *part;
-        loop {
-            if ended {
-                return false; // bytes past the stream's end
-            }
-            let (before_in, before_out) = (z.total_in(), z.total_out());
-            let status = match z.decompress(input, &mut out, flate2::FlushDecompress::None) {
-                Ok(s) => s,
-                Err(_) => return false,
-            };
-            let used = usize::try_from(z.total_in() - before_in).unwrap_or(usize::MAX);
-            input = &input[used.min(input.len())..];
-            if z.total_out() > expected {
-                return false;
-            }
-            ended = status == flate2::Status::StreamEnd;
-            let progressed = z.total_in() > before_in || z.total_out() > before_out;
-            if input.is_empty() && (ended || !progressed || z.total_out() == before_out) {
-                break;
-            }
-            if !progressed {
-                return false;
-            }
-        }
-    }
-    ended && z.total_out() == expected
+    use std::io::Read;
+    let stream: Box<dyn Read + '_> = idat.iter().fold(Box::new(std::io::empty()), |r, part| {
+        Box::new(r.chain(*part))
+    });
+    let mut z = flate2::bufread::ZlibDecoder::new(std::io::BufReader::new(stream));
+    let out = std::io::copy(&mut (&mut z).take(expected + 1), &mut std::io::sink());
+    let all_in = idat.iter().map(|p| p.len() as u64).sum::<u64>();
+    // A truncated or corrupt stream is an error; bytes past its end are left unread.
+    out.is_ok_and(|n| n == expected) && z.total_in() == all_in
 }
 
 /// A GIF: the signature, the logical screen descriptor and its colour table, then image
