@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Optional, Type
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from airlock_client import Limits, RunResult
@@ -58,8 +58,6 @@ class Session:
             raise NodeLost(self._lost)
         try:
             result, snap = ray.get(self._actor.run_code.remote(code, timeout))
-        except RayTaskError:
-            raise
         except RayActorError as e:
             lost = f"the node {self.node_id} holding sandbox {self.sandbox_id} was lost ({type(e).__name__})"
             if not self._state_dir:
