@@ -7,7 +7,7 @@
 //! directory and every directory above it owned by the caller or root, none writable by others
 //! (a world-writable directory on the way only if it is sticky), no link on the way that is not
 //! the caller's or root's; the file is opened without following a link and checked on its
-//! descriptor, which is what gets imported.
+//! descriptor. Nobody else can replace it afterwards: no one else may write its directory.
 use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -19,21 +19,6 @@ use crate::error::{ImageError, Result};
 pub struct Cache {
     dir: PathBuf,
     _lock: Option<File>,
-}
-
-/// A kept build, open: import it through [`Kept::path`] while this is held.
-#[derive(Debug)]
-pub struct Kept {
-    file: File,
-}
-
-impl Kept {
-    /// A path naming the open file itself (no name in the cache is looked up again).
-    #[must_use]
-    pub fn path(&self) -> PathBuf {
-        use std::os::fd::AsRawFd;
-        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
-    }
 }
 
 impl Cache {
@@ -81,19 +66,20 @@ impl Cache {
     /// The kept build, if there is one nobody but the caller or root could have written
     /// (see the module's doc); anything else is as good as absent.
     #[must_use]
-    pub fn get(&self, preset: &str, key: &str) -> Option<Kept> {
+    pub fn get(&self, preset: &str, key: &str) -> Option<PathBuf> {
         let uid = airlock_jail::identity::effective_uid();
         if !trusted_dir(&self.dir, uid) {
             return None;
         }
+        let path = self.path(preset, key);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(self.path(preset, key))
+            .open(&path)
             .ok()?;
         let m = file.metadata().ok()?;
         let mine = m.uid() == uid || m.uid() == 0;
-        (m.is_file() && mine && m.mode() & 0o022 == 0).then_some(Kept { file })
+        (m.is_file() && mine && m.mode() & 0o022 == 0).then_some(path)
     }
 
     /// A directory for a build that [`Cache::keep`] can move from without copying. Only a

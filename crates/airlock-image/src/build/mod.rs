@@ -31,21 +31,18 @@ pub struct Built {
     pub seconds: f64,
     /// The build's own directory, removed on drop (None: the archive is the cache's).
     _scratch: Option<tempfile::TempDir>,
-    /// The cache's file, held open while `path` names it.
-    _kept: Option<cache::Kept>,
 }
 
 /// The archive of `recipe`: the cache's when it holds one, else built with `program` (the
 /// builder's output goes to this process's stderr) and, with a cache, kept there.
 pub fn make(recipe: &Recipe, program: &Path, cache: Option<&Cache>) -> Result<Built> {
     let (name, key) = (recipe.preset.name, recipe.key());
-    if let Some(kept) = cache.and_then(|c| c.get(name, &key)) {
+    if let Some(path) = cache.and_then(|c| c.get(name, &key)) {
         return Ok(Built {
-            path: kept.path(),
+            path,
             cached: true,
             seconds: 0.0,
             _scratch: None,
-            _kept: Some(kept),
         });
     }
     let scratch = match cache {
@@ -74,7 +71,6 @@ pub fn make(recipe: &Recipe, program: &Path, cache: Option<&Cache>) -> Result<Bu
         cached: false,
         seconds,
         _scratch: Some(scratch),
-        _kept: None,
     })
 }
 
