@@ -165,12 +165,16 @@ def test_a_stream_holds_a_bounded_window_in_the_driver(cluster):
 
     window = 64
     rss = []
+    started = time.monotonic()
     with ar.Pool(timeout=5) as pool:
         for r in pool.imap(trivial(), chunk_size=8, window=window):
             assert r.index == out[0] and r.stdout == f"{r.index}\n", (r.index, out[0], r.stdout, r.error)
             out[0] += 1
             if out[0] % max(1, STREAM // 10) == 0:
                 rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+                # A soak's progress: how far, how fast, the driver's peak RSS so far.
+                print(f"{out[0]} results in {time.monotonic() - started:.0f} s, "
+                      f"peak RSS {rss[-1] // 1024} MiB", flush=True)
     assert out[0] == STREAM
     assert ahead[0] <= window + 1, f"the driver took {ahead[0]} inputs ahead of their results"
     print(f"driver max RSS over the stream: {rss[0] // 1024} -> {rss[-1] // 1024} MiB")
