@@ -9,4 +9,6 @@ pub struct ConnInfo {
     pub peer: String,
     /// `websocket` or `stdio`.
     pub transport: &'static str,
+    /// The tenant it acts for (its token's; [`crate::tenant::Tenant::single`] otherwise).
+    pub tenant: crate::tenant::Tenant,
 }

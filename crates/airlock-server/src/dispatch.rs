@@ -238,7 +238,8 @@ async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, Er
         let resolve = crate::snapshot_api::limits_of(conn);
         sbs.resume(&sid, &resolve).await?;
     }
-    let p = wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
+    let mut p = wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
+    p.tenant = conn.info.tenant.clone();
     let limits = crate::snapshot_api::limits_of(conn)(&p)?;
     let held = sbs.create(p, limits).await?;
     Ok(held.describe(sbs.isolation()))

@@ -83,6 +83,7 @@ impl Server {
             id: format!("conn-{}-{n}", self.shared.epoch),
             peer: peer.into(),
             transport: "stdio",
+            tenant: crate::tenant::Tenant::single(),
         };
         let (in_tx, in_rx) = mpsc::channel(INBOX);
         let (out_tx, out_rx) = mpsc::channel(OUTBOX);

@@ -47,6 +47,7 @@ pub mod sandboxes;
 pub mod session;
 pub mod snapshot_api;
 pub mod state_dir;
+pub mod tenant;
 pub mod transport;
 pub(crate) mod wire_outputs;
 pub mod wire_spec;
@@ -145,6 +146,9 @@ pub(crate) struct Shared {
     /// The WebSocket listener's address, once it listens (exposed ports are served there;
     /// a stdio server has none).
     pub(crate) listen: std::sync::OnceLock<std::net::SocketAddr>,
+    /// Set when a drain begins (SIGTERM): no new sandbox or run is admitted, `/readyz` says
+    /// unready, and what is in flight is let finish.
+    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -198,6 +202,7 @@ impl Server {
                 next_run: AtomicU64::new(1),
                 epoch,
                 listen: std::sync::OnceLock::new(),
+                draining: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -206,6 +211,17 @@ impl Server {
     /// each with its terminal response.
     pub fn shutdown(&self) {
         self.shared.shutdown.cancel();
+    }
+
+    /// Begin draining: admit nothing new from now on (what is in flight goes on).
+    pub fn begin_drain(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a drain has begun.
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        self.shared.draining.load(Ordering::SeqCst)
     }
 
     /// The live-sandbox registry, when the server holds sandboxes.

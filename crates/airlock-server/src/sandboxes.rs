@@ -49,6 +49,8 @@ pub struct Held {
     pub idle_action: crate::wire_spec::IdleAction,
     /// The `sandbox.create` params it was made from (a pause keeps them to make it again).
     pub raw: Value,
+    /// The tenant that made it.
+    pub tenant: crate::tenant::Tenant,
     last_used: Mutex<Instant>,
     busy: Mutex<Option<String>>,
 }
@@ -378,6 +380,7 @@ impl Sandboxes {
             idle: p.idle,
             idle_action: p.idle_action,
             raw: p.raw,
+            tenant: p.tenant,
             last_used: Mutex::new(Instant::now()),
             busy: Mutex::new(None),
         });

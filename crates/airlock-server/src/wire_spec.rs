@@ -136,6 +136,8 @@ pub struct CreateParams {
     pub idle_action: IdleAction,
     /// The params as sent (`spec` and `key`): what a paused sandbox is made again from.
     pub raw: Value,
+    /// The tenant it is made for (the connection's; never from the wire).
+    pub tenant: crate::tenant::Tenant,
 }
 
 fn invalid(m: impl Into<String>) -> String {
@@ -210,6 +212,7 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         metadata,
         idle_action: s.idle_action,
         raw: params,
+        tenant: crate::tenant::Tenant::single(),
     })
 }
 

@@ -334,6 +334,7 @@ impl Server {
             id: format!("conn-{}-{n}", self.shared.epoch),
             peer: peer.to_string(),
             transport: "websocket",
+            tenant: crate::tenant::Tenant::single(),
         };
         let (sink, stream) = ws.split();
         let (in_tx, in_rx) = mpsc::channel(INBOX);
