@@ -226,7 +226,8 @@ pub fn load(path: &Path) -> Result<Vec<Entry>, TokenFileError> {
     }
 }
 
-/// Replace the file at `path` with `entries`: mode 0600, written aside, fsync'd, renamed.
+/// Replace the file at `path` with `entries`: mode 0600, its owner kept, written aside,
+/// fsync'd, renamed.
 pub fn store(path: &Path, entries: &[Entry]) -> Result<(), TokenFileError> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     let dir = dir.unwrap_or(Path::new("."));
@@ -243,8 +244,15 @@ pub fn store(path: &Path, entries: &[Entry]) -> Result<(), TokenFileError> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .map_err(io(&tmp))?;
-    let written = f
-        .write_all(render(entries).as_bytes())
+    // An edit keeps the file's owner (root editing the file of a server running as another
+    // user must not lock that server out of it).
+    let owner = std::fs::symlink_metadata(path).ok();
+    let kept = owner.map_or(Ok(()), |m| {
+        use std::os::unix::fs::MetadataExt;
+        std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))
+    });
+    let written = kept
+        .and_then(|()| f.write_all(render(entries).as_bytes()))
         .and_then(|()| f.sync_all())
         .and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = written {
