@@ -36,7 +36,8 @@ pub struct ServeOpts {
     /// Serve one connection on stdin/stdout with Content-Length framing.
     #[arg(long)]
     pub stdio: bool,
-    /// Read the bearer token from this file (otherwise from AIRLOCK_TOKEN).
+    /// Read the bearer token from this file (otherwise from AIRLOCK_TOKEN), or the tenants
+    /// of a tenants file (`airlock token add`; read again on SIGHUP).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
     /// DANGEROUS: accept WebSocket connections without a token; anyone who can reach the

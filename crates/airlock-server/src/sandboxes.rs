@@ -261,6 +261,7 @@ impl Sandboxes {
             }
         }
         self.state = state;
+        self.adopt_orphans();
         self
     }
 
