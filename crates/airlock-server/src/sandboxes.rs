@@ -503,6 +503,12 @@ impl Sandboxes {
         lock(&self.runs).remove(run_id);
     }
 
+    /// Runs in flight (registered and not yet ended), queued ones included.
+    #[must_use]
+    pub fn runs_in_flight(&self) -> usize {
+        lock(&self.runs).len()
+    }
+
     /// Cancel the run `run_id` (its terminal result follows on its own request).
     pub fn cancel_run(&self, run_id: &str) -> Result<(), ErrorObject> {
         match lock(&self.runs).get(run_id) {
