@@ -95,7 +95,10 @@ impl Server {
         match end {
             GraceEnd::RunsEnded => tracing::info!("draining: every run in flight has ended"),
             GraceEnd::Deadline { left } => {
-                tracing::warn!(left, "draining: the grace is over; cancelling the runs left")
+                tracing::warn!(
+                    left,
+                    "draining: the grace is over; cancelling the runs left"
+                )
             }
             GraceEnd::Hurried { left } => {
                 tracing::warn!(left, "draining: asked again; cancelling the runs left now")

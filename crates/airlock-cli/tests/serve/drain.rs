@@ -52,7 +52,14 @@ print(_h.sha256(repr((sorted(table.items()), _h.sha256(blob).hexdigest(), box.v,
 /// A server on `state` as `user`, logging at info (the drain's lines), with `grace`.
 fn serve(state: &StateDir, user: Option<&str>, grace: &str) -> WsServer {
     let dir = state.dir.to_str().unwrap();
-    let args = ["--state-dir", dir, "--drain-grace", grace, "--log-level", "info"];
+    let args = [
+        "--state-dir",
+        dir,
+        "--drain-grace",
+        grace,
+        "--log-level",
+        "info",
+    ];
     WsServer::start_as(user, &args)
 }
 
@@ -60,7 +67,11 @@ fn serve(state: &StateDir, user: Option<&str>, grace: &str) -> WsServer {
 fn log_has(server: &WsServer, needle: &str) {
     let end = Instant::now() + PATIENCE;
     while !server.stderr().contains(needle) {
-        assert!(Instant::now() < end, "no {needle:?} in the log: {}", server.stderr());
+        assert!(
+            Instant::now() < end,
+            "no {needle:?} in the log: {}",
+            server.stderr()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -79,9 +90,16 @@ fn logged(server: &WsServer, what: &str, sandbox: &str) -> usize {
 async fn start_streamed(c: &mut WsClient, method: &str, params: Value) -> i64 {
     let id = c.request(method, params).await;
     loop {
-        let m = c.recv().await.expect("connection closed before the run started");
+        let m = c
+            .recv()
+            .await
+            .expect("connection closed before the run started");
         assert_ne!(m["id"], json!(id), "the run ended before it started: {m}");
-        if m["method"] == "output" && m["params"]["data"].as_str().unwrap_or("").contains("started")
+        if m["method"] == "output"
+            && m["params"]["data"]
+                .as_str()
+                .unwrap_or("")
+                .contains("started")
         {
             return id;
         }
@@ -125,14 +143,19 @@ async fn fill(c: &mut WsClient) -> (BTreeMap<String, Before>, String) {
 async fn refused_while_draining(server: &WsServer, old: &mut WsClient, sid: &str) {
     let mut fresh = server.connect().await;
     let r = fresh
-        .call("sandbox.create", json!({"spec": {"requires": ["run_code"]}}))
+        .call(
+            "sandbox.create",
+            json!({"spec": {"requires": ["run_code"]}}),
+        )
         .await;
     assert_draining(&r, "sandbox.create on a new connection");
     let r = old
         .call("sandbox.run_code", json!({"sandbox_id": sid, "code": "1"}))
         .await;
     assert_draining(&r, "sandbox.run_code");
-    let r = old.call("sandbox.fork", json!({"sandbox_id": sid, "count": 1})).await;
+    let r = old
+        .call("sandbox.fork", json!({"sandbox_id": sid, "count": 1}))
+        .await;
     assert_draining(&r, "sandbox.fork");
     let r = fresh
         .execute(7, json!({"code": "print(1)"}), &no_tools)
@@ -170,13 +193,29 @@ async fn drain_and_resume(user: Option<&str>) {
         .expect("the server did not exit after the drain");
     let took = t0.elapsed();
     assert_eq!(status.code(), Some(0), "{user:?}: {status:?}");
-    assert!(took < Duration::from_secs(20), "{user:?}: waited out the grace: {took:?}");
+    assert!(
+        took < Duration::from_secs(20),
+        "{user:?}: waited out the grace: {took:?}"
+    );
     let left = wait_gone(&seen, Duration::from_secs(10));
-    assert!(left.is_empty(), "{user:?}: sandbox processes left: {left:?}");
+    assert!(
+        left.is_empty(),
+        "{user:?}: sandbox processes left: {left:?}"
+    );
     for sid in before.keys() {
-        assert_eq!(logged(&server, "drain: paused", sid), 1, "{sid}: {}", server.stderr());
+        assert_eq!(
+            logged(&server, "drain: paused", sid),
+            1,
+            "{sid}: {}",
+            server.stderr()
+        );
     }
-    assert_eq!(logged(&server, "drain: disposed", &plain), 1, "{}", server.stderr());
+    assert_eq!(
+        logged(&server, "drain: disposed", &plain),
+        1,
+        "{}",
+        server.stderr()
+    );
     assert_eq!(state.records().len(), PAUSABLE, "{:?}", state.records());
     eprintln!("{user:?}: {PAUSABLE} paused, 1 disposed, exit 0 {took:?} after SIGTERM");
     drop((c, runner, server));
@@ -198,14 +237,27 @@ async fn successor_resumes(
     assert_eq!(listed_now.len(), PAUSABLE, "{user:?}: {listed_now:?}");
     for e in &listed_now {
         assert_eq!(e["state"], "paused", "{e}");
-        assert!(before.contains_key(e["sandbox_id"].as_str().unwrap()), "{e}");
+        assert!(
+            before.contains_key(e["sandbox_id"].as_str().unwrap()),
+            "{e}"
+        );
     }
     for (sid, b) in before {
-        assert_eq!(cell(&mut c, sid, DIGEST).await, b.digest, "{user:?}: {sid}: variables");
-        assert_eq!(sh(&mut c, sid, FILES).await, b.files, "{user:?}: {sid}: files");
+        assert_eq!(
+            cell(&mut c, sid, DIGEST).await,
+            b.digest,
+            "{user:?}: {sid}: variables"
+        );
+        assert_eq!(
+            sh(&mut c, sid, FILES).await,
+            b.files,
+            "{user:?}: {sid}: files"
+        );
     }
     assert_eq!(cell(&mut c, busy, "print(late)").await, "finished\n");
-    let r = c.call("sandbox.connect", json!({"sandbox_id": plain})).await;
+    let r = c
+        .call("sandbox.connect", json!({"sandbox_id": plain}))
+        .await;
     assert_eq!(error_code(&r), NOT_FOUND, "{user:?}: {r}");
 }
 
@@ -261,17 +313,32 @@ async fn long_run(user: Option<&str>, cut: Cut) {
         Cut::Grace => (Duration::from_millis(1900), Duration::from_secs(12)),
         Cut::SecondSignal => (Duration::from_millis(900), Duration::from_secs(12)),
     };
-    assert!(answered >= lo && answered < hi, "{user:?} {cut:?}: answered after {answered:?}");
+    assert!(
+        answered >= lo && answered < hi,
+        "{user:?} {cut:?}: answered after {answered:?}"
+    );
     let status = wait_bounded(&mut server.child, Duration::from_secs(30)).expect("no exit");
     assert_eq!(status.code(), Some(0), "{user:?} {cut:?}: {status:?}");
     let left = wait_gone(&seen, Duration::from_secs(10));
-    assert!(left.is_empty(), "{user:?} {cut:?}: processes left: {left:?}");
-    assert_eq!(logged(&server, "drain: paused", &sid), 1, "{}", server.stderr());
+    assert!(
+        left.is_empty(),
+        "{user:?} {cut:?}: processes left: {left:?}"
+    );
+    assert_eq!(
+        logged(&server, "drain: paused", &sid),
+        1,
+        "{}",
+        server.stderr()
+    );
     eprintln!("{user:?} {cut:?}: answered cancelled after {answered:?}, exit 0");
     drop((c, server));
     let server = serve(&state, user, "0");
     let mut c = server.connect().await;
-    assert_eq!(sh(&mut c, &sid, "cat /work/kept").await, "kept\n", "{user:?} {cut:?}");
+    assert_eq!(
+        sh(&mut c, &sid, "cat /work/kept").await,
+        "kept\n",
+        "{user:?} {cut:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
