@@ -354,3 +354,64 @@ async fn a_second_sigterm_skips_the_grace_and_the_sandboxes_are_still_paused() {
         long_run(user, Cut::SecondSignal).await;
     }
 }
+
+/// `airlock serve --stdio` drains the same way (one code path): a run in flight finishes, a
+/// create is refused, the sandbox is paused and a successor on the same directory has it.
+/// Root only: the stdio helper runs the server as the test's own user.
+#[test]
+fn a_stdio_server_drains_the_same_way() {
+    let state = StateDir::new(None);
+    let dir = state.dir.to_str().unwrap();
+    let args = [
+        "--state-dir",
+        dir,
+        "--drain-grace",
+        "20",
+        "--log-level",
+        "info",
+    ];
+    let mut server = StdioServer::start(&args);
+    let spec = json!({"spec": {"requires": ["exec", "snapshot"]}});
+    let (r, _) = server.call(1, "sandbox.create", spec);
+    let sid = result_of(&r)["sandbox_id"].as_str().unwrap().to_string();
+    let write = json!({"sandbox_id": sid, "argv": ["sh", "-c", "echo kept > /work/kept"]});
+    assert_eq!(
+        result_of(&server.call(2, "sandbox.exec", write).0)["exit_code"],
+        0
+    );
+    let slow = json!({"sandbox_id": sid, "argv": ["sh", "-c", "sleep 2; echo done"]});
+    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "sandbox.exec", "params": slow}));
+    std::thread::sleep(Duration::from_millis(500));
+    signal(server.child.id() as i32, libc_sigterm());
+    let stderr = server.dir.path().join("stderr");
+    let end = Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(&stderr)
+        .unwrap_or_default()
+        .contains("draining: nothing new is admitted")
+    {
+        assert!(Instant::now() < end, "no drain in the log");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let create = json!({"spec": {"requires": ["exec"]}});
+    server.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "sandbox.create", "params": create}));
+    let mut answers = BTreeMap::new();
+    while answers.len() < 2 {
+        let m = server.recv().expect("eof before the answers");
+        answers.insert(m["id"].as_i64().unwrap(), m);
+    }
+    assert_eq!(
+        result_of(&answers[&3])["stdout"],
+        "done\n",
+        "{:?}",
+        answers[&3]
+    );
+    assert_draining(&answers[&4], "sandbox.create over stdio");
+    let status = wait_bounded(&mut server.child, Duration::from_secs(30)).expect("no exit");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(state.records().len(), 1, "{:?}", state.records());
+    drop(server);
+    let mut successor = StdioServer::start(&["--state-dir", dir]);
+    let read = json!({"sandbox_id": sid, "argv": ["cat", "/work/kept"]});
+    let (r, _) = successor.call(1, "sandbox.exec", read);
+    assert_eq!(result_of(&r)["stdout"], "kept\n", "{r}");
+}
