@@ -132,6 +132,10 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     }
+    if let Some(e) = crate::drain::refusal(&conn.shared, &method) {
+        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        return;
+    }
     match method.as_str() {
         m::SANDBOX_CREATE => {
             tasks.spawn(async move {
@@ -358,6 +362,10 @@ fn on_paused(
                 Err(e) => Err(e),
             };
             return respond(&conn, id, r).await;
+        }
+        // A resume makes a sandbox: nothing new while draining.
+        if crate::drain::is_draining(&conn.shared) {
+            return respond(&conn, id, Err(crate::drain::draining_error())).await;
         }
         let resumed = {
             let resolve = crate::snapshot_api::limits_of(&conn);

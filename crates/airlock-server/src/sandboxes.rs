@@ -533,6 +533,12 @@ impl Sandboxes {
         lock(&self.runs).remove(run_id);
     }
 
+    /// Runs in flight (registered and not yet ended), queued ones included.
+    #[must_use]
+    pub fn runs_in_flight(&self) -> usize {
+        lock(&self.runs).len()
+    }
+
     /// Cancel `tenant`'s run `run_id` (its terminal result follows on its own request);
     /// another tenant's run is answered like one that never existed.
     pub fn cancel_run(&self, tenant: &Tenant, run_id: &str) -> Result<(), ErrorObject> {

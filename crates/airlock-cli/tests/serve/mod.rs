@@ -4,6 +4,7 @@ pub mod support;
 mod admission;
 mod conformance_stdio;
 mod conformance_ws;
+mod drain;
 mod faults;
 mod kernel;
 mod lifetimes;
