@@ -40,6 +40,7 @@ pub mod process_methods;
 pub mod process_params;
 pub mod remote_tools;
 pub mod reply;
+pub(crate) mod resume_gate;
 pub mod sandbox_life;
 pub(crate) mod sandbox_list;
 pub mod sandbox_pause;

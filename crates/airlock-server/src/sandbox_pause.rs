@@ -168,7 +168,7 @@ impl Sandboxes {
         id: &str,
         limits_of: LimitsOf<'_>,
     ) -> Result<Arc<Held>, ErrorObject> {
-        let _one_at_a_time = self.resuming.lock().await;
+        let _one_at_a_time = self.resuming.enter(id).await;
         if let Ok(h) = self.get(id) {
             return Ok(h);
         }

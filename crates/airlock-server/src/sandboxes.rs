@@ -172,8 +172,8 @@ pub struct Sandboxes {
     state: Option<Arc<crate::state_dir::StateDir>>,
     /// Paused sandboxes by id.
     pub(crate) paused: Mutex<HashMap<String, crate::state_dir::PausedRecord>>,
-    /// Resumes run one at a time (two calls on one paused sandbox make it once).
-    pub(crate) resuming: tokio::sync::Mutex<()>,
+    /// One resume at a time per sandbox (two calls on one paused sandbox make it once).
+    pub(crate) resuming: crate::resume_gate::ResumeGates,
 }
 
 /// Why `sandbox.create` did not hand one out.
@@ -245,7 +245,7 @@ impl Sandboxes {
             exposures: crate::expose::Exposures::new(),
             state: None,
             paused: Mutex::new(HashMap::new()),
-            resuming: tokio::sync::Mutex::new(()),
+            resuming: crate::resume_gate::ResumeGates::default(),
         }
     }
 

@@ -131,8 +131,12 @@ pub fn is_tenants_file(text: &str) -> bool {
 }
 
 /// Parse a tenants file's text.
+///
+/// A digest listed twice is refused, whoever's the lines are: that token would act for
+/// whichever tenant came first (a line copied and renamed by hand), so the file is not used.
 pub fn parse(path: &str, text: &str) -> Result<Vec<Entry>, TokenFileError> {
-    let mut out = Vec::new();
+    let mut out: Vec<Entry> = Vec::new();
+    let mut seen: std::collections::HashMap<[u8; 32], usize> = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -155,6 +159,11 @@ pub fn parse(path: &str, text: &str) -> Result<Vec<Entry>, TokenFileError> {
         let added_unix = added
             .parse()
             .map_err(|_| bad("the time added is not a whole number"))?;
+        if let Some(first) = seen.insert(digest, i + 1) {
+            return Err(bad(&format!(
+                "this token's digest is listed twice (also on line {first})"
+            )));
+        }
         if out.len() >= MAX_TOKENS {
             return Err(TokenFileError::TooLarge(path.into()));
         }
@@ -316,6 +325,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!e.contains("secret-token-pasted"), "{e}");
+    }
+
+    #[test]
+    fn a_digest_listed_twice_is_refused_without_its_text() {
+        let alice = entry("alice", "tok-a-0123456789");
+        let bob = Entry {
+            tenant: Tenant::new("bob"),
+            ..alice.clone()
+        };
+        let text = render(&[alice.clone(), bob]);
+        let e = parse("f", &text).unwrap_err().to_string();
+        assert!(
+            e.contains("line 3") && e.contains("twice") && e.contains("line 2"),
+            "{e}"
+        );
+        let hex: String = alice.digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(!e.contains(&hex), "{e}");
+        let again = render(&[alice.clone(), alice]);
+        assert!(parse("f", &again).is_err(), "the same tenant's line twice");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod session_limits;
 mod sessions;
 mod snapshots;
 mod tenants;
+mod tenants_redteam;
 mod timeout_code;
 mod write_answer;
 mod zygote;
