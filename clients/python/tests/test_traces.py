@@ -5,6 +5,7 @@ on loopback (decoded with the real protobuf types), the server run as root and a
   and has the test's span as its parent, a tool call's span is a child of its run's span, names
   and attributes are as docs/server.md "Traces" says, and no attribute carries program text,
   env values or tool arguments;
+- the sync client carries the calling thread's context onto its loop thread;
 - a malformed `traceparent` in `_meta` is ignored: the request is served, its span is the root
   of a fresh trace;
 - an unreachable endpoint does not slow runs: 20 runs each finish `completed` within their
@@ -27,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest, ExportTraceServiceResponse)
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
-from airlock_client import StdioClient, Tool  # noqa: E402
+from airlock_client import StdioClient, SyncClient, Tool  # noqa: E402
 from test_consistency import USER, Identity  # noqa: E402
 
 #: Marks program text, env values and tool arguments: it must appear in no span attribute.
@@ -192,6 +193,17 @@ async def test_a_malformed_traceparent_gets_a_fresh_trace(identity, receiver):
     assert len({s["trace_id"] for s in spans}) == len(bad)  # each a trace of its own
     for s in spans:
         assert s["parent"] == "" and s["trace_id"] != "0" * 32, s
+
+
+def test_the_sync_twin_carries_the_caller_s_context_onto_its_loop_thread(identity, receiver):
+    with tracer.start_as_current_span("sync agent") as agent:
+        with SyncClient.stdio(identity.wrapped, args=[*identity.args, "--otlp-endpoint", receiver.url]) as c:
+            c.list_sandboxes()
+    me = agent.get_span_context()
+    asyncio.run(wait_for(lambda: any(s["name"] == "sandbox.list" for s in receiver.spans), "the list span"))
+    listed, = [s for s in receiver.spans if s["name"] == "sandbox.list"]
+    assert listed["trace_id"] == format(me.trace_id, "032x"), listed
+    assert listed["parent"] == format(me.span_id, "016x"), listed
 
 
 def closed_port() -> int:

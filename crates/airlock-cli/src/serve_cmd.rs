@@ -377,7 +377,7 @@ fn serve_logged(
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let runner = runtime.block_on(runner(&opts, &config, assembly.policy.as_ref()))?;
+    let runner = runtime.block_on(runner(opts, &config, assembly.policy.as_ref()))?;
     config.runner = Arc::new(runner);
     config.sandboxes = Some(crate::serve_sandboxes::build(
         &config,

@@ -33,13 +33,13 @@ def with_meta(params: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**params, META: meta}
 
 
-def capture() -> Optional[object]:
+def capture() -> Optional[Any]:
     """The calling thread's current context (None without `opentelemetry`)."""
     return _context.get_current() if HAVE_OTEL else None
 
 
 @contextlib.contextmanager
-def attached(ctx: Optional[object]) -> Iterator[None]:
+def attached(ctx: Optional[Any]) -> Iterator[None]:
     """Makes `ctx` (from `capture`) current for the block."""
     if ctx is None or not HAVE_OTEL:
         yield
