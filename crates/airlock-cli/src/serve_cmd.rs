@@ -391,6 +391,9 @@ fn serve_logged(
     let server = Server::new(config);
     runtime.block_on(async {
         tokio::spawn(on_signal(server.clone()));
+        if let Some((_, auth)) = &auth {
+            tokio::spawn(crate::token_cmd::reload_on_hangup(auth.clone()));
+        }
         if let Some(sbs) = server.sandboxes() {
             tokio::spawn(sbs.reap_idle(server.shutdown_token()));
         }
