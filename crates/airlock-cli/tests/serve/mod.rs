@@ -5,6 +5,7 @@ mod admission;
 mod conformance_stdio;
 mod conformance_ws;
 mod faults;
+mod health;
 mod kernel;
 mod lifetimes;
 mod logs;

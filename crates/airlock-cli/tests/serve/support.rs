@@ -25,6 +25,8 @@ pub fn binary() -> &'static str {
 pub struct WsServer {
     pub child: Child,
     pub addr: String,
+    /// The metrics listener's address (`--metrics-listen`).
+    pub metrics: Option<String>,
     pub token: String,
     pub dir: tempfile::TempDir,
 }
@@ -37,6 +39,12 @@ impl WsServer {
     /// Like [`WsServer::start`], with the server running as `user` (through `setpriv`, which
     /// execs in place, so the child is the server itself) when given.
     pub fn start_as(user: Option<&str>, extra: &[&str]) -> WsServer {
+        Self::start_wrapped(user, &[], extra)
+    }
+
+    /// Like [`WsServer::start_as`], with the binary started by `wrapper` (a program and its
+    /// arguments that exec the rest of their command line) when it is not empty.
+    pub fn start_wrapped(user: Option<&str>, wrapper: &[&str], extra: &[&str]) -> WsServer {
         let dir = tempfile::tempdir().unwrap();
         let token =
             format!("test-token-{}-{:?}", std::process::id(), Instant::now()).replace(' ', "");
@@ -46,9 +54,14 @@ impl WsServer {
             .collect();
         std::fs::write(dir.path().join("token"), &token).unwrap();
         std::fs::create_dir(dir.path().join("tmp")).unwrap();
-        let mut cmd = match user {
-            None => Command::new(binary()),
-            Some(u) => {
+        let mut cmd = match (user, wrapper.split_first()) {
+            (None, None) => Command::new(binary()),
+            (None, Some((program, args))) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(binary());
+                c
+            }
+            (Some(u), _) => {
                 let st = Command::new("chown")
                     .args(["-R", &format!("{u}:")])
                     .arg(dir.path())
@@ -61,8 +74,8 @@ impl WsServer {
                     &format!("--regid={u}"),
                     "--init-groups",
                     "--",
-                    binary(),
                 ]);
+                c.args(wrapper).arg(binary());
                 c
             }
         };
@@ -81,9 +94,18 @@ impl WsServer {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
+        // `--metrics-listen` adds a second line: its address.
+        let mut metrics = None;
+        if extra.contains(&"--metrics-listen") {
+            let mut second = String::new();
+            stdout.read_line(&mut second).unwrap();
+            metrics = second
+                .trim()
+                .strip_prefix("metrics on http://")
+                .map(str::to_owned);
+        }
         let addr = line
             .trim()
             .strip_prefix("listening on ws://")
@@ -92,6 +114,7 @@ impl WsServer {
         WsServer {
             child,
             addr,
+            metrics,
             token,
             dir,
         }
