@@ -11,8 +11,6 @@ use std::time::{Duration, Instant};
 
 use airlock_jail::doctor::{check_all, REQUIRED};
 
-use crate::Shared;
-
 /// How long one probe of the kernel layers is trusted.
 pub const LAYER_CACHE: Duration = Duration::from_secs(5);
 
@@ -85,28 +83,70 @@ impl Readiness {
     }
 }
 
-/// Whether the server is ready now, and if not why.
-pub(crate) async fn check(shared: &Shared) -> Result<(), NotReady> {
-    let verdict = decide(shared).await;
-    shared.readiness.log_change(&verdict);
-    verdict
+/// The server's load at one moment, as readiness weighs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    /// A drain has begun.
+    pub draining: bool,
+    /// Live sandboxes and the most there may be (none when the server holds no sandboxes).
+    pub sandboxes: Option<(usize, usize)>,
+    /// Free authorized connection slots, and how many there are.
+    pub connections: (usize, usize),
 }
 
-async fn decide(shared: &Shared) -> Result<(), NotReady> {
-    if shared.draining.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(NotReady::Draining);
+impl Readiness {
+    /// Whether the server is ready under `load`, and if not why (logged once per change).
+    pub async fn check(&self, load: Load) -> Result<(), NotReady> {
+        let verdict = self.decide(load).await;
+        self.log_change(&verdict);
+        verdict
     }
-    if let Some(sbs) = &shared.config.sandboxes {
-        if sbs.len() >= sbs.max_live() {
-            return Err(NotReady::SandboxesFull(sbs.max_live()));
+
+    async fn decide(&self, load: Load) -> Result<(), NotReady> {
+        if load.draining {
+            return Err(NotReady::Draining);
+        }
+        if let Some((_, max)) = load.sandboxes.filter(|(live, max)| live >= max) {
+            return Err(NotReady::SandboxesFull(max));
+        }
+        if load.connections.0 == 0 {
+            return Err(NotReady::ConnectionsFull(load.connections.1));
+        }
+        self.layers().await.map_err(NotReady::LayerMissing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load() -> Load {
+        Load {
+            draining: false,
+            sandboxes: Some((0, 2)),
+            connections: (3, 4),
         }
     }
-    if shared.connections.available_permits() == 0 {
-        return Err(NotReady::ConnectionsFull(shared.config.max_connections));
+
+    #[tokio::test]
+    async fn a_drain_or_a_full_server_is_unready_before_any_probe() {
+        let r = Readiness::default();
+        let draining = Load {
+            draining: true,
+            ..load()
+        };
+        assert_eq!(r.check(draining).await, Err(NotReady::Draining));
+        let full = Load {
+            sandboxes: Some((2, 2)),
+            ..load()
+        };
+        assert_eq!(r.check(full).await, Err(NotReady::SandboxesFull(2)));
+        let no_slot = Load {
+            connections: (0, 4),
+            ..load()
+        };
+        assert_eq!(r.check(no_slot).await, Err(NotReady::ConnectionsFull(4)));
+        // None of those probed the layers.
+        assert!(r.layers.lock().await.is_none());
     }
-    shared
-        .readiness
-        .layers()
-        .await
-        .map_err(NotReady::LayerMissing)
 }

@@ -223,3 +223,26 @@ impl Metrics {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_protocol::{ErrorObject, Id};
+
+    #[test]
+    fn refusals_are_counted_by_code_name_and_successes_not_at_all() {
+        let m = Metrics::new();
+        let busy = Message::error(Some(Id::Number(1)), ErrorObject::new(ErrorCode::Busy, "b"));
+        m.answered(&busy);
+        m.answered(&busy);
+        m.answered(&Message::success(Id::Number(2), serde_json::json!({})));
+        m.transferred(Transfer::FilesWrite, 7);
+        let text = m.render();
+        assert!(
+            text.contains("airlock_refusals_total{kind=\"busy\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("airlock_transfer_bytes_total{kind=\"files_write\"} 7\n"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

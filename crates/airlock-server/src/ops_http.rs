@@ -96,6 +96,22 @@ fn authorized(headers: &[(String, String)], auth: &Auth) -> bool {
     }
 }
 
+/// The server's load now, for readiness.
+fn load(shared: &Shared) -> crate::health::Load {
+    crate::health::Load {
+        draining: shared.draining.load(std::sync::atomic::Ordering::SeqCst),
+        sandboxes: shared
+            .config
+            .sandboxes
+            .as_ref()
+            .map(|s| (s.len(), s.max_live())),
+        connections: (
+            shared.connections.available_permits(),
+            shared.config.max_connections,
+        ),
+    }
+}
+
 /// The answer to one parsed request.
 async fn answer(
     shared: &Shared,
@@ -105,7 +121,7 @@ async fn answer(
 ) -> Reply {
     match path {
         "/healthz" => Reply::text("200 OK", "ok"),
-        "/readyz" => match crate::health::check(shared).await {
+        "/readyz" => match shared.readiness.check(load(shared)).await {
             Ok(()) => Reply::text("200 OK", "ready"),
             Err(_) => Reply::text("503 Service Unavailable", "not ready"),
         },
