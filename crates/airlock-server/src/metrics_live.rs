@@ -35,9 +35,9 @@ impl Live {
 type Tenant = [(&'static str, String); 1];
 type PerSandbox = [(&'static str, String); 2];
 
-/// The tenant a paused record belongs to (records carry none yet: the single tenant's).
-fn paused_tenant(_r: &crate::state_dir::PausedRecord) -> String {
-    crate::tenant::SINGLE.to_owned()
+/// The tenant a paused record belongs to (a record from before tenants: the single one).
+fn paused_tenant(r: &crate::state_dir::PausedRecord) -> String {
+    r.tenant().as_str().to_owned()
 }
 
 fn per_sandbox(h: &Held) -> PerSandbox {

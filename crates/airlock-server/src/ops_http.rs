@@ -7,7 +7,8 @@
 //! these requests hold no authorized connection slot and a slow one holds nothing longer than
 //! a slow upgrade does. The health answers are fixed short bodies that say nothing but the
 //! status (no version, count, tenant or reason). `/metrics` needs the server's bearer token on
-//! the main listener ([`Door::Token`]: otherwise 401, as the upgrade refuses) and none on the
+//! the main listener ([`Door::Token`]: otherwise 401, as the upgrade refuses; on a server with
+//! a tenants file 403 even then, since it names every tenant's sandboxes) and none on the
 //! metrics listener ([`Door::Open`], which operators restrict by network).
 use airlock_egress::head::{frame, read_head, HeadError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -129,6 +130,11 @@ async fn answer(
             if let Door::Token(auth) = door {
                 if !authorized(headers, auth) {
                     return unauthorized();
+                }
+                // Any tenant's token would read every tenant's sandboxes: the metrics of a
+                // server with a tenants file are the metrics listener's only.
+                if let Auth::Tenants(_) = auth {
+                    return Reply::text("403 Forbidden", "use the metrics listener");
                 }
             }
             Reply {

@@ -251,6 +251,9 @@ impl Session {
                 .send(reply::error(Some(id), ErrorCode::Shutdown, msg))
                 .await;
         }
+        if let Some(e) = crate::drain::refusal(&self.shared, &req.method) {
+            return self.send(Message::error(id, e)).await;
+        }
         if let Some(c) = &self.current {
             let msg = format!(
                 "run {} is still in flight on this connection; one run at a time",
@@ -313,7 +316,7 @@ impl Session {
         // `run.cancel {run_id}` reaches an `execute` run too.
         let cancel = CancelToken::new();
         if let Some(sbs) = &self.shared.config.sandboxes {
-            sbs.run_started(&run_id, cancel.clone());
+            sbs.run_started(&self.info.tenant, &run_id, cancel.clone());
         }
         let job = Job {
             shared: self.shared.clone(),
@@ -463,6 +466,7 @@ impl Job {
                 run_id: &self.run_id,
                 connection: &self.info.id,
                 peer: &self.info.peer,
+                tenant: &self.info.tenant,
                 transport: self.info.transport,
                 workload: self.kind,
                 limits: &limits,

@@ -203,3 +203,19 @@ async fn readyz_is_unready_when_a_required_layer_is_missing() {
         assert_eq!(get(&outside.addr, "/readyz").await.status, 200, "{who:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_token_does_not_read_the_metrics_of_every_tenant() {
+    for who in identities() {
+        let (server, tokens) =
+            WsServer::start_tenants(who, &["alice", "bob"], &["--metrics-listen", "127.0.0.1:0"]);
+        let alice = format!("Authorization: Bearer {}", tokens["alice"]);
+        let m = http(&server.addr, "GET", "/metrics", &[&alice]).await;
+        assert_eq!(m.status, 403, "{who:?}: {}", m.head);
+        assert!(!m.body.contains("airlock_"), "{who:?}: {}", m.body);
+        // The operator's listener serves them.
+        let ops = server.metrics.as_deref().expect("the metrics address");
+        assert_eq!(get(ops, "/metrics").await.status, 200, "{who:?}");
+        assert_eq!(get(&server.addr, "/healthz").await.status, 200, "{who:?}");
+    }
+}
