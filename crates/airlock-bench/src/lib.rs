@@ -22,9 +22,9 @@ mod ray;
 mod serve;
 mod session;
 mod snapshots;
-mod tenants;
 pub mod stats;
 pub mod table;
+mod tenants;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -557,7 +557,11 @@ async fn tenant_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
     const BESIDE: &str = "airlock serve, tenant B beside A's flood";
     let Some(cli) = &opts.cli else {
         for s in [ALONE, BESIDE] {
-            rows.push(Row::skipped(TENANTS, s, "run as `airlock bench` to measure"));
+            rows.push(Row::skipped(
+                TENANTS,
+                s,
+                "run as `airlock bench` to measure",
+            ));
         }
         return;
     };

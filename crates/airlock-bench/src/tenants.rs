@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// What the two phases measured.
 #[derive(Debug)]
@@ -41,7 +42,9 @@ struct Client {
 impl Client {
     async fn connect(url: &str, token: &str) -> Result<Client, String> {
         let mut req = url.into_client_request().map_err(|e| e.to_string())?;
-        let auth = format!("Bearer {token}").parse().map_err(|_| "a bad token")?;
+        let auth = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| "a bad token")?;
         req.headers_mut().insert("authorization", auth);
         let (ws, _) = tokio_tungstenite::connect_async(req)
             .await
@@ -89,7 +92,10 @@ async fn timed_runs(c: &mut Client, sandbox: &str, runs: usize) -> Result<Vec<f6
     for _ in 0..runs {
         let t = Instant::now();
         let r = c
-            .call("sandbox.run_code", json!({ "sandbox_id": sandbox, "code": "print(1)" }))
+            .call(
+                "sandbox.run_code",
+                json!({ "sandbox_id": sandbox, "code": "print(1)" }),
+            )
             .await?;
         out.push(t.elapsed().as_secs_f64() * 1e3);
         if r["result"]["stdout"] != json!("1\n") {
@@ -132,10 +138,20 @@ fn start(cli: &Path) -> Result<Setup, String> {
     let file = dir.path().join("tokens");
     let tokens = [token_add(cli, &file, "a")?, token_add(cli, &file, "b")?];
     let policy = dir.path().join("policy.toml");
-    std::fs::write(&policy, "[tenants.a]\nmax_sandboxes = 2\nmax_concurrent_runs = 1\n")
-        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        &policy,
+        "[tenants.a]\nmax_sandboxes = 2\nmax_concurrent_runs = 1\n",
+    )
+    .map_err(|e| e.to_string())?;
     let mut child = std::process::Command::new(cli)
-        .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "error", "--token-file"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "error",
+            "--token-file",
+        ])
         .arg(&file)
         .arg("--policy")
         .arg(&policy)
@@ -155,12 +171,22 @@ fn start(cli: &Path) -> Result<Setup, String> {
         return Err(format!("the server did not listen: {line:?}"));
     };
     let url = format!("ws://{addr}/");
-    Ok(Setup { _dir: dir, child, url, tokens })
+    Ok(Setup {
+        _dir: dir,
+        child,
+        url,
+        tokens,
+    })
 }
 
 /// Tenant A at its quota: its one run slot kept busy with a sleeping run, and three
 /// connections asking past the quota (a third sandbox; a second run at once) until `stop`.
-async fn flood(url: String, token: String, stop: Arc<AtomicBool>, refused: Arc<AtomicU64>) -> Result<(), String> {
+async fn flood(
+    url: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+    refused: Arc<AtomicU64>,
+) -> Result<(), String> {
     let mut a = Client::connect(&url, &token).await?;
     let first = sandbox_id(&a.create().await?)?;
     let second = sandbox_id(&a.create().await?)?;
@@ -177,7 +203,12 @@ async fn flood(url: String, token: String, stop: Arc<AtomicBool>, refused: Arc<A
     };
     let mut over = Vec::new();
     for n in 0..3 {
-        let (url, token, stop, refused) = (url.clone(), token.clone(), Arc::clone(&stop), Arc::clone(&refused));
+        let (url, token, stop, refused) = (
+            url.clone(),
+            token.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&refused),
+        );
         let second = second.clone();
         over.push(tokio::spawn(async move {
             let mut c = Client::connect(&url, &token).await?;
@@ -210,7 +241,12 @@ pub async fn measure(cli: &Path, runs: usize) -> Result<Isolation, String> {
     let alone_ms = timed_runs(&mut b, &sandbox, runs).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let refused = Arc::new(AtomicU64::new(0));
-    let a = tokio::spawn(flood(s.url.clone(), s.tokens[0].clone(), Arc::clone(&stop), Arc::clone(&refused)));
+    let a = tokio::spawn(flood(
+        s.url.clone(),
+        s.tokens[0].clone(),
+        Arc::clone(&stop),
+        Arc::clone(&refused),
+    ));
     // A holds its quota and is being refused before B's timed runs begin.
     let t = Instant::now();
     while refused.load(Ordering::Relaxed) < 10 {
@@ -228,5 +264,9 @@ pub async fn measure(cli: &Path, runs: usize) -> Result<Isolation, String> {
     let flooded = a.await.map_err(|e| e.to_string())?;
     let beside_ms = beside_ms?;
     flooded.map_err(|e| format!("tenant A: {e}"))?;
-    Ok(Isolation { alone_ms, beside_ms, refused: refused.load(Ordering::Relaxed) })
+    Ok(Isolation {
+        alone_ms,
+        beside_ms,
+        refused: refused.load(Ordering::Relaxed),
+    })
 }
