@@ -53,6 +53,8 @@ pub struct Policy {
     pub server: ServerLimits,
     /// The restricted language profile sandboxes opt into (`[restricted_profile]`).
     pub restricted: crate::restricted::RestrictedProfile,
+    /// Per-tenant quotas (`[tenants.NAME]`); a tenant with no section has the server's limits.
+    pub tenants: std::collections::BTreeMap<String, crate::tenant_quota::TenantQuota>,
 }
 
 /// A `policy.toml` that cannot be used.
@@ -110,6 +112,7 @@ const TOP_KEYS: &[&str] = &[
     "limits",
     "server",
     "restricted_profile",
+    "tenants",
 ];
 const RESTRICTED_KEYS: &[&str] = &["builtins", "blocked_imports"];
 const SERVER_KEYS: &[&str] = &["max_sandboxes", "max_concurrent_runs"];
@@ -225,6 +228,9 @@ impl Policy {
                 p.blocked_imports = names("restricted_profile.blocked_imports", v, true)?;
             }
         }
+        if let Some(v) = table.get("tenants") {
+            policy.tenants = crate::tenant_quota::parse_tenants(v)?;
+        }
         Ok(policy)
     }
 }
@@ -266,7 +272,7 @@ impl FromStr for Policy {
     }
 }
 
-fn known(
+pub(crate) fn known(
     table: &Table,
     prefix: &str,
     expected: &'static [&'static str],
@@ -280,7 +286,7 @@ fn known(
     }
 }
 
-fn as_table<'a>(key: &str, v: &'a Value) -> Result<&'a Table, PolicyFileError> {
+pub(crate) fn as_table<'a>(key: &str, v: &'a Value) -> Result<&'a Table, PolicyFileError> {
     v.as_table().ok_or_else(|| PolicyFileError::WrongType {
         key: key.to_owned(),
         value: v.to_string(),
@@ -330,7 +336,7 @@ where
     Ok(out)
 }
 
-fn set_int(
+pub(crate) fn set_int(
     table: &Table,
     prefix: &str,
     name: &str,
