@@ -18,6 +18,8 @@ pub mod attached;
 pub mod audit;
 pub mod audit_events;
 pub mod auth;
+pub mod budget;
+pub mod budget_host;
 pub mod cancel;
 pub mod ceilings;
 pub mod conn_info;
