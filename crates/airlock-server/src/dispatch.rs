@@ -394,6 +394,21 @@ fn start_run(
             return;
         }
     };
+    // The tenant's concurrent-run quota: refused at once, never queued (`crate::budget`).
+    let ticket = match conn
+        .shared
+        .config
+        .sandboxes
+        .as_ref()
+        .map(|s| s.budget().begin_run(&held.tenant))
+    {
+        Some(Err(r)) => {
+            tasks.spawn(async move { respond(&conn, id, Err(r.to_error())).await });
+            return;
+        }
+        Some(Ok(t)) => Some(t),
+        None => None,
+    };
     let run_id = conn.shared.mint_run_id();
     if let Err(e) = held.claim(&run_id) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
@@ -406,8 +421,9 @@ fn start_run(
     }
     let held = Arc::clone(held);
     let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);
-    tasks.spawn(tracing::Instrument::instrument(
-        sandbox_run::run(conn, held, id, run_id, call, token),
-        span,
-    ));
+    let run = async move {
+        let _counted_until_it_ends = ticket;
+        sandbox_run::run(conn, held, id, run_id, call, token).await;
+    };
+    tasks.spawn(tracing::Instrument::instrument(run, span));
 }

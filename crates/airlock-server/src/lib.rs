@@ -19,6 +19,7 @@ pub mod audit;
 pub mod audit_events;
 pub mod auth;
 pub mod budget;
+mod budget_admit;
 pub mod budget_host;
 pub mod cancel;
 pub mod ceilings;
