@@ -47,6 +47,8 @@ enum Command {
     /// Build (`--preset python-data`), import, list and remove images: read-only roots a sandbox
     /// can run on (`--image`).
     Image(image_cmd::ImageOpts),
+    /// Add, remove and list the tenants of a tokens file (`serve --token-file`).
+    Token(crate::token_cmd::TokenOpts),
     /// Show which isolation layers this machine offers, and how to fix the missing ones.
     Doctor {
         /// Print JSON.
@@ -78,6 +80,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Mcp(opts) => mcp_cmd::mcp(opts),
         Command::Bench(opts) => bench_cmd::bench(opts),
         Command::Image(opts) => image_cmd::image(opts),
+        Command::Token(opts) => crate::token_cmd::token(opts),
     }
 }
 

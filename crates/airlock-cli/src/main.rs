@@ -17,6 +17,7 @@ mod serve_cmd;
 mod serve_sandboxes;
 mod state_choice;
 mod sweep;
+mod token_cmd;
 mod usage;
 mod zygote_choice;
 

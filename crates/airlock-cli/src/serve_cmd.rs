@@ -383,6 +383,9 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
     let server = Server::new(config);
     runtime.block_on(async {
         tokio::spawn(on_signal(server.clone()));
+        if let Some((_, auth)) = &auth {
+            tokio::spawn(crate::token_cmd::reload_on_hangup(auth.clone()));
+        }
         if let Some(sbs) = server.sandboxes() {
             tokio::spawn(sbs.reap_idle(server.shutdown_token()));
         }

@@ -10,7 +10,7 @@ use crate::scope::IsolationScope;
 
 /// Longest accepted key component, in bytes. Backends fold components into container names,
 /// labels and paths; a bound keeps every one of those bounded too.
-pub const MAX_KEY_COMPONENT_BYTES: usize = 128;
+pub const MAX_KEY_COMPONENT_BYTES: usize = 256;
 
 /// A key component that cannot address a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -82,6 +82,8 @@ pub struct AuditRecord {
     pub connection: String,
     /// The peer address (or `stdio`).
     pub peer: String,
+    /// The tenant it ran for.
+    pub tenant: String,
     /// `websocket` or `stdio`.
     pub transport: &'static str,
     /// `python` or `command`.
@@ -117,6 +119,8 @@ pub struct RunFacts<'a> {
     pub connection: &'a str,
     /// Peer.
     pub peer: &'a str,
+    /// The tenant it ran for.
+    pub tenant: &'a crate::tenant::Tenant,
     /// Transport name.
     pub transport: &'static str,
     /// Workload kind.
@@ -139,6 +143,7 @@ impl AuditRecord {
             run_id: facts.run_id.to_string(),
             connection: facts.connection.to_string(),
             peer: facts.peer.to_string(),
+            tenant: facts.tenant.to_string(),
             transport: facts.transport,
             workload: facts.workload,
             limits: facts.limits.into(),

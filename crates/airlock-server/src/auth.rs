@@ -1,10 +1,17 @@
-//! Bearer-token authentication of the WebSocket upgrade.
+//! Bearer-token authentication of the WebSocket upgrade, and which tenant a token acts for.
 //!
+//! A single token (`--token-file` holding one token, or `AIRLOCK_TOKEN`) is the server's one
+//! tenant, [`Tenant::single`]; a tenants file (`crate::tokens`) names a tenant per token and is
+//! read again on [`Auth::reload`] (SIGHUP) without touching open connections.
 //! The token is compared in constant time (for a given length; the length itself is not
 //! treated as secret). A connection without `Authorization: Bearer <token>`, with two such
 //! headers, or with the wrong token is refused with HTTP 401 before the upgrade, so an
 //! unauthenticated peer never reaches the JSON-RPC layer.
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use crate::tenant::Tenant;
+use crate::tokens::{self, Entry, TokenFileError};
 
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{header, StatusCode};
@@ -19,6 +26,8 @@ pub const MIN_TOKEN_LEN: usize = 16;
 pub enum Auth {
     /// Requests must carry this bearer token.
     Bearer(Vec<u8>),
+    /// Requests must carry one of a tenants file's tokens; each names its tenant.
+    Tenants(Arc<TenantTokens>),
     /// Anyone who can reach the socket may run code. Dangerous; only for tests on loopback.
     DangerousNoAuth,
 }
@@ -27,6 +36,7 @@ impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Auth::Bearer(_) => f.write_str("Auth::Bearer(<redacted>)"),
+            Auth::Tenants(_) => f.write_str("Auth::Tenants(<redacted>)"),
             Auth::DangerousNoAuth => f.write_str("Auth::DangerousNoAuth"),
         }
     }
@@ -46,6 +56,24 @@ pub enum TokenError {
     /// Too short, too long, or with characters a header cannot carry.
     #[error("token is unusable: {0}")]
     Unusable(String),
+    /// A tenants file that cannot be used.
+    #[error(transparent)]
+    Tenants(#[from] TokenFileError),
+}
+
+/// A tenants file's tokens as the server holds them, and where to read them again.
+#[derive(Debug)]
+pub struct TenantTokens {
+    path: PathBuf,
+    entries: RwLock<Vec<Entry>>,
+}
+
+impl TenantTokens {
+    fn entries(&self) -> std::sync::RwLockReadGuard<'_, Vec<Entry>> {
+        self.entries
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl Auth {
@@ -65,19 +93,17 @@ impl Auth {
         Ok(Auth::Bearer(token.as_bytes().to_vec()))
     }
 
-    /// A bearer token read from a file (bounded read).
+    /// The token file at `path`: a tenants file (`crate::tokens`) or a file holding one
+    /// token (bounded read either way).
     pub fn from_file(path: &Path) -> Result<Auth, TokenError> {
-        use std::io::Read;
-        let io = |source| TokenError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .map_err(io)?
-            .take(MAX_TOKEN_FILE + 1)
-            .read_to_string(&mut text)
-            .map_err(io)?;
+        let text = tokens::read_text(path)?;
+        if tokens::is_tenants_file(&text) {
+            let entries = tokens::parse(&path.display().to_string(), &text)?;
+            return Ok(Auth::Tenants(Arc::new(TenantTokens {
+                path: path.to_path_buf(),
+                entries: RwLock::new(entries),
+            })));
+        }
         if text.len() as u64 > MAX_TOKEN_FILE {
             return Err(TokenError::Unusable(format!(
                 "token file is over {MAX_TOKEN_FILE} bytes"
@@ -86,30 +112,51 @@ impl Auth {
         Auth::bearer(&text)
     }
 
-    /// Whether an `Authorization` header value grants access.
-    pub fn allows(&self, authorization: Option<&[u8]>) -> bool {
+    /// Read a tenants file again (SIGHUP): the tokens in force are replaced only when the
+    /// whole file parses; connections already open keep their tenant. Answers how many
+    /// tokens are in force; a single token cannot be reloaded (`Ok(None)`).
+    pub fn reload(&self) -> Result<Option<usize>, TokenError> {
+        let Auth::Tenants(t) = self else {
+            return Ok(None);
+        };
+        let text = tokens::read_text(&t.path)?;
+        let entries = tokens::parse(&t.path.display().to_string(), &text)?;
+        let n = entries.len();
+        *t.entries
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = entries;
+        Ok(Some(n))
+    }
+
+    /// The tenant an `Authorization` header value acts for; `None`: no access.
+    #[must_use]
+    pub fn tenant_of(&self, authorization: Option<&[u8]>) -> Option<Tenant> {
+        if let Auth::DangerousNoAuth = self {
+            return Some(Tenant::single());
+        }
+        let value = authorization?;
+        let prefix = value.get(..7)?;
+        if !prefix.eq_ignore_ascii_case(b"bearer ") {
+            return None;
+        }
+        let presented = value[7..].trim_ascii();
         match self {
-            Auth::DangerousNoAuth => true,
-            Auth::Bearer(expected) => {
-                let Some(value) = authorization else {
-                    return false;
-                };
-                let Some(prefix) = value.get(..7) else {
-                    return false;
-                };
-                if !prefix.eq_ignore_ascii_case(b"bearer ") {
-                    return false;
-                }
-                constant_time_eq(value[7..].trim_ascii(), expected)
-            }
+            Auth::DangerousNoAuth => Some(Tenant::single()),
+            Auth::Bearer(expected) => constant_time_eq(presented, expected).then(Tenant::single),
+            Auth::Tenants(t) => tokens::find(&t.entries(), presented),
         }
     }
 
-    /// Whether an `Authorization` value carries the server's own token (never forwarded to a
-    /// guest's exposed port). Without a token (`DangerousNoAuth`) nothing is the token.
+    /// Whether an `Authorization` header value grants access.
+    pub fn allows(&self, authorization: Option<&[u8]>) -> bool {
+        self.tenant_of(authorization).is_some()
+    }
+
+    /// Whether an `Authorization` value carries a token of this server's (never forwarded to
+    /// a guest's exposed port). Without a token (`DangerousNoAuth`) nothing is the token.
     pub fn is_server_token(&self, authorization: &[u8]) -> bool {
         match self {
-            Auth::Bearer(_) => self.allows(Some(authorization)),
+            Auth::Bearer(_) | Auth::Tenants(_) => self.allows(Some(authorization)),
             Auth::DangerousNoAuth => false,
         }
     }
@@ -120,11 +167,24 @@ impl Auth {
         reason = "the signature is tungstenite's Callback"
     )]
     pub fn check(&self, req: &Request, resp: Response) -> Result<Response, ErrorResponse> {
+        self.check_as(req, resp).map(|(resp, _)| resp)
+    }
+
+    /// [`Auth::check`], also answering the tenant the upgrade acts for.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error is tungstenite's ErrorResponse"
+    )]
+    pub fn check_as(
+        &self,
+        req: &Request,
+        resp: Response,
+    ) -> Result<(Response, Tenant), ErrorResponse> {
         let mut values = req.headers().get_all(header::AUTHORIZATION).iter();
         let first = values.next().map(|v| v.as_bytes());
         let single = values.next().is_none();
-        if single && self.allows(first) {
-            return Ok(resp);
+        if let Some(tenant) = single.then(|| self.tenant_of(first)).flatten() {
+            return Ok((resp, tenant));
         }
         let body = serde_json::json!({
             "jsonrpc": "2.0",

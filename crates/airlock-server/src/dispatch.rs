@@ -14,7 +14,8 @@ use tokio::task::JoinSet;
 
 use crate::files_api;
 use crate::sandbox_run::{self, Conn};
-use crate::sandboxes::{Held, Sandboxes};
+use crate::sandboxes::{no_sandbox, Held, Sandboxes};
+use crate::tenant::Tenant;
 use crate::transport::Outbound;
 use crate::wire_spec;
 
@@ -143,16 +144,17 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
             });
         }
         m::SNAPSHOT_LIST => {
-            let r = crate::snapshot_api::list(&sbs, params);
+            let r = crate::snapshot_api::list(&sbs, &conn.info.tenant, params);
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         m::SNAPSHOT_REMOVE => {
-            let r = crate::snapshot_api::remove(&sbs, params);
+            let r = crate::snapshot_api::remove(&sbs, &conn.info.tenant, params);
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         m::SANDBOX_PAUSE => {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
+                    Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
                     Ok(sid) => sbs.pause(&sid).await,
                     Err(e) => Err(e),
                 };
@@ -162,6 +164,7 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         m::SANDBOX_RESUME => {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
+                    Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
                     Ok(sid) => {
                         let resolve = crate::snapshot_api::limits_of(&conn);
                         sbs.resume(&sid, &resolve)
@@ -176,20 +179,22 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         m::SCOPE_DISPOSE => {
             tasks.spawn(async move {
                 let r = match parse_scope(params) {
-                    Ok(p) => Ok(sbs.dispose_scope(&p.scope, &p.thread_id).await),
+                    Ok(p) => Ok(sbs
+                        .dispose_scope(&conn.info.tenant, &p.scope, &p.thread_id)
+                        .await),
                     Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
             });
         }
         m::RUN_CANCEL => {
-            let r = parse_cancel(params).and_then(|p| cancel(&sbs, p));
+            let r = parse_cancel(params).and_then(|p| cancel(&sbs, &conn.info.tenant, p));
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         m::SANDBOX_LIST => {
             let visible = crate::sandbox_list::visible_to(&conn);
             let r = crate::sandbox_list::parse_list(params)
-                .map(|()| crate::sandbox_list::list(&sbs, visible));
+                .map(|()| crate::sandbox_list::list(&sbs, &visible));
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         _ => on_sandbox(conn, &sbs, id, method, params, tasks),
@@ -216,10 +221,10 @@ pub(crate) fn parse_cancel(params: Value) -> Result<CancelParams, ErrorObject> {
 
 /// `run.cancel` by `run_id`, or by `sandbox_id` (its run in flight: one per sandbox, so a
 /// client need not have seen the run's id).
-fn cancel(sbs: &Sandboxes, p: CancelParams) -> Result<Value, ErrorObject> {
+fn cancel(sbs: &Sandboxes, tenant: &Tenant, p: CancelParams) -> Result<Value, ErrorObject> {
     let run_id = match (p.run_id, p.sandbox_id) {
         (Some(r), None) => r,
-        (None, Some(s)) => sbs.get(&s)?.running().ok_or_else(|| {
+        (None, Some(s)) => sbs.get_for(tenant, &s)?.running().ok_or_else(|| {
             ErrorObject::new(
                 ErrorCode::NotFound,
                 format!("sandbox {s} has no run in flight"),
@@ -227,19 +232,21 @@ fn cancel(sbs: &Sandboxes, p: CancelParams) -> Result<Value, ErrorObject> {
         })?,
         _ => return Err(invalid("run.cancel takes `run_id` or `sandbox_id`")),
     };
-    sbs.cancel_run(&run_id)?;
+    sbs.cancel_run(tenant, &run_id)?;
     Ok(json!({ "run_id": run_id }))
 }
 
 async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
     // A key whose sandbox is paused: it is resumed, then the create finds it live under its
     // key (the spec is compared as for any live sandbox).
-    if let Some(sid) = params.get("key").and_then(|k| sbs.paused_under(k)) {
+    let tenant = &conn.info.tenant;
+    if let Some(sid) = params.get("key").and_then(|k| sbs.paused_under(tenant, k)) {
         let resolve = crate::snapshot_api::limits_of(conn);
         sbs.resume(&sid, &resolve).await?;
     }
-    let mut p = wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
-    p.tenant = conn.info.tenant.clone();
+    let p = wire_spec::parse_create(Some(params), sbs.host_policy())
+        .and_then(|p| p.for_tenant(tenant))
+        .map_err(invalid)?;
     let limits = crate::snapshot_api::limits_of(conn)(&p)?;
     let held = sbs.create(p, limits).await?;
     Ok(held.describe(sbs.isolation()))
@@ -267,9 +274,9 @@ fn on_sandbox(
             return;
         }
     };
-    let held = match sbs.get(&sid) {
+    let held = match sbs.get_for(&conn.info.tenant, &sid) {
         Ok(h) => h,
-        Err(_) if sbs.is_paused(&sid) => {
+        Err(_) if sbs.owns(&conn.info.tenant, &sid) => {
             on_paused(conn, sbs, id, method, params, sid, tasks);
             return;
         }
@@ -417,7 +424,7 @@ fn start_run(
     // Registered before the task starts, so `run.cancel` reaches the run from this moment.
     let token = crate::cancel::CancelToken::new();
     if let Some(s) = &conn.shared.config.sandboxes {
-        s.run_started(&run_id, token.clone());
+        s.run_started(&conn.info.tenant, &run_id, token.clone());
     }
     let held = Arc::clone(held);
     let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);

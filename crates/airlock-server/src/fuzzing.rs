@@ -130,7 +130,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let peer = SocketAddr::from(([127, 0, 0, 1], 0));
-    let ws = crate::ws::handshake(stream, auth, peer)
+    let (ws, _tenant) = crate::ws::handshake(stream, auth, peer)
         .await
         .map_err(|e| e.to_string())?;
     let (_sink, reads) = ws.split();

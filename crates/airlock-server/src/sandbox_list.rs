@@ -19,10 +19,9 @@ fn invalid(m: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::InvalidParams, m)
 }
 
-/// Which held sandboxes `conn` may see: all of them (one token, no tenants yet). The hook a
-/// multi-tenant server narrows.
-pub(crate) fn visible_to(_conn: &Conn) -> impl Fn(&Held) -> bool {
-    |_| true
+/// Which sandboxes `conn` may see: its tenant's.
+pub(crate) fn visible_to(conn: &Conn) -> crate::tenant::Tenant {
+    conn.info.tenant.clone()
 }
 
 #[derive(Deserialize)]
@@ -45,7 +44,8 @@ fn key_value(h: &Held) -> Value {
     if k.scope() == crate::wire_spec::KEYLESS_SCOPE {
         return Value::Null;
     }
-    let mut v = json!({ "scope": k.scope(), "thread_id": k.thread_id() });
+    let scope = crate::wire_spec::wire_scope(&h.tenant, k.scope());
+    let mut v = json!({ "scope": scope, "thread_id": k.thread_id() });
     if let (Some(c), Value::Object(m)) = (k.call_id(), &mut v) {
         m.insert("call_id".into(), json!(c));
     }
@@ -66,13 +66,18 @@ pub(crate) fn record(h: &Held) -> Value {
     })
 }
 
-/// `sandbox.list {}` → `{"sandboxes": [...]}`: the live ones `visible` keeps, oldest first,
+/// `sandbox.list {}` → `{"sandboxes": [...]}`: the tenant's live ones, oldest first,
 /// then the paused ones (`"state": "paused"`).
-pub(crate) fn list(sbs: &Sandboxes, visible: impl Fn(&Held) -> bool) -> Value {
-    let mut held: Vec<_> = sbs.held().into_iter().filter(|h| visible(h)).collect();
+pub(crate) fn list(sbs: &Sandboxes, tenant: &crate::tenant::Tenant) -> Value {
+    let mut held: Vec<_> = sbs
+        .held()
+        .into_iter()
+        .filter(|h| h.tenant == *tenant)
+        .collect();
     held.sort_by(|a, b| (a.life.created_at_ms(), &a.id).cmp(&(b.life.created_at_ms(), &b.id)));
     let mut sandboxes: Vec<Value> = held.iter().map(|h| record(h)).collect();
     let mut paused = sbs.paused_records();
+    paused.retain(|r| r.tenant() == *tenant);
     paused.sort_by(|a, b| (a.paused_at_ms, &a.sandbox_id).cmp(&(b.paused_at_ms, &b.sandbox_id)));
     sandboxes.extend(paused.iter().map(paused_record));
     json!({ "sandboxes": sandboxes })

@@ -6,7 +6,6 @@
 //! sandbox is disposed. A server started on the same state directory finds its paused
 //! sandboxes again; any call on one (or `sandbox.resume`) makes it again under the same id.
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
 use airlock_broker::Limits;
 use airlock_policy::Capability;
@@ -27,16 +26,16 @@ const FORMAT: u64 = 1;
 /// How the limits of a sandbox made again are resolved (the connection's ceilings).
 pub type LimitsOf<'a> = &'a (dyn Fn(&CreateParams) -> Result<Limits, ErrorObject> + Sync);
 
-fn refused(msg: impl Into<String>) -> ErrorObject {
+pub(crate) fn refused(msg: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::SandboxRefused, msg)
 }
 
-fn internal(msg: impl std::fmt::Display) -> ErrorObject {
+pub(crate) fn internal(msg: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(ErrorCode::InternalError, msg.to_string())
 }
 
 impl Sandboxes {
-    fn state(&self) -> Result<&Arc<StateDir>, ErrorObject> {
+    pub(crate) fn state(&self) -> Result<&Arc<StateDir>, ErrorObject> {
         self.state_dir().ok_or_else(|| {
             refused(
                 "this server keeps no snapshots: its state directory could not be opened \
@@ -53,7 +52,7 @@ impl Sandboxes {
         let made = self.capture(held, state).await;
         held.release();
         let (id, answer) = made?;
-        state.keep(&id).map_err(internal)?;
+        state.keep(&id, &held.tenant).map_err(internal)?;
         Ok(answer)
     }
 
@@ -115,6 +114,7 @@ impl Sandboxes {
             metadata: held.life.metadata.clone(),
             paused_at_ms: now_ms(),
             idle_timeout_s: Some(held.life.idle_timeout().as_secs_f64()),
+            tenant: Some(held.tenant.to_string()),
         };
         if let Err(e) = state.record_paused(&record) {
             held.release();
@@ -139,13 +139,13 @@ impl Sandboxes {
     /// The paused sandbox held under `key` (the `key` member of `sandbox.create`'s params), if
     /// any: a create with that key resumes it rather than making another.
     #[must_use]
-    pub fn paused_under(&self, key: &Value) -> Option<String> {
+    pub fn paused_under(&self, tenant: &crate::tenant::Tenant, key: &Value) -> Option<String> {
         if key.is_null() {
             return None;
         }
         lock(&self.paused)
             .values()
-            .find(|r| r.create.get("key") == Some(key))
+            .find(|r| r.create.get("key") == Some(key) && r.tenant() == *tenant)
             .map(|r| r.sandbox_id.clone())
     }
 
@@ -178,6 +178,7 @@ impl Sandboxes {
         let state = self.state()?;
         let snapshot = self.read_snapshot(&record.snapshot_id).await?;
         let mut p = crate::wire_spec::parse_create(Some(record.create.clone()), self.host_policy())
+            .and_then(|p| p.for_tenant(&record.tenant()))
             .map_err(refused)?;
         p.metadata = record.metadata.clone();
         let limits = limits_of(&p)?;
@@ -246,8 +247,9 @@ impl Sandboxes {
         if let Some(o) = raw.as_object_mut() {
             o.remove("key");
         }
-        let mut p =
-            crate::wire_spec::parse_create(Some(raw), self.host_policy()).map_err(refused)?;
+        let mut p = crate::wire_spec::parse_create(Some(raw), self.host_policy())
+            .and_then(|p| p.for_tenant(&parent.tenant))
+            .map_err(refused)?;
         p.metadata = parent.life.metadata.clone();
         let limits = limits_of(&p)?;
         let mut ids = Vec::with_capacity(count);
@@ -304,7 +306,7 @@ impl Sandboxes {
 
     /// Remove a snapshot a pause or fork made, unless kept on request or a paused sandbox
     /// still needs it.
-    fn drop_unless_held(&self, id: &str) {
+    pub(crate) fn drop_unless_held(&self, id: &str) {
         let Ok(sid) = SnapshotId::parse(id) else {
             return;
         };
@@ -316,45 +318,6 @@ impl Sandboxes {
         if let Err(e) = state.store().remove(&sid) {
             tracing::warn!(snapshot = id, error = %e, "a used snapshot could not be removed");
         }
-    }
-
-    /// `snapshot.list`.
-    pub fn list_snapshots(&self) -> Result<Value, ErrorObject> {
-        let state = self.state()?;
-        let paused = self.paused_records();
-        let list = state.store().list().map_err(internal)?;
-        let items: Vec<Value> = list
-            .iter()
-            .map(|s| {
-                let by: Vec<&str> = paused
-                    .iter()
-                    .filter(|r| r.snapshot_id == s.id.as_str())
-                    .map(|r| r.sandbox_id.as_str())
-                    .collect();
-                json!({
-                    "snapshot_id": s.id.as_str(), "bytes": s.stored_bytes,
-                    "made_unix": s.created.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-                    "kept": state.kept(&s.id), "paused_sandboxes": by,
-                })
-            })
-            .collect();
-        Ok(json!({ "snapshots": items }))
-    }
-
-    /// `snapshot.remove`: refused while a paused sandbox needs it.
-    pub fn remove_snapshot(&self, id: &str) -> Result<Value, ErrorObject> {
-        let state = self.state()?;
-        let sid = SnapshotId::parse(id)
-            .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams, e.to_string()))?;
-        if let Some(r) = lock(&self.paused).values().find(|r| r.snapshot_id == id) {
-            return Err(refused(format!(
-                "snapshot {id} holds paused sandbox {}; resume or dispose of it first",
-                r.sandbox_id
-            )));
-        }
-        state.store().remove(&sid).map_err(|e| snapshot_error(&e))?;
-        state.unkeep(&sid).map_err(internal)?;
-        Ok(json!({ "snapshot_id": id, "removed": true }))
     }
 
     /// Dispose of a paused sandbox: its record goes (its snapshot too, unless kept).

@@ -306,6 +306,7 @@ async fn run_inner(
             run_id,
             connection: &conn.info.id,
             peer: &conn.info.peer,
+            tenant: &conn.info.tenant,
             transport: conn.info.transport,
             workload: kind,
             limits: &limits,

@@ -18,6 +18,7 @@ use airlock_router::{AcquireError, Router, ScopeRecord};
 use serde_json::{json, Value};
 
 use crate::cancel::CancelToken;
+use crate::tenant::Tenant;
 use crate::wire_spec::CreateParams;
 
 /// How often idle sandboxes are looked for.
@@ -167,7 +168,7 @@ pub struct Sandboxes {
     router: Router,
     backend: Arc<LocalBackend>,
     live: Mutex<HashMap<String, Arc<Held>>>,
-    runs: Mutex<HashMap<String, CancelToken>>,
+    runs: Mutex<HashMap<String, (Tenant, CancelToken)>>,
     next: AtomicU64,
     epoch: String,
     max_live: usize,
@@ -212,6 +213,17 @@ fn key_spec_mismatch(live: &Held) -> ErrorObject {
     );
     ErrorObject::new(ErrorCode::SandboxRefused, msg)
         .with_data(json!({ "kind": "SandboxKeySpecMismatch" }))
+}
+
+/// The answer for a sandbox id that names nothing the caller may address.
+pub(crate) fn no_sandbox(id: &str) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::NotFound,
+        format!(
+            "no live sandbox {:?} (never created, disposed or idled out)",
+            id.chars().take(64).collect::<String>()
+        ),
+    )
 }
 
 fn disposal_value(f: Option<&DisposalFailure>) -> Value {
@@ -473,16 +485,32 @@ impl Sandboxes {
         Ok(held)
     }
 
-    /// The live sandbox `id`.
+    /// The live sandbox `id`, whoever's it is (the server's own work: reclaim, drain); a
+    /// caller's request goes through [`Sandboxes::get_for`].
     pub fn get(&self, id: &str) -> Result<Arc<Held>, ErrorObject> {
-        lock(&self.live).get(id).cloned().ok_or_else(|| {
-            ErrorObject::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no live sandbox {:?} (never created, disposed or idled out)",
-                    id.chars().take(64).collect::<String>()
-                ),
-            )
+        lock(&self.live)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| no_sandbox(id))
+    }
+
+    /// The live sandbox `id` if `tenant` made it; another tenant's is answered exactly like an
+    /// id that never existed.
+    pub fn get_for(&self, tenant: &Tenant, id: &str) -> Result<Arc<Held>, ErrorObject> {
+        match lock(&self.live).get(id) {
+            Some(h) if h.tenant == *tenant => Ok(Arc::clone(h)),
+            _ => Err(no_sandbox(id)),
+        }
+    }
+
+    /// Whether `id` is a sandbox of `tenant`'s, live or paused.
+    #[must_use]
+    pub fn owns(&self, tenant: &Tenant, id: &str) -> bool {
+        let live = lock(&self.live).get(id).map(|h| h.tenant == *tenant);
+        live.unwrap_or_else(|| {
+            lock(&self.paused)
+                .get(id)
+                .is_some_and(|r| r.tenant() == *tenant)
         })
     }
 
@@ -517,8 +545,9 @@ impl Sandboxes {
         Ok(json!({ "sandbox_id": h.id, "disposal": disposal_value(outcome.err().as_ref()) }))
     }
 
-    /// Dispose of every sandbox of the conversation `(scope, thread_id)`.
-    pub async fn dispose_scope(&self, scope: &str, thread_id: &str) -> Value {
+    /// Dispose of every sandbox of `tenant`'s conversation `(scope, thread_id)`.
+    pub async fn dispose_scope(&self, tenant: &Tenant, scope: &str, thread_id: &str) -> Value {
+        let scope = &crate::wire_spec::tenant_scope(tenant, scope);
         let mut ended = Vec::new();
         lock(&self.live).retain(|_, h| {
             let end = h.key.in_conversation(scope, thread_id);
@@ -538,9 +567,9 @@ impl Sandboxes {
         json!({ "disposed": disposed, "undisposed": disposal_value(undisposed.as_ref()) })
     }
 
-    /// Registers a run's cancel token under its id.
-    pub fn run_started(&self, run_id: &str, cancel: CancelToken) {
-        lock(&self.runs).insert(run_id.to_owned(), cancel);
+    /// Registers a run's cancel token under its id, for `tenant`.
+    pub fn run_started(&self, tenant: &Tenant, run_id: &str, cancel: CancelToken) {
+        lock(&self.runs).insert(run_id.to_owned(), (tenant.clone(), cancel));
     }
 
     /// Forgets a run.
@@ -548,14 +577,15 @@ impl Sandboxes {
         lock(&self.runs).remove(run_id);
     }
 
-    /// Cancel the run `run_id` (its terminal result follows on its own request).
-    pub fn cancel_run(&self, run_id: &str) -> Result<(), ErrorObject> {
+    /// Cancel `tenant`'s run `run_id` (its terminal result follows on its own request);
+    /// another tenant's run is answered like one that never existed.
+    pub fn cancel_run(&self, tenant: &Tenant, run_id: &str) -> Result<(), ErrorObject> {
         match lock(&self.runs).get(run_id) {
-            Some(t) => {
+            Some((owner, t)) if owner == tenant => {
                 t.cancel();
                 Ok(())
             }
-            None => Err(ErrorObject::new(
+            _ => Err(ErrorObject::new(
                 ErrorCode::NotFound,
                 format!(
                     "no run {:?} in flight",

@@ -309,7 +309,7 @@ impl Session {
         // `run.cancel {run_id}` reaches an `execute` run too.
         let cancel = CancelToken::new();
         if let Some(sbs) = &self.shared.config.sandboxes {
-            sbs.run_started(&run_id, cancel.clone());
+            sbs.run_started(&self.info.tenant, &run_id, cancel.clone());
         }
         let job = Job {
             shared: self.shared.clone(),
@@ -457,6 +457,7 @@ impl Job {
                 run_id: &self.run_id,
                 connection: &self.info.id,
                 peer: &self.info.peer,
+                tenant: &self.info.tenant,
                 transport: self.info.transport,
                 workload: self.kind,
                 limits: &limits,

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::sandbox_pause::LimitsOf;
 use crate::sandbox_run::Conn;
 use crate::sandboxes::{Held, Sandboxes};
+use crate::tenant::Tenant;
 use crate::wire_spec::CreateParams;
 
 fn invalid(msg: impl Into<String>) -> ErrorObject {
@@ -62,7 +63,7 @@ pub(crate) async fn fork(
 }
 
 /// `snapshot.list`.
-pub(crate) fn list(sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
+pub(crate) fn list(sbs: &Sandboxes, tenant: &Tenant, params: Value) -> Result<Value, ErrorObject> {
     let params = if params.is_null() {
         Value::Object(serde_json::Map::new())
     } else {
@@ -70,14 +71,18 @@ pub(crate) fn list(sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject>
     };
     serde_json::from_value::<NoParams>(params)
         .map_err(|e| invalid(format!("snapshot.list params: {e}")))?;
-    sbs.list_snapshots()
+    sbs.list_snapshots(tenant)
 }
 
 /// `snapshot.remove`.
-pub(crate) fn remove(sbs: &Sandboxes, params: Value) -> Result<Value, ErrorObject> {
+pub(crate) fn remove(
+    sbs: &Sandboxes,
+    tenant: &Tenant,
+    params: Value,
+) -> Result<Value, ErrorObject> {
     let p: RemoveParams = serde_json::from_value(params)
         .map_err(|e| invalid(format!("snapshot.remove params: {e}")))?;
-    sbs.remove_snapshot(&p.snapshot_id)
+    sbs.remove_snapshot(tenant, &p.snapshot_id)
 }
 
 /// Splits `from_snapshot` off `sandbox.create`'s params; without a `spec` the snapshot's own
@@ -98,7 +103,7 @@ pub(crate) async fn create_from(
             "sandbox.create from_snapshot must be a snapshot id string",
         ));
     };
-    let snapshot = sbs.read_snapshot(&from).await?;
+    let snapshot = sbs.read_snapshot_for(&conn.info.tenant, &from).await?;
     if !obj.contains_key("spec") {
         let manifest: Value = serde_json::from_slice(snapshot.manifest())
             .map_err(|e| invalid(format!("snapshot {from} has no readable manifest: {e}")))?;
@@ -108,7 +113,9 @@ pub(crate) async fn create_from(
         }
         obj.insert("spec".into(), spec);
     }
-    let p = crate::wire_spec::parse_create(Some(params), sbs.host_policy()).map_err(invalid)?;
+    let p = crate::wire_spec::parse_create(Some(params), sbs.host_policy())
+        .and_then(|p| p.for_tenant(&conn.info.tenant))
+        .map_err(invalid)?;
     let limits = limits_of(conn)(&p)?;
     let held = sbs.create_from(p, limits, Arc::new(snapshot)).await?;
     Ok(held.describe(sbs.isolation()))

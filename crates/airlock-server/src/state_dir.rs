@@ -1,6 +1,7 @@
 //! The server's state directory (`--state-dir`): the snapshot store (`snapshots/`, its key),
 //! one record per paused sandbox (`paused/<sandbox_id>.json`: what makes it again), a mark per
-//! snapshot kept on request (`kept/<snapshot_id>`), and a lock so that one server at a time
+//! snapshot kept on request (`kept/<snapshot_id>`, naming the tenants that kept it, one per
+//! line; an empty mark is the single tenant's), and a lock so that one server at a time
 //! owns it. Every write that a later start relies on is durable before it is answered
 //! (written aside, fsync'd, renamed, the directory fsync'd).
 use std::collections::BTreeMap;
@@ -8,11 +9,13 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_snapshot::{SnapshotId, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::tenant::Tenant;
 
 /// Largest paused record read back.
 const MAX_RECORD: u64 = 1 << 20;
@@ -58,6 +61,19 @@ pub struct PausedRecord {
     /// The idle timeout in force when it was paused (`sandbox.set_timeout` survives a pause).
     #[serde(default)]
     pub idle_timeout_s: Option<f64>,
+    /// The tenant it belongs to (records of a server before tenants: the single tenant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+impl PausedRecord {
+    /// The tenant it belongs to.
+    #[must_use]
+    pub fn tenant(&self) -> crate::tenant::Tenant {
+        self.tenant
+            .as_deref()
+            .map_or_else(crate::tenant::Tenant::single, crate::tenant::Tenant::new)
+    }
 }
 
 /// An open state directory.
@@ -68,6 +84,8 @@ pub struct StateDir {
     _lock: File,
     /// Most bytes the snapshots may take together.
     max_bytes: u64,
+    /// Kept marks change one at a time (read, add or drop a tenant, write).
+    marks: Mutex<()>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateDirError + '_ {
@@ -120,6 +138,7 @@ impl StateDir {
             store: Arc::new(store),
             _lock: lock,
             max_bytes: DEFAULT_MAX_BYTES,
+            marks: Mutex::new(()),
         })
     }
 
@@ -212,22 +231,66 @@ impl StateDir {
         remove_durably(&dir, &path)
     }
 
-    /// Mark `id` as kept on request (`sandbox.snapshot`): a resume does not remove it.
-    pub fn keep(&self, id: &SnapshotId) -> Result<(), StateDirError> {
-        let dir = self.dir.join("kept");
-        write_durably(&dir, id.as_str(), b"").map_err(io(&dir))
+    /// Mark `id` as kept on request by `tenant` (`sandbox.snapshot`): a resume does not
+    /// remove it, and `tenant` may list, use and remove it.
+    pub fn keep(&self, id: &SnapshotId, tenant: &Tenant) -> Result<(), StateDirError> {
+        let _one = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut owners = self.keepers(id);
+        if owners.contains(tenant) {
+            return Ok(());
+        }
+        owners.push(tenant.clone());
+        self.write_keepers(id, &owners)
     }
 
-    /// Whether `id` was kept on request.
+    /// Whether `id` was kept on request (by anyone).
     #[must_use]
     pub fn kept(&self, id: &SnapshotId) -> bool {
         self.dir.join("kept").join(id.as_str()).exists()
     }
 
-    /// Drop the mark of `id`.
-    pub fn unkeep(&self, id: &SnapshotId) -> Result<(), StateDirError> {
+    /// The tenants that kept `id` (none when it has no mark).
+    #[must_use]
+    pub fn keepers(&self, id: &SnapshotId) -> Vec<Tenant> {
+        let path = self.dir.join("kept").join(id.as_str());
+        let Ok(f) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        else {
+            return Vec::new();
+        };
+        let mut body = String::new();
+        if f.take(MAX_RECORD).read_to_string(&mut body).is_err() {
+            return Vec::new();
+        }
+        let named: Vec<Tenant> = body
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(Tenant::new)
+            .collect();
+        if named.is_empty() {
+            return vec![Tenant::single()];
+        }
+        named
+    }
+
+    /// Drop `tenant`'s mark of `id`; answers whether anyone still keeps it.
+    pub fn unkeep(&self, id: &SnapshotId, tenant: &Tenant) -> Result<bool, StateDirError> {
+        let _one = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut owners = self.keepers(id);
+        owners.retain(|t| t != tenant);
+        self.write_keepers(id, &owners)?;
+        Ok(!owners.is_empty())
+    }
+
+    fn write_keepers(&self, id: &SnapshotId, owners: &[Tenant]) -> Result<(), StateDirError> {
         let dir = self.dir.join("kept");
-        remove_durably(&dir, &dir.join(id.as_str()))
+        if owners.is_empty() {
+            return remove_durably(&dir, &dir.join(id.as_str()));
+        }
+        let body: String = owners.iter().map(|t| format!("{t}\n")).collect();
+        write_durably(&dir, id.as_str(), body.as_bytes()).map_err(io(&dir))
     }
 }
 

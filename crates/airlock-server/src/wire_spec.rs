@@ -21,7 +21,7 @@ pub const KEYLESS_SCOPE: &str = "airlock-keyless";
 /// Most hosts in an egress allowlist.
 const MAX_ALLOW: usize = 64;
 /// Longest key part.
-const MAX_KEY_PART: usize = 256;
+const MAX_KEY_PART: usize = 128;
 /// What a wire sandbox may do when its spec does not say: run code and commands and move
 /// files, but never call host tools (those must be asked for).
 #[must_use]
@@ -214,6 +214,50 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         raw: params,
         tenant: crate::tenant::Tenant::single(),
     })
+}
+
+impl CreateParams {
+    /// These params made for `tenant`: its key moves into the tenant's own part of the key
+    /// space (two tenants' equal keys address two sandboxes).
+    pub fn for_tenant(mut self, tenant: &crate::tenant::Tenant) -> Result<Self, String> {
+        if let Some(k) = self.key.take() {
+            let mut scoped =
+                SandboxKey::new(tenant_scope(tenant, k.scope()), k.thread_id(), "wire")
+                    .map_err(|e| format!("key: {e}"))?;
+            if let Some(c) = k.call_id() {
+                scoped = scoped
+                    .with_call_id(c)
+                    .map_err(|e| format!("key.call_id: {e}"))?;
+            }
+            self.key = Some(scoped);
+        }
+        self.tenant = tenant.clone();
+        Ok(self)
+    }
+}
+
+/// The router's scope for a tenant's `scope`: unchanged for a single-token server's one
+/// tenant, `NAME:scope` for a named tenant (a name holds no `:`, so no two tenants' scopes
+/// are ever equal).
+#[must_use]
+pub fn tenant_scope(tenant: &crate::tenant::Tenant, scope: &str) -> String {
+    if *tenant == crate::tenant::Tenant::single() {
+        scope.to_owned()
+    } else {
+        format!("{tenant}:{scope}")
+    }
+}
+
+/// The scope the orchestrator gave, from the router's (the inverse of [`tenant_scope`]).
+#[must_use]
+pub fn wire_scope<'a>(tenant: &crate::tenant::Tenant, scope: &'a str) -> &'a str {
+    if *tenant == crate::tenant::Tenant::single() {
+        return scope;
+    }
+    scope
+        .strip_prefix(tenant.as_str())
+        .and_then(|s| s.strip_prefix(':'))
+        .unwrap_or(scope)
 }
 
 fn parse_key(k: RawKey) -> Result<SandboxKey, String> {

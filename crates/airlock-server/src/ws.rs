@@ -37,6 +37,7 @@ use crate::framed::{FLUSH, OUTBOX};
 use crate::port_proxy::{self, Route};
 use crate::prefixed::Prefixed;
 use crate::session::{self, ConnInfo};
+use crate::tenant::Tenant;
 use crate::transport::{CloseKind, Inbound, Outbound};
 use crate::Server;
 
@@ -145,26 +146,43 @@ async fn write_loop(mut sink: SplitSink<Ws, WsMessage>, mut rx: mpsc::Receiver<O
 
 /// The server's side of the WebSocket upgrade: tungstenite's handshake with the frame caps,
 /// refused with HTTP 401 by the token check (`pub(crate)` for the `ws_handshake` fuzz target).
+/// Answers the tenant the token acts for with the stream.
 pub(crate) async fn handshake<S>(
     stream: S,
     auth: Auth,
     peer: SocketAddr,
-) -> Result<WebSocketStream<S>, WsError>
+) -> Result<(WebSocketStream<S>, Tenant), WsError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let tenant = Arc::new(std::sync::Mutex::new(None));
+    let seen = Arc::clone(&tenant);
     #[allow(
         clippy::result_large_err,
         reason = "the signature is tungstenite's Callback"
     )]
     let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
-        let verdict = auth.check(req, resp);
-        if verdict.is_err() {
-            tracing::warn!(%peer, "unauthenticated upgrade refused");
+        match auth.check_as(req, resp) {
+            Ok((resp, t)) => {
+                *seen
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
+                Ok(resp)
+            }
+            Err(refusal) => {
+                tracing::warn!(%peer, "unauthenticated upgrade refused");
+                Err(refusal)
+            }
         }
-        verdict
     };
-    tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config())).await
+    let ws =
+        tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config())).await?;
+    let tenant = tenant
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    // The callback ran and admitted the upgrade, or the handshake failed above.
+    Ok((ws, tenant.unwrap_or_default()))
 }
 
 impl Server {
@@ -239,7 +257,7 @@ impl Server {
             .while_pending(&pending, deadline, handshake(stream, auth, peer))
             .await;
         drop(pending);
-        let ws = match ws {
+        let (ws, tenant) = match ws {
             Some(Ok(ws)) => ws,
             Some(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "websocket upgrade failed");
@@ -257,7 +275,7 @@ impl Server {
             let _ = sink.send(WsMessage::Close(Some(again))).await;
             return;
         };
-        self.serve_upgraded(ws, peer).await;
+        self.serve_upgraded(ws, peer, tenant).await;
     }
 
     /// `work` bounded by the pending budget: `None` when the deadline passed, the connection
@@ -328,13 +346,13 @@ impl Server {
         port_proxy::run(stream, opened, &ctx).await;
     }
 
-    async fn serve_upgraded(self, ws: Ws, peer: SocketAddr) {
+    async fn serve_upgraded(self, ws: Ws, peer: SocketAddr, tenant: Tenant) {
         let n = self.shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let info = ConnInfo {
             id: format!("conn-{}-{n}", self.shared.epoch),
             peer: peer.to_string(),
             transport: "websocket",
-            tenant: crate::tenant::Tenant::single(),
+            tenant,
         };
         let (sink, stream) = ws.split();
         let (in_tx, in_rx) = mpsc::channel(INBOX);

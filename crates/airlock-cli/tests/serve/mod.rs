@@ -17,6 +17,7 @@ mod session_faults;
 mod session_limits;
 mod sessions;
 mod snapshots;
+mod tenants;
 mod timeout_code;
 mod write_answer;
 mod zygote;

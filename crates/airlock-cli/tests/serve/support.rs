@@ -21,6 +21,21 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_airlock")
 }
 
+/// `airlock token add TENANT --token-file FILE`: the secret it prints.
+pub fn token_add(file: &std::path::Path, tenant: &str) -> String {
+    let out = Command::new(binary())
+        .args(["token", "add", tenant, "--token-file"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// A running `airlock serve --listen 127.0.0.1:0`, killed (and reaped) on drop.
 pub struct WsServer {
     pub child: Child,
@@ -45,6 +60,34 @@ impl WsServer {
             .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
             .collect();
         std::fs::write(dir.path().join("token"), &token).unwrap();
+        Self::start_in(user, dir, token, extra)
+    }
+
+    /// A server whose `--token-file` is a tenants file made by `airlock token add` for each
+    /// of `tenants` (as root, before the server starts); the tokens by tenant. `token` is the
+    /// first tenant's.
+    pub fn start_tenants(
+        user: Option<&str>,
+        tenants: &[&str],
+        extra: &[&str],
+    ) -> (WsServer, std::collections::BTreeMap<String, String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        let tokens: std::collections::BTreeMap<String, String> = tenants
+            .iter()
+            .map(|t| (t.to_string(), token_add(&file, t)))
+            .collect();
+        let first = tokens[tenants[0]].clone();
+        (Self::start_in(user, dir, first, extra), tokens)
+    }
+
+    /// Start the server on `dir` (which holds its `token` file), as `user` when given.
+    fn start_in(
+        user: Option<&str>,
+        dir: tempfile::TempDir,
+        token: String,
+        extra: &[&str],
+    ) -> WsServer {
         std::fs::create_dir(dir.path().join("tmp")).unwrap();
         let mut cmd = match user {
             None => Command::new(binary()),
@@ -95,6 +138,13 @@ impl WsServer {
             token,
             dir,
         }
+    }
+
+    /// A connection with `token`.
+    pub async fn connect_as(&self, token: &str) -> WsClient {
+        self.connect_with(Some(&format!("Bearer {token}")))
+            .await
+            .unwrap()
     }
 
     pub fn pid(&self) -> i32 {
