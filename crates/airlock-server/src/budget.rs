@@ -122,6 +122,17 @@ pub enum Refusal {
         /// Its runs executing.
         runs: u64,
     },
+    /// The tenant holds its `max_snapshots` (kept snapshots and paused sandboxes).
+    #[error(
+        "tenant {tenant} holds {held} snapshots and paused sandboxes, its max_snapshots; \
+         remove one (snapshot.remove) or resume one first"
+    )]
+    TenantSnapshots {
+        /// The tenant.
+        tenant: String,
+        /// What it holds.
+        held: u64,
+    },
 }
 
 fn mib(bytes: u64) -> u64 {
@@ -138,6 +149,7 @@ impl Refusal {
             Refusal::TenantDisk { .. } => "TenantDiskQuota",
             Refusal::TenantMemory { .. } => "TenantMemoryBudget",
             Refusal::TenantRuns { .. } => "TenantMaxConcurrentRuns",
+            Refusal::TenantSnapshots { .. } => "TenantMaxSnapshots",
         }
     }
 

@@ -21,6 +21,7 @@ pub mod auth;
 pub mod budget;
 mod budget_admit;
 pub mod budget_host;
+mod budget_snapshots;
 pub mod cancel;
 pub mod ceilings;
 pub mod conn_info;

@@ -48,6 +48,8 @@ impl Sandboxes {
     pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Value, ErrorObject> {
         held.allows(Capability::Snapshot)?;
         let state = self.state()?;
+        self.check_snapshot_quota(&held.tenant)
+            .map_err(|r| r.to_error())?;
         held.claim("snapshot")?;
         let made = self.capture(held, state).await;
         held.release();
@@ -99,6 +101,8 @@ impl Sandboxes {
             got => got?,
         };
         held.allows(Capability::Snapshot)?;
+        self.check_snapshot_quota(&held.tenant)
+            .map_err(|r| r.to_error())?;
         held.claim("pause")?;
         let (snapshot_id, mut answer) = match self.capture(&held, state).await {
             Ok(made) => made,

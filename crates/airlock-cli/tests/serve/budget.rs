@@ -21,11 +21,12 @@ const DISK_MB: u64 = 128;
 /// Each run's memory limit (`--memory`): the tmpfs pages a run writes are charged to its
 /// cgroup under a root server, so it holds the disk it fills and what it allocates.
 const MEMORY_MB: u64 = 256;
-/// Sandboxes the attacker asks for: without the budget, 10 x 128 MiB of tmpfs (1280 MiB)
-/// would be committed, past the budget.
-const ASKED: usize = 10;
-/// What other processes on this shared host may add to `Shmem` while the test runs.
-const NOISE_MB: u64 = 64;
+/// Sandboxes the attacker asks for: without the budget, 12 x 128 MiB of tmpfs (1536 MiB)
+/// would be committed, past the budget and its noise margin.
+const ASKED: usize = 12;
+/// What other processes on this shared host (and tests running beside this one) may add to
+/// `Shmem` while the test runs.
+const NOISE_MB: u64 = 160;
 
 /// Fills `/work` with 1 MiB writes until ENOSPC (32 MiB a file: a file is bounded by
 /// `RLIMIT_FSIZE`) while 48 MiB of touched memory are held; prints the bytes written and the
@@ -215,5 +216,134 @@ async fn sandboxes_never_commit_more_host_memory_than_the_budget() {
         for _ in 0..3 {
             result_of(&c.call("sandbox.create", spec()).await);
         }
+    }
+}
+
+/// Alice's quotas; Bob has no section, so the server's limits are his.
+const TENANT_POLICY: &str = r#"floor = "os_process"
+[limits]
+disk_mb = 64
+timeout_seconds = 120
+[tenants.alice]
+max_sandboxes = 2
+max_concurrent_runs = 1
+max_snapshots = 1
+egress_allow = ["pypi.org"]
+"#;
+
+fn kind_of(r: &Value) -> &str {
+    r["error"]["data"]["kind"].as_str().unwrap_or("")
+}
+
+/// Two tenants on one server (a tenants token file made by `airlock token add`): Alice at each
+/// of her quotas is refused — `over_capacity` for `max_sandboxes`, `max_concurrent_runs` and
+/// `max_snapshots`, `sandbox_refused` naming the host for a spec past her egress ceiling —
+/// while Bob, with no section, creates, runs (one of them while Alice's run holds her quota)
+/// and snapshots. As root and as `airlock-test`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_at_its_quotas_is_refused_while_another_creates_and_runs() {
+    for user in IDENTITIES {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(&policy, TENANT_POLICY).unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if let Some(u) = user {
+            chown(u, dir.path());
+        }
+        let extra = [
+            "--policy",
+            policy.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ];
+        let (server, tokens) = WsServer::start_tenants(user, &["alice", "bob"], &extra);
+        let mut a = server.connect_as(&tokens["alice"]).await;
+        let mut b = server.connect_as(&tokens["bob"]).await;
+        // max_sandboxes: Alice's third is refused; Bob makes three.
+        let mut mine = Vec::new();
+        for _ in 0..2 {
+            let r = a.call("sandbox.create", spec()).await;
+            mine.push(result_of(&r)["sandbox_id"].as_str().unwrap().to_owned());
+        }
+        let r = a.call("sandbox.create", spec()).await;
+        assert_eq!(error_code(&r), OVER_CAPACITY, "{user:?}: {r}");
+        assert_eq!(kind_of(&r), "TenantMaxSandboxes", "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("tenant alice holds 2 live sandboxes"),
+            "{r}"
+        );
+        let mut his = Vec::new();
+        for _ in 0..3 {
+            let r = b.call("sandbox.create", spec()).await;
+            his.push(result_of(&r)["sandbox_id"].as_str().unwrap().to_owned());
+        }
+        // max_concurrent_runs: while Alice's run holds her one, her next is refused at once
+        // and Bob's runs complete.
+        let sleeping = a
+            .request(
+                "sandbox.run_code",
+                json!({"sandbox_id": mine[0], "code": "import time\ntime.sleep(3)\nprint('slept')"}),
+            )
+            .await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let r = a
+            .call(
+                "sandbox.run_code",
+                json!({"sandbox_id": mine[1], "code": "print(1)"}),
+            )
+            .await;
+        assert_eq!(error_code(&r), OVER_CAPACITY, "{user:?}: {r}");
+        assert_eq!(kind_of(&r), "TenantMaxConcurrentRuns", "{r}");
+        for sid in &his {
+            let out = run(&mut b, sid, "print('bob ran')").await;
+            assert_eq!(out["stdout"], "bob ran\n", "{user:?}: {out}");
+        }
+        let (r, _) = a.wait_for(sleeping, &no_tools).await;
+        assert_eq!(result_of(&r)["stdout"], "slept\n", "{r}");
+        let out = run(&mut a, &mine[1], "print('my turn')").await;
+        assert_eq!(out["stdout"], "my turn\n", "{user:?}: {out}");
+        // max_snapshots: Alice keeps one; Bob is not counted against her.
+        result_of(
+            &a.call("sandbox.snapshot", json!({"sandbox_id": mine[0]}))
+                .await,
+        );
+        let r = a
+            .call("sandbox.snapshot", json!({"sandbox_id": mine[1]}))
+            .await;
+        assert_eq!(error_code(&r), OVER_CAPACITY, "{user:?}: {r}");
+        assert_eq!(kind_of(&r), "TenantMaxSnapshots", "{r}");
+        result_of(
+            &b.call("sandbox.snapshot", json!({"sandbox_id": his[0]}))
+                .await,
+        );
+        result_of(
+            &b.call("sandbox.snapshot", json!({"sandbox_id": his[1]}))
+                .await,
+        );
+        // The egress ceiling: a host past it is refused by name; nothing is made.
+        result_of(
+            &a.call("sandbox.dispose", json!({"sandbox_id": mine[1]}))
+                .await,
+        );
+        let asks = json!({"spec": {"egress": "allowlist",
+                                   "egress_allow": ["pypi.org:443", "evil.example.com"]}});
+        let r = a.call("sandbox.create", asks).await;
+        assert_eq!(error_code(&r), -32007, "{user:?}: {r}");
+        assert_eq!(kind_of(&r), "TenantEgressNotPermitted", "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("\"evil.example.com\""),
+            "{r}"
+        );
+        let listed = a.call("sandbox.list", json!({})).await;
+        assert_eq!(result_of(&listed)["sandboxes"].as_array().unwrap().len(), 1);
     }
 }
