@@ -25,6 +25,7 @@ pub mod run_limits;
 pub mod scope;
 pub mod spec;
 pub mod tenant_quota;
+mod toml_fields;
 mod vocab;
 
 pub use capability::{default_capabilities, Capability};

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use toml::{Table, Value};
 
-use crate::policy_file::{as_table, known, set_int, PolicyFileError};
+use crate::toml_fields::{as_table, known, set_int, PolicyFileError};
 
 /// Most `[tenants.*]` sections a policy may have.
 pub const MAX_TENANTS: usize = 1024;

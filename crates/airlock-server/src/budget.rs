@@ -12,16 +12,20 @@
 //! Every check is a few integer comparisons under one `std` mutex that is never held across an
 //! await: a tenant at its quota never slows another's create or run.
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use airlock_policy::TenantQuota;
 use airlock_protocol::{ErrorCode, ErrorObject};
 use serde_json::json;
 
-use crate::sandboxes::lock;
 use crate::tenant::Tenant;
 
 const MIB: u64 = 1024 * 1024;
+
+/// The state, even after a panic elsewhere poisoned it (its counts are updated in one step).
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// What one live sandbox may hold of the host's memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
