@@ -42,13 +42,14 @@ pub struct TenantQuota {
     pub egress_allow: Option<BTreeSet<String>>,
 }
 
-/// Whether `name` may name a tenant: 1 to 64 of `[A-Za-z0-9_.-]`.
+/// Whether `name` may name a tenant, as a tenants file names them (`airlock token add`):
+/// 1 to 64 of `a-z`, `0-9`, `-`, `_`, starting with a letter or digit.
 #[must_use]
 pub fn valid_tenant_name(name: &str) -> bool {
+    let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && name.bytes().next().is_some_and(plain)
+        && name.bytes().all(|b| plain(b) || matches!(b, b'-' | b'_'))
 }
 
 /// Parses the `[tenants]` table.
@@ -67,7 +68,10 @@ pub(crate) fn parse_tenants(v: &Value) -> Result<BTreeMap<String, TenantQuota>, 
             return Err(PolicyFileError::InvalidValue {
                 key: format!("tenants.{name}"),
                 value: format!("{name:?}"),
-                reason: "a tenant name is 1 to 64 of [A-Za-z0-9_.-]".into(),
+                reason:
+                    "a tenant name is 1 to 64 of a-z, 0-9, '-', '_', starting with a letter or \
+                         digit"
+                        .into(),
             });
         }
         out.insert(name.clone(), parse_one(name, section)?);
@@ -173,8 +177,12 @@ mod tests {
 
     #[test]
     fn tenant_names_are_bounded_and_plain() {
-        assert!(valid_tenant_name("team-a.prod_1"));
+        assert!(valid_tenant_name("team-a_prod1"));
+        assert!(valid_tenant_name("default"));
         assert!(!valid_tenant_name(""));
+        assert!(!valid_tenant_name("Team"));
+        assert!(!valid_tenant_name("-a"));
+        assert!(!valid_tenant_name("a.b"));
         assert!(!valid_tenant_name("a b"));
         assert!(!valid_tenant_name(&"x".repeat(65)));
     }
