@@ -122,3 +122,60 @@ def test_the_seccomp_profile_is_podmans_default_plus_sethostname() -> None:
     unconditional = [r for r in profile["syscalls"] if "sethostname" in r["names"]]
     assert unconditional == [{"names": ["sethostname"], "action": "SCMP_ACT_ALLOW",
                               "comment": unconditional[0]["comment"]}]
+
+
+def statefulset() -> dict:
+    return next(d for _, d in documents() if d["kind"] == "StatefulSet")
+
+
+def flag(args: list, name: str) -> str:
+    """The value of `--name=value` in `args` (the manifests spell every flag that way)."""
+    values = [a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")]
+    assert len(values) == 1, (name, args)
+    return values[0]
+
+
+def test_termination_outlasts_the_drain_and_its_pauses() -> None:
+    """SIGTERM drains (docs/server.md "Shutdown: the drain"): the grace, then the connections'
+    end, then the pauses, all before the kubelet's SIGKILL; no preStop hook eats into it."""
+    pod = statefulset()["spec"]["template"]["spec"]
+    server = pod["containers"][0]
+    grace = float(flag(server["args"], "drain-grace"))
+    shutdown = float(flag(server["args"], "shutdown-timeout"))
+    pause_budget = 60
+    assert pod["terminationGracePeriodSeconds"] >= grace + shutdown + pause_budget, pod
+    assert "lifecycle" not in server, "no preStop: it would only delay the drain"
+
+
+def test_probes_are_readyz_and_healthz_on_the_main_port() -> None:
+    server = statefulset()["spec"]["template"]["spec"]["containers"][0]
+    port = server["ports"][0]["name"]
+    assert server["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port}
+    assert server["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port}
+    assert "scheme" not in server["readinessProbe"]["httpGet"]  # plain HTTP, unauthenticated
+
+
+def test_the_state_dir_is_a_subdirectory_of_a_per_pod_claim() -> None:
+    """--state-dir on the pod's own PersistentVolumeClaim (kept when the pod goes), a
+    subdirectory of the mount (the store must be closed to group and others, a volume root
+    under fsGroup is not), fsGroup the server's group with OnRootMismatch (no re-chmod of the
+    store's files), and room for the store's 16 GiB plus the 1 GiB it keeps free."""
+    sts = statefulset()
+    pod = sts["spec"]["template"]["spec"]
+    server = pod["containers"][0]
+    state = pathlib.PurePosixPath(flag(server["args"], "state-dir"))
+    claims = {c["metadata"]["name"]: c for c in sts["spec"]["volumeClaimTemplates"]}
+    mounts = [m for m in server["volumeMounts"] if m["name"] in claims]
+    assert len(mounts) == 1, server["volumeMounts"]
+    mount = pathlib.PurePosixPath(mounts[0]["mountPath"])
+    assert state.parent == mount and state != mount, (state, mount)
+    assert not mounts[0].get("readOnly", False)
+    assert mounts[0]["name"] not in {v["name"] for v in pod["volumes"]}, "a claim, not a pod volume"
+    claim = claims[mounts[0]["name"]]["spec"]
+    assert claim["accessModes"] == ["ReadWriteOnce"]
+    size = claim["resources"]["requests"]["storage"]
+    assert size.endswith("Gi") and int(size[:-2]) >= 16 + 1, size
+    psc = pod["securityContext"]
+    assert psc["fsGroup"] == psc["runAsGroup"] and psc["fsGroupChangePolicy"] == "OnRootMismatch"
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain",
+                                                                    "whenScaled": "Retain"}

@@ -2,8 +2,11 @@
 //!
 //! Refuses to start without authentication (a token from `--token-file` or `AIRLOCK_TOKEN`)
 //! unless `--insecure-no-auth` is given, and refuses a non-loopback address unless
-//! `--allow-remote` is. SIGTERM and SIGINT stop accepting, cancel in-flight runs (each still
-//! gets its terminal response), wait for them, and exit 0.
+//! `--allow-remote` is. SIGTERM and SIGINT drain it (`airlock_server::drain`): nothing new is
+//! admitted, runs in flight may finish for `--drain-grace` (a second signal cuts it short),
+//! then what is left is cancelled (each run still gets its terminal response), every sandbox
+//! whose spec allows `snapshot` is paused to the state directory, the others are disposed of,
+//! and the process exits 0.
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +39,8 @@ pub struct ServeOpts {
     /// Serve one connection on stdin/stdout with Content-Length framing.
     #[arg(long)]
     pub stdio: bool,
-    /// Read the bearer token from this file (otherwise from AIRLOCK_TOKEN).
+    /// Read the bearer token from this file (otherwise from AIRLOCK_TOKEN), or the tenants
+    /// of a tenants file (`airlock token add`; read again on SIGHUP).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
     /// DANGEROUS: accept WebSocket connections without a token; anyone who can reach the
@@ -85,6 +89,10 @@ pub struct ServeOpts {
     /// How long a shutdown waits for cancelled runs to end, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub shutdown_timeout: f64,
+    /// On SIGTERM/SIGINT, how long runs in flight may go on finishing before they are
+    /// cancelled, seconds (0: cancel at once). A second signal cuts it short.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub drain_grace: f64,
     /// The Python interpreter (default: python3 on PATH).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -329,7 +337,18 @@ fn dns_label(name: &str) -> anyhow::Result<&str> {
     Ok(name)
 }
 
-async fn on_signal(server: Server) {
+/// `--drain-grace`: like [`seconds`], but 0 is allowed (no grace: cancel at once).
+fn grace(v: f64) -> anyhow::Result<Duration> {
+    if v == 0.0 {
+        return Ok(Duration::ZERO);
+    }
+    seconds("drain-grace", v)
+}
+
+/// The first SIGTERM or SIGINT drains the server (`airlock_server::drain`); a second one
+/// during the grace cancels the runs left at once (the sandboxes are still paused). Further
+/// signals change nothing: the pauses go on (SIGKILL cuts them; what was paused is whole).
+async fn on_signal(server: Server, grace: Duration) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -339,15 +358,22 @@ async fn on_signal(server: Server) {
         return;
     };
     tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+        _ = int.recv() => tracing::info!("SIGINT: draining"),
     }
-    server.shutdown();
+    let again = async {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM again: skipping the grace"),
+            _ = int.recv() => tracing::info!("SIGINT again: skipping the grace"),
+        }
+    };
+    server.drain(grace, again).await;
 }
 
 pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
     let (mut config, assembly) = config(&opts)?;
     run_slots(&opts, assembly.policy.as_ref())?;
+    let drain_grace = grace(opts.drain_grace)?;
     let auth = match opts.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() && !opts.allow_remote {
@@ -382,7 +408,7 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
     )?);
     let server = Server::new(config);
     runtime.block_on(async {
-        tokio::spawn(on_signal(server.clone()));
+        tokio::spawn(on_signal(server.clone(), drain_grace));
         if let Some((_, auth)) = &auth {
             tokio::spawn(crate::token_cmd::reload_on_hangup(auth.clone()));
         }
@@ -403,8 +429,12 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
             }
             None => server.serve_stdio().await,
         }
-        if let Some(sbs) = server.sandboxes() {
-            sbs.dispose_all().await;
+        // A drain (a signal) pauses what may be paused for a successor; a stdio peer that
+        // closed its side leaves nothing behind.
+        match server.sandboxes() {
+            Some(sbs) if server.is_draining() => drop(sbs.pause_or_dispose_all().await),
+            Some(sbs) => sbs.dispose_all().await,
+            None => {}
         }
         anyhow::Ok(())
     })?;

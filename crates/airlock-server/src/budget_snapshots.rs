@@ -1,7 +1,8 @@
 //! A tenant's `max_snapshots` (policy.toml `[tenants.NAME]`): the snapshots it keeps
-//! (`sandbox.snapshot`) and its paused sandboxes together, checked before a snapshot or a
-//! pause writes anything. A fork's snapshot is removed once its branches are made and is not
-//! counted.
+//! (`sandbox.snapshot`) and its paused sandboxes together, checked before a client's
+//! `sandbox.snapshot` or `sandbox.pause` writes anything. The server's own pauses (idle
+//! reclaim, the drain) are not refused by it: a sandbox is never lost to a quota. A fork's
+//! snapshot is removed once its branches are made and is not counted.
 
 use crate::budget::Refusal;
 use crate::sandboxes::{lock, Sandboxes};

@@ -132,6 +132,10 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     }
+    if let Some(e) = crate::drain::refusal(&conn.shared, &method) {
+        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        return;
+    }
     match method.as_str() {
         m::SANDBOX_CREATE => {
             tasks.spawn(async move {
@@ -155,7 +159,12 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
                     Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
-                    Ok(sid) => sbs.pause(&sid).await,
+                    // A client's pause counts against its tenant's max_snapshots; the
+                    // server's own (idle reclaim, the drain) never loses a sandbox to it.
+                    Ok(sid) => match sbs.check_snapshot_quota(&conn.info.tenant) {
+                        Err(r) => Err(r.to_error()),
+                        Ok(()) => sbs.pause(&sid).await,
+                    },
                     Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
@@ -358,6 +367,10 @@ fn on_paused(
                 Err(e) => Err(e),
             };
             return respond(&conn, id, r).await;
+        }
+        // A resume makes a sandbox: nothing new while draining.
+        if crate::drain::is_draining(&conn.shared) {
+            return respond(&conn, id, Err(crate::drain::draining_error())).await;
         }
         let resumed = {
             let resolve = crate::snapshot_api::limits_of(&conn);

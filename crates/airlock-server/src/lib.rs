@@ -26,6 +26,7 @@ pub mod cancel;
 pub mod ceilings;
 pub mod conn_info;
 pub(crate) mod dispatch;
+pub mod drain;
 mod execute_sandbox;
 pub mod expose;
 pub(crate) mod expose_api;

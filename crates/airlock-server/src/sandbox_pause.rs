@@ -72,9 +72,10 @@ impl Sandboxes {
         })?;
         let raw = held.raw.clone();
         let sandbox_id = held.id.clone();
+        let tenant = held.tenant.to_string();
         let manifest = move |kernel: Option<&Value>| {
             let m = json!({
-                "format": FORMAT, "sandbox_id": sandbox_id, "create": raw,
+                "format": FORMAT, "sandbox_id": sandbox_id, "create": raw, "tenant": tenant,
                 "kernel": kernel, "made_unix": now_ms() / 1000,
             });
             m.to_string().into_bytes()
@@ -101,8 +102,6 @@ impl Sandboxes {
             got => got?,
         };
         held.allows(Capability::Snapshot)?;
-        self.check_snapshot_quota(&held.tenant)
-            .map_err(|r| r.to_error())?;
         held.claim("pause")?;
         let (snapshot_id, mut answer) = match self.capture(&held, state).await {
             Ok(made) => made,

@@ -295,6 +295,7 @@ impl Sandboxes {
             }
         }
         self.state = state;
+        self.adopt_orphans();
         self
     }
 
@@ -575,6 +576,12 @@ impl Sandboxes {
     /// Forgets a run.
     pub fn run_ended(&self, run_id: &str) {
         lock(&self.runs).remove(run_id);
+    }
+
+    /// Runs in flight (registered and not yet ended), queued ones included.
+    #[must_use]
+    pub fn runs_in_flight(&self) -> usize {
+        lock(&self.runs).len()
     }
 
     /// Cancel `tenant`'s run `run_id` (its terminal result follows on its own request);

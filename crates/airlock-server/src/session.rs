@@ -247,6 +247,9 @@ impl Session {
                 .send(reply::error(Some(id), ErrorCode::Shutdown, msg))
                 .await;
         }
+        if let Some(e) = crate::drain::refusal(&self.shared, &req.method) {
+            return self.send(Message::error(id, e)).await;
+        }
         if let Some(c) = &self.current {
             let msg = format!(
                 "run {} is still in flight on this connection; one run at a time",

@@ -13,6 +13,14 @@ use crate::sandbox_pause::{internal, refused, snapshot_error};
 use crate::sandboxes::{lock, Sandboxes};
 use crate::tenant::Tenant;
 
+/// The tenant a snapshot's manifest names (a snapshot made before tenants: the single one).
+fn manifest_tenant(s: &Snapshot) -> Tenant {
+    let m: Value = serde_json::from_slice(s.manifest()).unwrap_or(Value::Null);
+    m.get("tenant")
+        .and_then(Value::as_str)
+        .map_or_else(Tenant::single, Tenant::new)
+}
+
 fn bad_id(e: &airlock_snapshot::BadId) -> ErrorObject {
     ErrorObject::new(ErrorCode::InvalidParams, e.to_string())
 }
@@ -36,12 +44,56 @@ impl Sandboxes {
         tenant: &Tenant,
         id: &str,
     ) -> Result<Snapshot, ErrorObject> {
-        self.state()?;
+        let state = self.state()?;
         let sid = SnapshotId::parse(id).map_err(|e| bad_id(&e))?;
-        if !self.sees(tenant, &sid) {
+        if self.sees(tenant, &sid) {
+            return self.read_snapshot(id).await;
+        }
+        if !self.unowned(&sid) {
             return Err(snapshot_error(&SnapshotError::NotFound(sid)));
         }
-        self.read_snapshot(id).await
+        // A file nobody holds a mark on (put in the store by hand, or whose pause was cut after
+        // the last start): verified like any read, a damaged or foreign one said so; a whole
+        // one is adopted by the tenant its manifest names, and is no other's.
+        let snapshot = self.read_snapshot(id).await?;
+        if manifest_tenant(&snapshot) != *tenant {
+            return Err(snapshot_error(&SnapshotError::NotFound(sid)));
+        }
+        state.keep(&sid, tenant).map_err(internal)?;
+        Ok(snapshot)
+    }
+
+    /// No tenant kept `id` and no paused sandbox needs it.
+    fn unowned(&self, id: &SnapshotId) -> bool {
+        let needed = lock(&self.paused)
+            .values()
+            .any(|r| r.snapshot_id == id.as_str());
+        !needed && self.state_dir().is_some_and(|s| s.keepers(id).is_empty())
+    }
+
+    /// At start: every whole snapshot no one holds (a pause or fork cut by the server's death
+    /// after the file was published) is kept for the tenant its manifest names, so that
+    /// tenant can list, use and remove it; a file that does not verify stays unowned.
+    pub(crate) fn adopt_orphans(&self) {
+        let Some(state) = self.state_dir() else {
+            return;
+        };
+        let Ok(list) = state.store().list() else {
+            return;
+        };
+        for s in list.into_iter().filter(|s| self.unowned(&s.id)) {
+            match state.store().read(&s.id) {
+                Ok(snapshot) => {
+                    let tenant = manifest_tenant(&snapshot);
+                    if let Err(e) = state.keep(&s.id, &tenant) {
+                        tracing::warn!(snapshot = %s.id, error = %e, "an orphan snapshot could not be kept");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(snapshot = %s.id, error = %e, "an orphan snapshot does not verify")
+                }
+            }
+        }
     }
 
     /// `snapshot.list`: `tenant`'s snapshots.

@@ -342,7 +342,8 @@ async fn ws_undecodable_messages_are_answered_and_the_connection_goes_on() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ws_sigterm_cancels_in_flight_runs_and_exits_zero() {
-    let server = WsServer::start(&[]);
+    // No drain grace: the run in flight is cancelled at once (serve::drain tests the grace).
+    let server = WsServer::start(&["--drain-grace", "0"]);
     let mut a = server.connect().await;
     let mut idle = server.connect().await;
     let code = "call_tool('echo', {})\nimport time\ntime.sleep(60)";

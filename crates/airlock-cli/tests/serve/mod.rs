@@ -5,6 +5,7 @@ mod admission;
 mod budget;
 mod conformance_stdio;
 mod conformance_ws;
+mod drain;
 mod faults;
 mod kernel;
 mod lifetimes;

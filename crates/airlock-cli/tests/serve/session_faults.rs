@@ -249,7 +249,8 @@ struct Loaded {
 const MIB: u64 = 48;
 
 async fn loaded(who: Option<&str>) -> Loaded {
-    let server = WsServer::start_as(who, &[]);
+    // No drain grace: SIGTERM cancels the run in flight at once (serve::drain tests the grace).
+    let server = WsServer::start_as(who, &["--drain-grace", "0"]);
     let shmem_before = shmem_kib();
     let client = Arc::new(Mux::new(server.connect().await.ws, no_tools()));
     let mut sids = Vec::new();
@@ -382,7 +383,14 @@ async fn session_fault_sigkill_with_live_sandboxes_and_a_run_in_flight() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn session_fault_runs_over_the_ceiling_queue_a_full_queue_refuses_and_sigterm_answers_each() {
-    let mut server = WsServer::start(&["--max-concurrent-runs", "1", "--max-queued-runs", "2"]);
+    let mut server = WsServer::start(&[
+        "--max-concurrent-runs",
+        "1",
+        "--max-queued-runs",
+        "2",
+        "--drain-grace",
+        "0",
+    ]);
     let pid = server.pid();
     let client = Arc::new(Mux::new(server.connect().await.ws, no_tools()));
     let mut runs = Vec::new();

@@ -1363,7 +1363,8 @@ async fn malformed_params_are_invalid_params_for_every_method() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_cancels_the_running_run_disposes_every_sandbox_and_exits_0() {
-    let mut server = WsServer::start(&[]);
+    // No drain grace: the run in flight is cancelled at once (serve::drain tests the grace).
+    let mut server = WsServer::start(&["--drain-grace", "0"]);
     let mut c = server.connect().await;
     let idle = create(&mut c, json!({"spec": {}})).await;
     result_of(&write(&mut c, &idle, "f.txt", b"x").await);

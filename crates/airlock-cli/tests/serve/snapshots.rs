@@ -16,14 +16,14 @@ use serde_json::{json, Value};
 use super::support::*;
 
 /// The identities the attacks run the server as.
-const IDENTITIES: [Option<&str>; 2] = [None, Some("airlock-test")];
+pub(super) const IDENTITIES: [Option<&str>; 2] = [None, Some("airlock-test")];
 
 const REFUSED: i64 = -32007;
-const NOT_FOUND: i64 = -32016;
+pub(super) const NOT_FOUND: i64 = -32016;
 const INVALID_PARAMS: i64 = -32602;
 
 /// What the sandboxes here ask for.
-const REQUIRES: [&str; 6] = [
+pub(super) const REQUIRES: [&str; 6] = [
     "run_code",
     "exec",
     "files_in",
@@ -39,13 +39,13 @@ const REQUIRES: [&str; 6] = [
 /// A state directory for a server running as `user`: `<tempdir>/state`, 0700 and the user's,
 /// in a tempdir others may traverse (so that only the state directory's own modes keep them
 /// out).
-struct StateDir {
+pub(super) struct StateDir {
     tmp: tempfile::TempDir,
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
 }
 
 impl StateDir {
-    fn new(user: Option<&str>) -> StateDir {
+    pub(super) fn new(user: Option<&str>) -> StateDir {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let dir = tmp.path().join("state");
@@ -77,7 +77,7 @@ impl StateDir {
     }
 
     /// The paused records (`paused/*.json`, temporary files left out), sorted.
-    fn records(&self) -> Vec<String> {
+    pub(super) fn records(&self) -> Vec<String> {
         let mut names = self.paused_files();
         names.retain(|n| !n.starts_with(".tmp-") && n.ends_with(".json"));
         names
@@ -170,13 +170,13 @@ fn as_user_succeeds(user: &str, argv: &[&str]) -> bool {
 // =============================================================================================
 
 /// The result of `method` (an error fails the test).
-async fn ok(c: &mut WsClient, method: &str, params: Value) -> Value {
+pub(super) async fn ok(c: &mut WsClient, method: &str, params: Value) -> Value {
     let r = c.call(method, params).await;
     result_of(&r).clone()
 }
 
 /// A sandbox made from `spec` (the snapshot capability and the usual ones required).
-async fn sandbox(c: &mut WsClient, extra: Value) -> String {
+pub(super) async fn sandbox(c: &mut WsClient, extra: Value) -> String {
     let mut spec = json!({ "requires": REQUIRES });
     if let (Value::Object(s), Value::Object(e)) = (&mut spec, extra) {
         s.extend(e);
@@ -186,12 +186,12 @@ async fn sandbox(c: &mut WsClient, extra: Value) -> String {
 }
 
 /// A stateful sandbox (run_code cells share one interpreter).
-async fn stateful(c: &mut WsClient) -> String {
+pub(super) async fn stateful(c: &mut WsClient) -> String {
     sandbox(c, json!({ "stateful": true })).await
 }
 
 /// The stdout of a cell, which must complete.
-async fn cell(c: &mut WsClient, sid: &str, code: &str) -> String {
+pub(super) async fn cell(c: &mut WsClient, sid: &str, code: &str) -> String {
     let r = ok(
         c,
         "sandbox.run_code",
@@ -203,7 +203,7 @@ async fn cell(c: &mut WsClient, sid: &str, code: &str) -> String {
 }
 
 /// The stdout of `sh -c script` in the sandbox, which must exit 0.
-async fn sh(c: &mut WsClient, sid: &str, script: &str) -> String {
+pub(super) async fn sh(c: &mut WsClient, sid: &str, script: &str) -> String {
     let r = ok(
         c,
         "sandbox.exec",
@@ -215,7 +215,7 @@ async fn sh(c: &mut WsClient, sid: &str, script: &str) -> String {
 }
 
 /// `sandbox.list`'s entries.
-async fn listed(c: &mut WsClient) -> Vec<Value> {
+pub(super) async fn listed(c: &mut WsClient) -> Vec<Value> {
     ok(c, "sandbox.list", json!({})).await["sandboxes"]
         .as_array()
         .unwrap()
@@ -258,7 +258,7 @@ async fn from_snapshot(c: &mut WsClient, id: &str) -> String {
 /// What the host sees of a sandbox's files: every entry of /work, /tmp and /dev/shm beneath
 /// them (type, mode, size and mtime to the nanosecond; a link's target text), then the SHA-256
 /// of every file — read by the system's find and sha256sum in a run of the sandbox.
-const FILES: &str = "cd / && \
+pub(super) const FILES: &str = "cd / && \
     find /work /tmp /dev/shm -mindepth 1 \\( -type d -printf '%p d %m %T@\\n' \\) \
       -o \\( -type f -printf '%p f %m %s %T@\\n' \\) -o \\( -type l -printf '%p l %l\\n' \\) \
       -o -printf '%p other %y\\n' | sort && \
