@@ -385,6 +385,11 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
     };
     crate::logs::init(opts.log_format, opts.log_level, LogLevel::Info);
     crate::sweep::at_start();
+    tracing::info!(
+        memory_budget_mb = assembly.budget.total() >> 20,
+        disk_mb_per_sandbox = config.defaults.max_disk_bytes >> 20,
+        "admission budget"
+    );
     if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
         tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");
     }
