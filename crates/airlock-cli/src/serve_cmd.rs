@@ -156,6 +156,11 @@ pub struct ServeOpts {
     /// A program that spawns the server wants `warn`.
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
+    /// Export a span per request (and per tool call) over OTLP/HTTP protobuf to URL/v1/traces
+    /// (an http:// URL). Off without it. Export runs on its own thread with a bounded queue:
+    /// a slow or absent collector never slows a run (docs/server.md "Traces").
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -371,9 +376,8 @@ async fn on_signal(server: Server, grace: Duration) {
 }
 
 pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
-    let (mut config, assembly) = config(&opts)?;
+    let (config, assembly) = config(&opts)?;
     run_slots(&opts, assembly.policy.as_ref())?;
-    let drain_grace = grace(opts.drain_grace)?;
     let auth = match opts.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() && !opts.allow_remote {
@@ -383,13 +387,38 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    crate::logs::init(opts.log_format, opts.log_level, LogLevel::Info);
+    let (exporting, traces) = match &opts.otlp_endpoint {
+        Some(url) => {
+            let (exporting, layer) = crate::otlp::start(url)?;
+            (Some(exporting), Some(layer))
+        }
+        None => (None, None),
+    };
+    crate::logs::init_with(opts.log_format, opts.log_level, LogLevel::Info, traces);
+    if let Some(url) = &opts.otlp_endpoint {
+        tracing::info!(endpoint = %url, "exporting traces over OTLP/HTTP");
+    }
+    let served = serve_logged(&opts, config, &assembly, auth);
+    if let Some(e) = exporting {
+        e.shutdown();
+    }
+    served
+}
+
+/// `serve`, once the logs (and the trace export, if any) are set up.
+fn serve_logged(
+    opts: &ServeOpts,
+    mut config: ServerConfig,
+    assembly: &Assembly,
+    auth: Option<(SocketAddr, Auth)>,
+) -> anyhow::Result<ExitCode> {
     crate::sweep::at_start();
     tracing::info!(
         memory_budget_mb = assembly.budget.total() >> 20,
         disk_mb_per_sandbox = config.defaults.max_disk_bytes >> 20,
         "admission budget"
     );
+    let drain_grace = grace(opts.drain_grace)?;
     if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
         tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");
     }
@@ -397,7 +426,7 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let runner = runtime.block_on(runner(&opts, &config, assembly.policy.as_ref()))?;
+    let runner = runtime.block_on(runner(opts, &config, assembly.policy.as_ref()))?;
     config.runner = Arc::new(runner);
     config.sandboxes = Some(crate::serve_sandboxes::build(
         &config,

@@ -62,6 +62,7 @@ async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
         Ok(v) => Message::success(id, v),
         Err(e) => Message::error(id, e),
     };
+    crate::request_span::record_answer(&conn.span, &msg);
     let _ = conn.outbound.send(Outbound::Message(msg)).await;
 }
 
@@ -101,7 +102,8 @@ pub(crate) struct CancelParams {
 /// the request is never left without a response.
 pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
     let conn = conn.clone();
-    tasks.spawn(async move {
+    let span = conn.span.clone();
+    let task = async move {
         let id = req.id.clone();
         let mut inner = JoinSet::new();
         serve(&conn, req, &mut inner);
@@ -112,7 +114,8 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
                 respond(&conn, id.clone(), Err(e)).await;
             }
         }
-    });
+    };
+    tasks.spawn(tracing::Instrument::instrument(task, span));
 }
 
 fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
@@ -283,6 +286,7 @@ fn on_sandbox(
             return;
         }
     };
+    crate::request_span::record_sandbox(&conn.span, &sid);
     let held = match sbs.get_for(&conn.info.tenant, &sid) {
         Ok(h) => h,
         Err(_) if sbs.owns(&conn.info.tenant, &sid) => {
@@ -440,6 +444,7 @@ fn start_run(
         s.run_started(&conn.info.tenant, &run_id, token.clone());
     }
     let held = Arc::clone(held);
+    conn.span.record("airlock.run_id", run_id.as_str());
     let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);
     let run = async move {
         let _counted_until_it_ends = ticket;

@@ -76,6 +76,8 @@ pub(crate) struct Conn {
     pub conn_gone: CancelToken,
     /// The background processes this connection hears.
     pub attached: crate::attached::Attached,
+    /// The request's trace span (`crate::request_span`).
+    pub span: tracing::Span,
 }
 
 /// A parsed run request.
@@ -196,6 +198,7 @@ pub async fn run(
         Err(e) => Message::error(request_id, e),
     };
     drop(claim);
+    crate::request_span::record_answer(&conn.span, &msg);
     let _ = conn.outbound.send(Outbound::Message(msg)).await;
 }
 
@@ -267,6 +270,7 @@ async fn run_inner(
         Some(d) => d.as_ref(),
         None => &NoTools,
     };
+    let tools = crate::traced_tools::TracedTools::new(tools, conn.span.clone(), run_id);
     let (tap, forwarder) = if call.stream {
         let (tap, rx) = OutputTap::new(TAP_CHUNKS);
         let f = tokio::spawn(forward(
@@ -283,7 +287,7 @@ async fn run_inner(
     let mut req = RunRequest::new(workload, limits.timeout, call.env);
     req.limits = Some(limits.clone());
     req.working_directory = call.cwd.as_deref();
-    req.tools = Some(tools);
+    req.tools = Some(&tools);
     req.cancel = Some(cancel);
     req.output = tap;
     // The runner queues the run for a slot (fair per sandbox, then FIFO, within its own
