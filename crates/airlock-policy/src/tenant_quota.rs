@@ -145,17 +145,38 @@ fn hosts(key: &str, v: &Value) -> Result<BTreeSet<String>, PolicyFileError> {
     Ok(out)
 }
 
-/// Whether `asked` (a spec's `host[:port]`) is within `ceiling`: listed as it is, or its host
-/// listed without a port (any port of that host).
+/// Whether `asked` (a spec's `host[:port]` or `*.suffix[:port]`) is within `ceiling`: an
+/// entry without a port covers every port of its host; `*.suffix` covers every name below
+/// `suffix` (not `suffix` itself), the egress rules' own meaning.
 #[must_use]
 pub fn within_ceiling(asked: &str, ceiling: &BTreeSet<String>) -> bool {
     let asked = asked.to_ascii_lowercase();
-    if ceiling.contains(&asked) {
-        return true;
-    }
-    match asked.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => ceiling.contains(host),
-        _ => false,
+    let (host, port) = split_port(&asked);
+    ceiling.iter().any(|entry| {
+        let (c_host, c_port) = split_port(entry);
+        let port_ok = c_port.is_none() || c_port == port;
+        let host_ok = match c_host.strip_prefix("*.") {
+            None => c_host == host,
+            Some(suffix) => {
+                let below =
+                    |h: &str| h.len() > suffix.len() + 1 && h.ends_with(&format!(".{suffix}"));
+                match host.strip_prefix("*.") {
+                    Some(asked_suffix) => asked_suffix == suffix || below(asked_suffix),
+                    None => below(host),
+                }
+            }
+        };
+        port_ok && host_ok
+    })
+}
+
+/// `host[:port]` split at a numeric port.
+fn split_port(entry: &str) -> (&str, Option<&str>) {
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            (host, Some(port))
+        }
+        _ => (entry, None),
     }
 }
 
@@ -173,6 +194,23 @@ mod tests {
         assert!(!within_ceiling("api.example.com", &c));
         assert!(!within_ceiling("evil.pypi.org", &c));
         assert!(!within_ceiling("*.pypi.org", &c));
+    }
+
+    #[test]
+    fn a_wildcard_ceiling_covers_names_below_its_suffix_never_the_apex_or_a_lookalike() {
+        let c = BTreeSet::from(["*.pythonhosted.org:443".to_owned()]);
+        assert!(within_ceiling("files.pythonhosted.org:443", &c));
+        assert!(within_ceiling("a.b.pythonhosted.org:443", &c));
+        assert!(within_ceiling("*.pythonhosted.org:443", &c));
+        assert!(within_ceiling("*.x.pythonhosted.org:443", &c));
+        assert!(
+            !within_ceiling("files.pythonhosted.org", &c),
+            "any port is more"
+        );
+        assert!(!within_ceiling("files.pythonhosted.org:80", &c));
+        assert!(!within_ceiling("pythonhosted.org:443", &c));
+        assert!(!within_ceiling("evilpythonhosted.org:443", &c));
+        assert!(!within_ceiling("*.org:443", &c));
     }
 
     #[test]
