@@ -31,7 +31,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-py_packages=(numpy pandas matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
+py_packages=(numpy pandas matplotlib pytest pytest-asyncio websockets mypy prometheus-client 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
     'smolagents~=1.26' 'kubernetes-validate==1.37.0' 'ray==2.60.0'
     'opentelemetry-api==1.45.2' 'opentelemetry-sdk==1.45.2' 'opentelemetry-proto==1.45.2')
 python3 -m pip install --quiet --disable-pip-version-check "${py_packages[@]}" \

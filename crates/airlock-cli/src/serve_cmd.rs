@@ -36,6 +36,11 @@ pub struct ServeOpts {
         required_unless_present = "stdio"
     )]
     pub listen: Option<SocketAddr>,
+    /// Also serve /metrics, /healthz and /readyz on this address, with no token (restrict who
+    /// reaches it by network; loopback only unless --allow-remote). With --listen, a second
+    /// stdout line says `metrics on http://ADDR`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Serve one connection on stdin/stdout with Content-Length framing.
     #[arg(long)]
     pub stdio: bool,
@@ -342,6 +347,18 @@ fn dns_label(name: &str) -> anyhow::Result<&str> {
     Ok(name)
 }
 
+/// Bind the metrics listener and serve it on its own task; its bound address.
+async fn bind_ops(server: &Server, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics listener {addr}"))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(%local, "metrics listening");
+    let server = server.clone();
+    tokio::spawn(async move { server.serve_ops(listener).await });
+    Ok(local)
+}
+
 /// `--drain-grace`: like [`seconds`], but 0 is allowed (no grace: cancel at once).
 fn grace(v: f64) -> anyhow::Result<Duration> {
     if v == 0.0 {
@@ -387,6 +404,11 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    if let Some(addr) = opts.metrics_listen {
+        if !addr.ip().is_loopback() && !opts.allow_remote {
+            bail!("refusing --metrics-listen on non-loopback {addr} without --allow-remote");
+        }
+    }
     let (exporting, traces) = match &opts.otlp_endpoint {
         Some(url) => {
             let (exporting, layer) = crate::otlp::start(url)?;
@@ -449,6 +471,10 @@ fn serve_logged(
         if let Some(sbs) = server.sandboxes() {
             tokio::spawn(sbs.reap_idle(server.shutdown_token()));
         }
+        let ops = match opts.metrics_listen {
+            Some(addr) => Some(bind_ops(&server, addr).await?),
+            None => None,
+        };
         match auth {
             Some((addr, auth)) => {
                 let listener = tokio::net::TcpListener::bind(addr)
@@ -458,6 +484,9 @@ fn serve_logged(
                 tracing::info!(%local, "listening");
                 let mut out = std::io::stdout();
                 writeln!(out, "listening on ws://{local}")?;
+                if let Some(ops) = ops {
+                    writeln!(out, "metrics on http://{ops}")?;
+                }
                 out.flush()?;
                 server.serve_websocket(listener, auth).await;
             }

@@ -8,6 +8,7 @@ use airlock_local::{assemble, Assembly, LocalConfig};
 use airlock_policy::Policy;
 use airlock_router::{Observers, SandboxObserver};
 use airlock_server::audit_events::AuditObserver;
+use airlock_server::metrics_observer::MetricsObserver;
 use airlock_server::sandboxes::Sandboxes;
 use airlock_server::ServerConfig;
 
@@ -40,11 +41,14 @@ pub fn build(
     local.runner = Arc::clone(&config.runner);
     local.python = config.interpreter.clone();
     local.snapshots = state.is_some();
-    // Policy events go to the audit log next to the run records.
-    let observer = config
+    // Policy events go to the audit log next to the run records, egress decisions to the
+    // metrics too.
+    let audit = config
         .audit
         .as_ref()
         .map(|sink| Arc::new(AuditObserver(Arc::clone(sink))) as Arc<dyn SandboxObserver>);
+    let metrics = MetricsObserver::new(Arc::clone(&config.metrics), audit);
+    let observer = Some(Arc::new(metrics) as Arc<dyn SandboxObserver>);
     let Assembly { backend, router } = assemble(local, policy, observer.clone())?;
     for w in router.warnings() {
         tracing::warn!(warning = %w, "router");

@@ -62,6 +62,7 @@ async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
         Ok(v) => Message::success(id, v),
         Err(e) => Message::error(id, e),
     };
+    conn.shared.config.metrics.answered(&msg);
     crate::request_span::record_answer(&conn.span, &msg);
     let _ = conn.outbound.send(Outbound::Message(msg)).await;
 }
@@ -325,8 +326,12 @@ fn on_sandbox(
                     m::SANDBOX_FORK => crate::snapshot_api::fork(&conn, &sbs, &held, params).await,
                     m::SANDBOX_SET_TIMEOUT => crate::sandbox_list::set_timeout(&held, params)
                         .map(|()| held.describe(sbs.isolation())),
-                    m::FILES_WRITE => files_api::write(&held, params).await,
-                    m::FILES_READ => files_api::read(&held, params).await,
+                    m::FILES_WRITE => {
+                        files_api::write(&held, params, &conn.shared.config.metrics).await
+                    }
+                    m::FILES_READ => {
+                        files_api::read(&held, params, &conn.shared.config.metrics).await
+                    }
                     m::FILES_LIST => files_api::list(&held, params).await,
                     m::FILES_STAT => files_api::stat(&held, params).await,
                     m::FILES_REMOVE => files_api::remove(&held, params).await,

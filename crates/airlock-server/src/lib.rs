@@ -35,6 +35,12 @@ pub mod framed;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod health;
+pub mod metrics;
+mod metrics_live;
+pub mod metrics_observer;
+pub(crate) mod ops_http;
+pub mod ops_listener;
 pub(crate) mod outputs_api;
 pub mod params;
 pub mod port_proxy;
@@ -107,6 +113,9 @@ pub struct ServerConfig {
     /// Sandboxes that persist across runs (`sandbox.*`, `files.*`); those methods are not
     /// served when None.
     pub sandboxes: Option<Arc<sandboxes::Sandboxes>>,
+    /// What `/metrics` exposes; the sandbox registry's observer must count into the same one
+    /// ([`metrics_observer::MetricsObserver`]).
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
@@ -140,6 +149,7 @@ impl ServerConfig {
             admission: None,
             runner: Arc::new(Runner::new(RunnerConfig::exec_per_run(2 * cores))),
             sandboxes: None,
+            metrics: Arc::new(metrics::Metrics::new()),
         }
     }
 }
@@ -159,6 +169,11 @@ pub(crate) struct Shared {
     /// Set when a drain begins (SIGTERM): no new sandbox or run is admitted, `/readyz` says
     /// unready, and what is in flight is let finish.
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// The `--max-connections` slots: authenticated WebSocket and proxied exposed-port
+    /// connections (`/readyz` is unready when none is free).
+    pub(crate) connections: Arc<tokio::sync::Semaphore>,
+    /// The last probe of the required layers (`/readyz`).
+    pub(crate) readiness: health::Readiness,
 }
 
 impl Shared {
@@ -204,6 +219,10 @@ impl Server {
             .map(|d| d.as_millis())
             .unwrap_or(0);
         let epoch = base36(u64::try_from(start).unwrap_or(0));
+        if let Some(sbs) = &config.sandboxes {
+            config.metrics.watch(Arc::clone(sbs));
+        }
+        let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
         Self {
             shared: Arc::new(Shared {
                 config,
@@ -213,6 +232,8 @@ impl Server {
                 epoch,
                 listen: std::sync::OnceLock::new(),
                 draining: std::sync::atomic::AtomicBool::new(false),
+                connections,
+                readiness: health::Readiness::default(),
             }),
         }
     }

@@ -198,6 +198,7 @@ pub async fn run(
         Err(e) => Message::error(request_id, e),
     };
     drop(claim);
+    conn.shared.config.metrics.answered(&msg);
     crate::request_span::record_answer(&conn.span, &msg);
     let _ = conn.outbound.send(Outbound::Message(msg)).await;
 }
@@ -301,6 +302,8 @@ async fn run_inner(
     }
     let result = result.map_err(|e| crate::files_api::file_error(&e))?;
     let queued_ms = result.queued_ms;
+    let calls = remote.take_calls();
+    config.metrics.run_ended(&result, &calls);
     if let Some(sink) = config
         .audit
         .as_ref()
@@ -316,7 +319,7 @@ async fn run_inner(
             limits: &limits,
             queued_ms,
         };
-        sink.write(&AuditRecord::new(&facts, remote.take_calls(), &result));
+        sink.write(&AuditRecord::new(&facts, calls, &result));
     }
     let mut result = result;
     if call.encoding == OutputEncoding::Base64 {

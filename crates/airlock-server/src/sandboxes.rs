@@ -613,6 +613,12 @@ impl Sandboxes {
         lock(&self.live).len()
     }
 
+    /// The most sandboxes held live at once (`--max-sandboxes`).
+    #[must_use]
+    pub fn max_live(&self) -> usize {
+        self.max_live
+    }
+
     /// Whether none is live.
     #[must_use]
     pub fn is_empty(&self) -> bool {

@@ -148,8 +148,12 @@ pub(crate) async fn serve(
 
 impl Session {
     async fn send(&self, out: impl Into<Outbound>) {
+        let out = out.into();
+        if let Outbound::Message(m) = &out {
+            self.shared.config.metrics.answered(m);
+        }
         // A failed send means the writer is gone with the peer; nothing else can be done.
-        let _ = self.outbound.send(out.into()).await;
+        let _ = self.outbound.send(out).await;
     }
 
     async fn finish(&mut self, joined: Result<RunOutcome, tokio::task::JoinError>) {
@@ -465,6 +469,8 @@ impl Job {
             tool_calls = result.tool_calls,
             "run ended"
         );
+        let calls = tools.take_calls();
+        self.shared.config.metrics.run_ended(&result, &calls);
         if let Some(sink) = &self.shared.config.audit {
             let facts = RunFacts {
                 run_id: &self.run_id,
@@ -476,7 +482,7 @@ impl Job {
                 limits: &limits,
                 queued_ms,
             };
-            sink.write(&AuditRecord::new(&facts, tools.take_calls(), &result));
+            sink.write(&AuditRecord::new(&facts, calls, &result));
         }
         RunOutcome::Started(Box::new(result))
     }
