@@ -2,6 +2,7 @@
 pub mod support;
 
 mod admission;
+mod budget;
 mod conformance_stdio;
 mod conformance_ws;
 mod drain;
