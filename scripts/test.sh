@@ -31,8 +31,9 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 say "python packages"
-py_packages=(numpy pandas matplotlib pytest pytest-asyncio websockets mypy 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
-    'smolagents~=1.26' 'kubernetes-validate==1.37.0' 'ray==2.60.0')
+py_packages=(numpy pandas matplotlib pytest pytest-asyncio websockets mypy prometheus-client 'langchain-core>=1,<2' 'openai-agents~=0.24.0'
+    'smolagents~=1.26' 'kubernetes-validate==1.37.0' 'ray==2.60.0'
+    'opentelemetry-api==1.45.2' 'opentelemetry-sdk==1.45.2' 'opentelemetry-proto==1.45.2')
 python3 -m pip install --quiet --disable-pip-version-check "${py_packages[@]}" \
     || python3 -m pip install --quiet --break-system-packages "${py_packages[@]}"
 export AIRLOCK_REQUIRE_NUMPY=1 AIRLOCK_REQUIRE_RAY=1

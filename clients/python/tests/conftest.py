@@ -24,10 +24,12 @@ def airlock_bin() -> str:
 class Server:
     """`airlock serve --listen` on a free port. Its snapshots and paused sandboxes go to
     `state_dir` (a directory of the test's own, never the machine's default); `restart()` stops
-    it and starts it again on the same state directory (at a new URL)."""
+    it and starts it again on the same state directory (at a new URL). `launcher`: what is run
+    instead of the binary (a script that runs it as another user, say)."""
 
-    def __init__(self, tmp: pathlib.Path, extra=(), state_dir=None):
+    def __init__(self, tmp: pathlib.Path, extra=(), state_dir=None, launcher=None):
         self.tmp, self.extra = tmp, list(extra)
+        self.launcher = launcher
         self.state_dir = pathlib.Path(state_dir) if state_dir is not None else tmp / "state"
         self.token = secrets.token_urlsafe(24)
         (tmp / "token").write_text(self.token)
@@ -36,7 +38,7 @@ class Server:
 
     def start(self):
         self.proc = subprocess.Popen(
-            [airlock_bin(), "serve", "--listen", "127.0.0.1:0", "--token-file", str(self.tmp / "token"),
+            [self.launcher or airlock_bin(), "serve", "--listen", "127.0.0.1:0", "--token-file", str(self.tmp / "token"),
              "--audit", str(self.audit), "--state-dir", str(self.state_dir), *self.extra],
             stdout=subprocess.PIPE, stderr=open(self.tmp / "stderr", "ab"), env={**os.environ, "RUST_LOG": "warn"})
         line = self.proc.stdout.readline().decode().strip()

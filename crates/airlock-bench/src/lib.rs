@@ -24,6 +24,7 @@ mod session;
 mod snapshots;
 pub mod stats;
 pub mod table;
+mod tenants;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -109,6 +110,7 @@ const FORK: &str = "fork it into 8 branches, per branch (to a first cell in each
 const FORK_MEMORY: &str = "memory a branch adds (PSS)";
 /// Batch on Ray: `airlock_ray.run_many` against plain subprocesses in Ray tasks.
 const RAY_BATCH: &str = "batch on Ray: short programs, each in a fresh sandbox";
+const TENANTS: &str = "tenant B's print(1) while tenant A floods past its quota";
 const SERVE_EXECUTE: &str = "airlock serve: execute (no flags: zygote)";
 
 /// Measure everything; the report's rows are in table order.
@@ -194,6 +196,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     live_session_rows(&mut rows, opts, &python, &peers, runs);
     snapshot_rows(&mut rows, opts, runs);
     ray_rows(&mut rows, opts, &python, runs);
+    tenant_rows(&mut rows, opts, runs).await;
 
     // Tool round trip.
     for p in &peers {
@@ -544,6 +547,41 @@ fn ray_rows(rows: &mut Vec<Row>, opts: &Options, python: &Path, runs: usize) {
                 "one airlock server per node (a pinned actor), each program a one-shot execute forked from its zygote"),
         ]),
         Err(e) => rows.push(Row::skipped(RAY_BATCH, "airlock_ray.run_many", e)),
+    }
+}
+
+/// Tenant B's runs alone and beside tenant A at and past its quota (`tenants`); the second
+/// row's note gives B's p99 against its own alone.
+async fn tenant_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
+    const ALONE: &str = "airlock serve, tenant B alone";
+    const BESIDE: &str = "airlock serve, tenant B beside A's flood";
+    let Some(cli) = &opts.cli else {
+        for s in [ALONE, BESIDE] {
+            rows.push(Row::skipped(
+                TENANTS,
+                s,
+                "run as `airlock bench` to measure",
+            ));
+        }
+        return;
+    };
+    match tenants::measure(cli, runs).await {
+        Ok(m) => {
+            let p99 = |xs: &[f64]| stats::summarize(xs.to_vec()).map_or(f64::NAN, |s| s.p99);
+            let ratio = p99(&m.beside_ms) / p99(&m.alone_ms);
+            rows.extend([
+                Row::measured(TENANTS, ALONE, "ms", m.alone_ms,
+                    "sandbox.run_code over WebSocket, a tenants file and a policy giving A 2 sandboxes and 1 run at a time"),
+                Row::measured(TENANTS, BESIDE, "ms", m.beside_ms, format!(
+                    "p99 {ratio:.2}x of alone; meanwhile A kept its one run slot busy (a sleeping run) and {} of its requests past the quota were refused over_capacity (a third sandbox, a second run at once)",
+                    m.refused)),
+            ]);
+        }
+        Err(e) => {
+            for s in [ALONE, BESIDE] {
+                rows.push(Row::skipped(TENANTS, s, e.clone()));
+            }
+        }
     }
 }
 

@@ -63,6 +63,19 @@ pub enum Via {
     Kernel,
 }
 
+impl Via {
+    /// The wire name (`exec`, `zygote`, `pool`, `kernel`), as the result serialises it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Exec => "exec",
+            Via::Zygote => "zygote",
+            Via::Pool => "pool",
+            Via::Kernel => "kernel",
+        }
+    }
+}
+
 /// An error attached to a non-completed result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunError {

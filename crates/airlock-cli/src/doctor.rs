@@ -11,18 +11,12 @@ use airlock_jail::doctor::{check_all, LayerReport};
 const PROBE_BYTES: u64 = 8 << 20;
 const PROBE_INODES: u64 = 512;
 
-/// The layers every run needs: without one of them a run is `refused`. The others (cgroups,
-/// kvm) strengthen or speed up runs where present; `--cpus` alone needs the cpu cgroup.
-const REQUIRED: [&str; 8] = [
-    "userns",
-    "netns",
-    "pidns",
-    "utsns",
-    "mountns",
-    "seccomp",
-    "landlock",
-    "sandbox_root",
-];
+/// The layers every run needs: the kernel's ([`airlock_jail::doctor::REQUIRED`]) and a
+/// sandbox root. Without one of them a run is `refused`. The others (cgroups, kvm) strengthen
+/// or speed up runs where present; `--cpus` alone needs the cpu cgroup.
+fn is_required(layer: &str) -> bool {
+    layer == "sandbox_root" || airlock_jail::doctor::REQUIRED.contains(&layer)
+}
 
 /// Exits 1 exactly when a run would be refused (a required layer is missing), else 0.
 pub fn doctor(json: bool) -> ExitCode {
@@ -32,7 +26,7 @@ pub fn doctor(json: bool) -> ExitCode {
         .position(|l| l.layer == "landlock")
         .map_or(layers.len(), |i| i + 1);
     layers.insert(after_core, sandbox_root());
-    let required = |l: &LayerReport| REQUIRED.contains(&l.layer.as_str());
+    let required = |l: &LayerReport| is_required(&l.layer);
     let refused = layers.iter().any(|l| required(l) && !l.available);
     if json {
         let with_required: Vec<serde_json::Value> = layers

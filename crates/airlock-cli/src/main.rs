@@ -10,6 +10,7 @@ mod image_build;
 mod image_cmd;
 mod logs;
 mod mcp_cmd;
+mod otlp;
 mod policy_gate;
 mod run_cmd;
 mod run_opts;

@@ -36,6 +36,11 @@ pub struct ServeOpts {
         required_unless_present = "stdio"
     )]
     pub listen: Option<SocketAddr>,
+    /// Also serve /metrics, /healthz and /readyz on this address, with no token (restrict who
+    /// reaches it by network; loopback only unless --allow-remote). With --listen, a second
+    /// stdout line says `metrics on http://ADDR`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Serve one connection on stdin/stdout with Content-Length framing.
     #[arg(long)]
     pub stdio: bool,
@@ -113,6 +118,11 @@ pub struct ServeOpts {
     /// `over_capacity` (as is one that would leave under 1 GiB free on its filesystem).
     #[arg(long, value_name = "MIB", default_value_t = airlock_server::state_dir::DEFAULT_MAX_BYTES >> 20)]
     pub max_state_mb: u64,
+    /// The admission budget, MiB: what every live sandbox may hold of the host's memory (its
+    /// disk bound + its run memory limit + its machine's bound) together; a create or resume
+    /// past it is `over_capacity` [default: MemTotal less the larger of 1 GiB and 10 %].
+    #[arg(long, value_name = "MIB")]
+    pub memory_budget_mb: Option<u64>,
     /// Let the allowlisted hosts of session sandboxes resolve into this special range (CIDR,
     /// repeatable): a private network's, or loopback for a test server. Off by default.
     #[arg(long = "allow-private", value_name = "CIDR")]
@@ -151,6 +161,11 @@ pub struct ServeOpts {
     /// A program that spawns the server wants `warn`.
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
+    /// Export a span per request (and per tool call) over OTLP/HTTP protobuf to URL/v1/traces
+    /// (an http:// URL). Off without it. Export runs on its own thread with a bounded queue:
+    /// a slow or absent collector never slows a run (docs/server.md "Traces").
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -249,10 +264,22 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
     // Checked here, so a bad range stops the server rather than every allowlist sandbox.
     airlock_egress::Rules::parse(&["localhost"], &[] as &[&str], &opts.allow_private)
         .context("--allow-private")?;
+    let total = match opts.memory_budget_mb {
+        Some(0) => bail!("--memory-budget-mb must be at least 1"),
+        Some(mb) => mb.saturating_mul(1024 * 1024),
+        None => {
+            airlock_server::budget_host::host_budget().context("the default --memory-budget-mb")?
+        }
+    };
+    let tenants = policy
+        .as_ref()
+        .map(|p| p.tenants.clone())
+        .unwrap_or_default();
     let sandboxes = Assembly {
         policy,
         epoch,
         max_sandboxes,
+        budget: airlock_server::budget::Budget::new(total, tenants),
     };
     Ok((config, sandboxes))
 }
@@ -262,6 +289,7 @@ struct Assembly {
     policy: Option<airlock_policy::Policy>,
     epoch: String,
     max_sandboxes: usize,
+    budget: airlock_server::budget::Budget,
 }
 
 /// Run slots: the flag (default 2 per core), capped by the policy's `[server]` ceiling.
@@ -319,6 +347,18 @@ fn dns_label(name: &str) -> anyhow::Result<&str> {
     Ok(name)
 }
 
+/// Bind the metrics listener and serve it on its own task; its bound address.
+async fn bind_ops(server: &Server, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics listener {addr}"))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(%local, "metrics listening");
+    let server = server.clone();
+    tokio::spawn(async move { server.serve_ops(listener).await });
+    Ok(local)
+}
+
 /// `--drain-grace`: like [`seconds`], but 0 is allowed (no grace: cancel at once).
 fn grace(v: f64) -> anyhow::Result<Duration> {
     if v == 0.0 {
@@ -353,9 +393,8 @@ async fn on_signal(server: Server, grace: Duration) {
 }
 
 pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
-    let (mut config, assembly) = config(&opts)?;
+    let (config, assembly) = config(&opts)?;
     run_slots(&opts, assembly.policy.as_ref())?;
-    let drain_grace = grace(opts.drain_grace)?;
     let auth = match opts.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() && !opts.allow_remote {
@@ -365,8 +404,43 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    crate::logs::init(opts.log_format, opts.log_level, LogLevel::Info);
+    if let Some(addr) = opts.metrics_listen {
+        if !addr.ip().is_loopback() && !opts.allow_remote {
+            bail!("refusing --metrics-listen on non-loopback {addr} without --allow-remote");
+        }
+    }
+    let (exporting, traces) = match &opts.otlp_endpoint {
+        Some(url) => {
+            let (exporting, layer) = crate::otlp::start(url)?;
+            (Some(exporting), Some(layer))
+        }
+        None => (None, None),
+    };
+    crate::logs::init_with(opts.log_format, opts.log_level, LogLevel::Info, traces);
+    if let Some(url) = &opts.otlp_endpoint {
+        tracing::info!(endpoint = %url, "exporting traces over OTLP/HTTP");
+    }
+    let served = serve_logged(&opts, config, &assembly, auth);
+    if let Some(e) = exporting {
+        e.shutdown();
+    }
+    served
+}
+
+/// `serve`, once the logs (and the trace export, if any) are set up.
+fn serve_logged(
+    opts: &ServeOpts,
+    mut config: ServerConfig,
+    assembly: &Assembly,
+    auth: Option<(SocketAddr, Auth)>,
+) -> anyhow::Result<ExitCode> {
     crate::sweep::at_start();
+    tracing::info!(
+        memory_budget_mb = assembly.budget.total() >> 20,
+        disk_mb_per_sandbox = config.defaults.max_disk_bytes >> 20,
+        "admission budget"
+    );
+    let drain_grace = grace(opts.drain_grace)?;
     if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
         tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");
     }
@@ -374,13 +448,16 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let runner = runtime.block_on(runner(&opts, &config, assembly.policy.as_ref()))?;
+    let runner = runtime.block_on(runner(opts, &config, assembly.policy.as_ref()))?;
     config.runner = Arc::new(runner);
     config.sandboxes = Some(crate::serve_sandboxes::build(
         &config,
         assembly.policy.as_ref(),
         &assembly.epoch,
-        assembly.max_sandboxes,
+        crate::serve_sandboxes::Capacity {
+            max_live: assembly.max_sandboxes,
+            budget: assembly.budget.clone(),
+        },
         &opts.allow_private,
         opts.image_dir.clone(),
         crate::state_choice::open(opts.state_dir.clone(), opts.max_state_mb << 20)?,
@@ -394,6 +471,10 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
         if let Some(sbs) = server.sandboxes() {
             tokio::spawn(sbs.reap_idle(server.shutdown_token()));
         }
+        let ops = match opts.metrics_listen {
+            Some(addr) => Some(bind_ops(&server, addr).await?),
+            None => None,
+        };
         match auth {
             Some((addr, auth)) => {
                 let listener = tokio::net::TcpListener::bind(addr)
@@ -403,6 +484,9 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<ExitCode> {
                 tracing::info!(%local, "listening");
                 let mut out = std::io::stdout();
                 writeln!(out, "listening on ws://{local}")?;
+                if let Some(ops) = ops {
+                    writeln!(out, "metrics on http://{ops}")?;
+                }
                 out.flush()?;
                 server.serve_websocket(listener, auth).await;
             }

@@ -8,8 +8,17 @@ use airlock_local::{assemble, Assembly, LocalConfig};
 use airlock_policy::Policy;
 use airlock_router::{Observers, SandboxObserver};
 use airlock_server::audit_events::AuditObserver;
+use airlock_server::metrics_observer::MetricsObserver;
 use airlock_server::sandboxes::Sandboxes;
 use airlock_server::ServerConfig;
+
+/// How much the registry may hold: live sandboxes, and the admission budget they share.
+pub struct Capacity {
+    /// Live sandboxes at once.
+    pub max_live: usize,
+    /// The admission budget and the tenants' quotas.
+    pub budget: airlock_server::budget::Budget,
+}
 
 /// The registry for `config` (the server's run defaults, interpreter and executor);
 /// `allow_private`: the special ranges allowlisted hosts may resolve into.
@@ -17,7 +26,7 @@ pub fn build(
     config: &ServerConfig,
     policy: Option<&Policy>,
     epoch: &str,
-    max_live: usize,
+    capacity: Capacity,
     allow_private: &[String],
     image_dir: Option<std::path::PathBuf>,
     state: Option<Arc<airlock_server::state_dir::StateDir>>,
@@ -32,11 +41,14 @@ pub fn build(
     local.runner = Arc::clone(&config.runner);
     local.python = config.interpreter.clone();
     local.snapshots = state.is_some();
-    // Policy events go to the audit log next to the run records.
-    let observer = config
+    // Policy events go to the audit log next to the run records, egress decisions to the
+    // metrics too.
+    let audit = config
         .audit
         .as_ref()
         .map(|sink| Arc::new(AuditObserver(Arc::clone(sink))) as Arc<dyn SandboxObserver>);
+    let metrics = MetricsObserver::new(Arc::clone(&config.metrics), audit);
+    let observer = Some(Arc::new(metrics) as Arc<dyn SandboxObserver>);
     let Assembly { backend, router } = assemble(local, policy, observer.clone())?;
     for w in router.warnings() {
         tracing::warn!(warning = %w, "router");
@@ -46,9 +58,10 @@ pub fn build(
             router,
             backend,
             epoch.to_owned(),
-            max_live,
+            capacity.max_live,
             Observers::new(observer),
         )
+        .with_budget(capacity.budget, config.defaults.max_disk_bytes)
         .with_audit(config.audit.clone())
         .with_state(state),
     ))

@@ -66,6 +66,14 @@ impl RootCell {
         }
     }
 
+    /// The filesystem if it is made (nothing is made here).
+    pub(crate) fn current(&self) -> Option<Arc<SandboxFs>> {
+        match &*self.lock() {
+            Root::Made(fs) => Some(Arc::clone(fs)),
+            Root::Unmade { .. } | Root::Gone => None,
+        }
+    }
+
     /// The filesystem, made now if it was not; Err once disposed or when it cannot be made.
     pub(crate) async fn made(&self, config: &LocalConfig) -> Result<Arc<SandboxFs>, String> {
         let _making = self.making.lock().await;

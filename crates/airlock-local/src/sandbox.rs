@@ -51,6 +51,16 @@ pub struct LocalSandbox {
     pub(crate) machine: bool,
 }
 
+/// What a sandbox holds at one moment ([`LocalSandbox::usage_now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Its disk (the one tmpfs behind `/work`, `/tmp`, `/dev/shm`), once its root is made.
+    pub disk: Option<airlock_jail::mounts::Usage>,
+    /// The memory its machine's cgroup charges (the init and background processes), when it
+    /// has a machine with a cgroup (a root server); a run's own memory is the run's.
+    pub memory_bytes: Option<u64>,
+}
+
 impl std::fmt::Debug for LocalSandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalSandbox")
@@ -131,6 +141,20 @@ impl LocalSandbox {
             self.config.image_python.clone()
         } else {
             self.config.python.clone()
+        }
+    }
+
+    /// What the sandbox holds now, read without making anything (cheap: one `fstatvfs` and
+    /// one cgroup file).
+    #[must_use]
+    pub fn usage_now(&self) -> Usage {
+        let fs = self.root.current();
+        Usage {
+            disk: fs.as_ref().and_then(|f| f.usage()),
+            memory_bytes: fs
+                .as_ref()
+                .and_then(|f| f.machine())
+                .and_then(|m| m.memory_bytes()),
         }
     }
 

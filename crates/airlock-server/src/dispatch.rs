@@ -62,6 +62,8 @@ async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
         Ok(v) => Message::success(id, v),
         Err(e) => Message::error(id, e),
     };
+    conn.shared.config.metrics.answered(&msg);
+    crate::request_span::record_answer(&conn.span, &msg);
     let _ = conn.outbound.send(Outbound::Message(msg)).await;
 }
 
@@ -101,7 +103,8 @@ pub(crate) struct CancelParams {
 /// the request is never left without a response.
 pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
     let conn = conn.clone();
-    tasks.spawn(async move {
+    let span = conn.span.clone();
+    let task = async move {
         let id = req.id.clone();
         let mut inner = JoinSet::new();
         serve(&conn, req, &mut inner);
@@ -112,7 +115,8 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
                 respond(&conn, id.clone(), Err(e)).await;
             }
         }
-    });
+    };
+    tasks.spawn(tracing::Instrument::instrument(task, span));
 }
 
 fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
@@ -159,7 +163,12 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
                     Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
-                    Ok(sid) => sbs.pause(&sid).await,
+                    // A client's pause counts against its tenant's max_snapshots; the
+                    // server's own (idle reclaim, the drain) never loses a sandbox to it.
+                    Ok(sid) => match sbs.check_snapshot_quota(&conn.info.tenant) {
+                        Err(r) => Err(r.to_error()),
+                        Ok(()) => sbs.pause(&sid).await,
+                    },
                     Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
@@ -278,6 +287,7 @@ fn on_sandbox(
             return;
         }
     };
+    crate::request_span::record_sandbox(&conn.span, &sid);
     let held = match sbs.get_for(&conn.info.tenant, &sid) {
         Ok(h) => h,
         Err(_) if sbs.owns(&conn.info.tenant, &sid) => {
@@ -316,8 +326,12 @@ fn on_sandbox(
                     m::SANDBOX_FORK => crate::snapshot_api::fork(&conn, &sbs, &held, params).await,
                     m::SANDBOX_SET_TIMEOUT => crate::sandbox_list::set_timeout(&held, params)
                         .map(|()| held.describe(sbs.isolation())),
-                    m::FILES_WRITE => files_api::write(&held, params).await,
-                    m::FILES_READ => files_api::read(&held, params).await,
+                    m::FILES_WRITE => {
+                        files_api::write(&held, params, &conn.shared.config.metrics).await
+                    }
+                    m::FILES_READ => {
+                        files_api::read(&held, params, &conn.shared.config.metrics).await
+                    }
                     m::FILES_LIST => files_api::list(&held, params).await,
                     m::FILES_STAT => files_api::stat(&held, params).await,
                     m::FILES_REMOVE => files_api::remove(&held, params).await,
@@ -409,6 +423,21 @@ fn start_run(
             return;
         }
     };
+    // The tenant's concurrent-run quota: refused at once, never queued (`crate::budget`).
+    let ticket = match conn
+        .shared
+        .config
+        .sandboxes
+        .as_ref()
+        .map(|s| s.budget().begin_run(&held.tenant))
+    {
+        Some(Err(r)) => {
+            tasks.spawn(async move { respond(&conn, id, Err(r.to_error())).await });
+            return;
+        }
+        Some(Ok(t)) => Some(t),
+        None => None,
+    };
     let run_id = conn.shared.mint_run_id();
     if let Err(e) = held.claim(&run_id) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
@@ -420,9 +449,11 @@ fn start_run(
         s.run_started(&conn.info.tenant, &run_id, token.clone());
     }
     let held = Arc::clone(held);
+    conn.span.record("airlock.run_id", run_id.as_str());
     let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);
-    tasks.spawn(tracing::Instrument::instrument(
-        sandbox_run::run(conn, held, id, run_id, call, token),
-        span,
-    ));
+    let run = async move {
+        let _counted_until_it_ends = ticket;
+        sandbox_run::run(conn, held, id, run_id, call, token).await;
+    };
+    tasks.spawn(tracing::Instrument::instrument(run, span));
 }

@@ -15,6 +15,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::metrics::{Metrics, Transfer};
 use crate::sandboxes::Held;
 
 /// Most bytes one `files.read` or `files.write` carries (base64 makes it 4/3 of this, well
@@ -114,7 +115,7 @@ pub(crate) fn parse_write(v: Value) -> Result<WriteCall, ErrorObject> {
 
 /// `files.write`: replace the file (offset 0) or append a chunk at its end; answers as
 /// `files.stat` would.
-pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+pub async fn write(h: &Held, v: Value, metrics: &Metrics) -> Result<Value, ErrorObject> {
     let WriteCall { rel, data, offset } = parse_write(v)?;
     let max = h.spec.files_in().max_bytes_per_file;
     // Each call is checked on its own: the file it leaves is at most `max_bytes_per_file`
@@ -127,6 +128,7 @@ pub async fn write(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         h.sandbox.append_chunk(WORK, &rel, offset, data, max).await
     };
     let size = written.map_err(|e| file_error(&e))?;
+    metrics.transferred(Transfer::FilesWrite, len);
     // What `files.stat` would say now: both branches leave a regular file (a link or a
     // directory in the way is refused above).
     Ok(json!({
@@ -159,7 +161,7 @@ pub(crate) fn parse_read(v: Value) -> Result<ReadCall, ErrorObject> {
 }
 
 /// `files.read`: up to `length` bytes from `offset`.
-pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
+pub async fn read(h: &Held, v: Value, metrics: &Metrics) -> Result<Value, ErrorObject> {
     let ReadCall { rel, offset, len } = parse_read(v)?;
     let max = h.spec.files_out().max_bytes_per_file;
     let c = h
@@ -167,6 +169,7 @@ pub async fn read(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .read_chunk(WORK, &rel, offset, len, max)
         .await
         .map_err(|e| file_error(&e))?;
+    metrics.transferred(Transfer::FilesRead, c.data.len() as u64);
     let end = offset.saturating_add(c.data.len() as u64);
     Ok(json!({
         "path": rel.as_str(),

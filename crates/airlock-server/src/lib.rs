@@ -18,6 +18,10 @@ pub mod attached;
 pub mod audit;
 pub mod audit_events;
 pub mod auth;
+pub mod budget;
+mod budget_admit;
+pub mod budget_host;
+mod budget_snapshots;
 pub mod cancel;
 pub mod ceilings;
 pub mod conn_info;
@@ -31,6 +35,12 @@ pub mod framed;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod health;
+pub mod metrics;
+mod metrics_live;
+pub mod metrics_observer;
+pub(crate) mod ops_http;
+pub mod ops_listener;
 pub(crate) mod outputs_api;
 pub mod params;
 pub mod port_proxy;
@@ -40,6 +50,7 @@ pub mod process_methods;
 pub mod process_params;
 pub mod remote_tools;
 pub mod reply;
+pub mod request_span;
 pub(crate) mod resume_gate;
 pub mod sandbox_life;
 pub(crate) mod sandbox_list;
@@ -52,6 +63,8 @@ pub(crate) mod snapshot_owners;
 pub mod state_dir;
 pub mod tenant;
 pub mod tokens;
+pub mod trace_context;
+pub mod traced_tools;
 pub mod transport;
 pub(crate) mod wire_outputs;
 pub mod wire_spec;
@@ -101,6 +114,9 @@ pub struct ServerConfig {
     /// Sandboxes that persist across runs (`sandbox.*`, `files.*`); those methods are not
     /// served when None.
     pub sandboxes: Option<Arc<sandboxes::Sandboxes>>,
+    /// What `/metrics` exposes; the sandbox registry's observer must count into the same one
+    /// ([`metrics_observer::MetricsObserver`]).
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
@@ -134,6 +150,7 @@ impl ServerConfig {
             admission: None,
             runner: Arc::new(Runner::new(RunnerConfig::exec_per_run(2 * cores))),
             sandboxes: None,
+            metrics: Arc::new(metrics::Metrics::new()),
         }
     }
 }
@@ -153,6 +170,11 @@ pub(crate) struct Shared {
     /// Set when a drain begins (SIGTERM): no new sandbox or run is admitted, `/readyz` says
     /// unready, and what is in flight is let finish.
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// The `--max-connections` slots: authenticated WebSocket and proxied exposed-port
+    /// connections (`/readyz` is unready when none is free).
+    pub(crate) connections: Arc<tokio::sync::Semaphore>,
+    /// The last probe of the required layers (`/readyz`).
+    pub(crate) readiness: health::Readiness,
 }
 
 impl Shared {
@@ -198,6 +220,10 @@ impl Server {
             .map(|d| d.as_millis())
             .unwrap_or(0);
         let epoch = base36(u64::try_from(start).unwrap_or(0));
+        if let Some(sbs) = &config.sandboxes {
+            config.metrics.watch(Arc::clone(sbs));
+        }
+        let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
         Self {
             shared: Arc::new(Shared {
                 config,
@@ -207,6 +233,8 @@ impl Server {
                 epoch,
                 listen: std::sync::OnceLock::new(),
                 draining: std::sync::atomic::AtomicBool::new(false),
+                connections,
+                readiness: health::Readiness::default(),
             }),
         }
     }

@@ -43,8 +43,12 @@ pub const PREFIX: &[u8] = b"/x/";
 /// Longest method the router waits for before deciding (longer ones go to the WebSocket
 /// upgrade, which refuses them).
 const MAX_METHOD: usize = 16;
-/// Bytes the router may need to decide: a method, a space and the prefix.
-pub const SNIFF_MAX: usize = MAX_METHOD + 1 + PREFIX.len();
+/// The paths the listener answers itself ([`crate::ops_http`]), each followed by a space or
+/// a `?` (so `/metricsfoo` is not one).
+pub const OPS_PATHS: [&[u8]; 3] = [b"/healthz", b"/readyz", b"/metrics"];
+/// Bytes the router may need to decide: a method, a space, and the prefix or the longest
+/// operator path with the byte after it.
+pub const SNIFF_MAX: usize = MAX_METHOD + 1 + 9;
 /// Largest request head forwarded (a browser's heads, cookies included, are a few KiB).
 pub const MAX_HEAD: usize = 16 * 1024;
 /// Buffer per direction: the pump holds at most this many bytes of either side at once.
@@ -62,10 +66,13 @@ pub enum Route {
     WebSocket,
     /// An exposed port (`/x/...`).
     Port,
+    /// An operator endpoint (`/healthz`, `/readyz`, `/metrics`).
+    Ops,
 }
 
 /// The route of a connection whose first bytes are `first`, or `None` while they cannot yet
-/// tell. Anything that is not `METHOD SP /x/` goes to the WebSocket upgrade, as before.
+/// tell. `METHOD SP /x/` is an exposed port, `METHOD SP` an operator path then a space or `?`
+/// an operator endpoint; anything else goes to the WebSocket upgrade, as before.
 #[must_use]
 pub fn route(first: &[u8]) -> Option<Route> {
     let sp = first.iter().position(|b| *b == b' ');
@@ -81,12 +88,30 @@ pub fn route(first: &[u8]) -> Option<Route> {
     if sp == 0 {
         return Some(Route::WebSocket);
     }
-    let after = &first[sp + 1..];
-    let n = after.len().min(PREFIX.len());
-    if after[..n] != PREFIX[..n] {
-        return Some(Route::WebSocket);
+    route_target(&first[sp + 1..])
+}
+
+/// The route of a request whose target starts with `after` (see [`route`]).
+fn route_target(after: &[u8]) -> Option<Route> {
+    let starts = |p: &[u8]| {
+        let n = after.len().min(p.len());
+        after[..n] == p[..n]
+    };
+    let mut undecided = false;
+    if starts(PREFIX) {
+        if after.len() >= PREFIX.len() {
+            return Some(Route::Port);
+        }
+        undecided = true;
     }
-    (n == PREFIX.len()).then_some(Route::Port)
+    for path in OPS_PATHS.iter().filter(|p| starts(p)) {
+        match after.get(path.len()) {
+            None => undecided = true,
+            Some(b' ' | b'?') => return Some(Route::Ops),
+            Some(_) => {}
+        }
+    }
+    (!undecided).then_some(Route::WebSocket)
 }
 
 /// Read from `r` until [`route`] decides; returns the route and every byte read (at most

@@ -19,6 +19,14 @@ fn only_method_sp_x_slash_goes_to_the_proxy() {
     assert_eq!(route(b"GET / HTTP/1.1\r\n"), Some(Route::WebSocket));
     assert_eq!(route(b"GET /xy"), Some(Route::WebSocket));
     assert_eq!(route(b"GET /X/"), Some(Route::WebSocket));
+    assert_eq!(route(b"GET /metrics HTTP/1.1\r\n"), Some(Route::Ops));
+    assert_eq!(route(b"GET /readyz?x HTTP/1.1\r\n"), Some(Route::Ops));
+    assert_eq!(route(b"GET /healthz"), None);
+    assert_eq!(route(b"GET /healthzz HTTP/1.1\r\n"), Some(Route::WebSocket));
+    assert_eq!(
+        route(b"GET /metrics/x HTTP/1.1\r\n"),
+        Some(Route::WebSocket)
+    );
     assert_eq!(route(b"\x16\x03\x01"), Some(Route::WebSocket));
     assert_eq!(route(b" /x/"), Some(Route::WebSocket));
     assert_eq!(

@@ -48,6 +48,8 @@ impl Sandboxes {
     pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Value, ErrorObject> {
         held.allows(Capability::Snapshot)?;
         let state = self.state()?;
+        self.check_snapshot_quota(&held.tenant)
+            .map_err(|r| r.to_error())?;
         held.claim("snapshot")?;
         let made = self.capture(held, state).await;
         held.release();

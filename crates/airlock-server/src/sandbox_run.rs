@@ -76,6 +76,8 @@ pub(crate) struct Conn {
     pub conn_gone: CancelToken,
     /// The background processes this connection hears.
     pub attached: crate::attached::Attached,
+    /// The request's trace span (`crate::request_span`).
+    pub span: tracing::Span,
 }
 
 /// A parsed run request.
@@ -196,6 +198,8 @@ pub async fn run(
         Err(e) => Message::error(request_id, e),
     };
     drop(claim);
+    conn.shared.config.metrics.answered(&msg);
+    crate::request_span::record_answer(&conn.span, &msg);
     let _ = conn.outbound.send(Outbound::Message(msg)).await;
 }
 
@@ -267,6 +271,7 @@ async fn run_inner(
         Some(d) => d.as_ref(),
         None => &NoTools,
     };
+    let tools = crate::traced_tools::TracedTools::new(tools, conn.span.clone(), run_id);
     let (tap, forwarder) = if call.stream {
         let (tap, rx) = OutputTap::new(TAP_CHUNKS);
         let f = tokio::spawn(forward(
@@ -283,7 +288,7 @@ async fn run_inner(
     let mut req = RunRequest::new(workload, limits.timeout, call.env);
     req.limits = Some(limits.clone());
     req.working_directory = call.cwd.as_deref();
-    req.tools = Some(tools);
+    req.tools = Some(&tools);
     req.cancel = Some(cancel);
     req.output = tap;
     // The runner queues the run for a slot (fair per sandbox, then FIFO, within its own
@@ -297,6 +302,8 @@ async fn run_inner(
     }
     let result = result.map_err(|e| crate::files_api::file_error(&e))?;
     let queued_ms = result.queued_ms;
+    let calls = remote.take_calls();
+    config.metrics.run_ended(&result, &calls);
     if let Some(sink) = config
         .audit
         .as_ref()
@@ -312,7 +319,7 @@ async fn run_inner(
             limits: &limits,
             queued_ms,
         };
-        sink.write(&AuditRecord::new(&facts, remote.take_calls(), &result));
+        sink.write(&AuditRecord::new(&facts, calls, &result));
     }
     let mut result = result;
     if call.encoding == OutputEncoding::Base64 {

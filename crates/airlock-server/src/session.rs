@@ -38,6 +38,8 @@ struct Current {
     request_id: Id,
     run_id: String,
     task: JoinHandle<RunOutcome>,
+    /// The request's trace span, ended once the response is sent.
+    span: tracing::Span,
 }
 
 /// Session methods one connection may have in flight at once.
@@ -146,8 +148,12 @@ pub(crate) async fn serve(
 
 impl Session {
     async fn send(&self, out: impl Into<Outbound>) {
+        let out = out.into();
+        if let Outbound::Message(m) = &out {
+            self.shared.config.metrics.answered(m);
+        }
         // A failed send means the writer is gone with the peer; nothing else can be done.
-        let _ = self.outbound.send(out.into()).await;
+        let _ = self.outbound.send(out).await;
     }
 
     async fn finish(&mut self, joined: Result<RunOutcome, tokio::task::JoinError>) {
@@ -168,13 +174,23 @@ impl Session {
                 )
             }
         };
+        crate::request_span::record_answer(&current.span, &msg);
         self.send(msg).await;
     }
 
-    async fn handle(&mut self, m: Message) {
+    async fn handle(&mut self, mut m: Message) {
+        // The client's trace context comes off the params before any method parses them.
+        let parent = match &mut m {
+            Message::Request(req) => crate::trace_context::take(&mut req.params),
+            _ => None,
+        };
         match m {
             Message::Request(req) if req.method == airlock_protocol::method::EXECUTE => {
-                self.execute(req).await
+                let span = crate::request_span::request(&req.method, &self.info, parent);
+                if let Err(refused) = self.execute(req, &span) {
+                    crate::request_span::record_answer(&span, &refused);
+                    self.send(refused).await;
+                }
             }
             // At most MAX_IN_FLIGHT session methods per connection (a client pipelining
             // requests without reading answers holds a bounded part of the server); one more
@@ -198,6 +214,7 @@ impl Session {
                     pending: self.pending.clone(),
                     conn_gone: self.conn_gone.clone(),
                     attached: self.attached.clone(),
+                    span: crate::request_span::request(&req.method, &self.info, parent),
                 };
                 dispatch::dispatch(&conn, req, &mut self.tasks);
             }
@@ -239,50 +256,41 @@ impl Session {
         }
     }
 
-    async fn execute(&mut self, req: Request) {
+    /// Starts an `execute` run, or answers why not (the refusal, to be sent).
+    fn execute(&mut self, req: Request, trace: &tracing::Span) -> Result<(), Message> {
         let id = req.id;
         if self.shared.shutdown.is_cancelled() {
             let msg = "the broker is shutting down; the run was not started";
-            return self
-                .send(reply::error(Some(id), ErrorCode::Shutdown, msg))
-                .await;
+            return Err(reply::error(Some(id), ErrorCode::Shutdown, msg));
         }
         if let Some(e) = crate::drain::refusal(&self.shared, &req.method) {
-            return self.send(Message::error(id, e)).await;
+            return Err(Message::error(id, e));
         }
         if let Some(c) = &self.current {
             let msg = format!(
                 "run {} is still in flight on this connection; one run at a time",
                 c.run_id
             );
-            return self
-                .send(reply::error(Some(id), ErrorCode::Busy, msg))
-                .await;
+            return Err(reply::error(Some(id), ErrorCode::Busy, msg));
         }
         let p = match params::parse(req.params) {
             Ok(p) => p,
             Err(ParamsError::Invalid(m)) => {
-                return self
-                    .send(reply::error(Some(id), ErrorCode::InvalidParams, m))
-                    .await
+                return Err(reply::error(Some(id), ErrorCode::InvalidParams, m));
             }
             Err(ParamsError::TooLarge(m)) => {
-                return self
-                    .send(reply::error(Some(id), ErrorCode::ProgramTooLarge, m))
-                    .await
+                return Err(reply::error(Some(id), ErrorCode::ProgramTooLarge, m));
             }
         };
         let config = &self.shared.config;
         let limits = match config.ceilings.resolve(&config.defaults, &p.limits) {
             Ok(l) => l,
             Err(refusal) => {
-                return self
-                    .send(reply::error(
-                        Some(id),
-                        ErrorCode::InvalidParams,
-                        refusal.to_string(),
-                    ))
-                    .await
+                return Err(reply::error(
+                    Some(id),
+                    ErrorCode::InvalidParams,
+                    refusal.to_string(),
+                ));
             }
         };
         let run_id = self.shared.mint_run_id();
@@ -290,9 +298,7 @@ impl Session {
         let uses_tools = p.tools.as_ref().is_none_or(|t| !t.is_empty());
         if let Some(admit) = &config.admission {
             if let Err(why) = (admit.0)(&workload, uses_tools) {
-                return self
-                    .send(reply::error(Some(id), ErrorCode::SandboxRefused, why))
-                    .await;
+                return Err(reply::error(Some(id), ErrorCode::SandboxRefused, why));
             }
         }
         let tools = RemoteTools::new(
@@ -308,6 +314,7 @@ impl Session {
             env: p.env,
             uses_tools,
         };
+        trace.record("airlock.run_id", run_id.as_str());
         let span = tracing::info_span!("run", run_id = %run_id);
         // `run.cancel {run_id}` reaches an `execute` run too.
         let cancel = CancelToken::new();
@@ -321,13 +328,16 @@ impl Session {
             kind,
             conn_gone: self.conn_gone.clone(),
             cancel,
+            trace: trace.clone(),
         };
         let task = tokio::spawn(job.run(call, tools).instrument(span));
         self.current = Some(Current {
             request_id: id,
             run_id,
             task,
+            span: trace.clone(),
         });
+        Ok(())
     }
 }
 
@@ -344,6 +354,8 @@ struct Job {
     kind: &'static str,
     conn_gone: CancelToken,
     cancel: CancelToken,
+    /// The request's trace span: the parent of its tool calls' spans.
+    trace: tracing::Span,
 }
 
 impl Job {
@@ -370,6 +382,8 @@ impl Job {
         tools: &RemoteTools,
     ) -> Result<RunResult, ErrorObject> {
         let config = &self.shared.config;
+        let tools = crate::traced_tools::TracedTools::new(tools, self.trace.clone(), &self.run_id);
+        let tools = &tools;
         let Some(sbs) = &config.sandboxes else {
             let spec = RunSpec {
                 workload: call.workload,
@@ -455,6 +469,8 @@ impl Job {
             tool_calls = result.tool_calls,
             "run ended"
         );
+        let calls = tools.take_calls();
+        self.shared.config.metrics.run_ended(&result, &calls);
         if let Some(sink) = &self.shared.config.audit {
             let facts = RunFacts {
                 run_id: &self.run_id,
@@ -466,7 +482,7 @@ impl Job {
                 limits: &limits,
                 queued_ms,
             };
-            sink.write(&AuditRecord::new(&facts, tools.take_calls(), &result));
+            sink.write(&AuditRecord::new(&facts, calls, &result));
         }
         RunOutcome::Started(Box::new(result))
     }

@@ -207,13 +207,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TokenFileError + '_ {
     }
 }
 
-/// Read a token file's text (bounded; a link is not followed).
+/// Read a token file's text (bounded). A link is followed: the operator names the path, and a
+/// Kubernetes Secret's file is a link into its `..data` directory.
 pub fn read_text(path: &Path) -> Result<String, TokenFileError> {
     let mut text = String::new();
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    std::fs::File::open(path)
         .map_err(io(path))?
         .take(MAX_FILE + 1)
         .read_to_string(&mut text)
@@ -363,6 +361,16 @@ mod tests {
         ] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_file_behind_a_link_is_read_as_a_kubernetes_secret_mounts_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("..data")).unwrap();
+        let text = render(&[entry("alice", "tok-a-0123456789")]);
+        std::fs::write(dir.path().join("..data/token"), &text).unwrap();
+        std::os::unix::fs::symlink("..data/token", dir.path().join("token")).unwrap();
+        assert_eq!(read_text(&dir.path().join("token")).unwrap(), text);
     }
 
     #[test]

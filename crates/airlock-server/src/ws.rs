@@ -10,7 +10,9 @@
 //! The same listener serves exposed ports (`sandbox.expose`): a request whose target starts
 //! with `/x/` goes to [`crate::port_proxy`] instead of the upgrade, decided from its first
 //! bytes under the same pending budget and deadline (those bytes are replayed to the upgrade
-//! otherwise). A proxied connection takes one of the `--max-connections` slots.
+//! otherwise). A proxied connection takes one of the `--max-connections` slots. A request for
+//! `/healthz`, `/readyz` or `/metrics` is answered by [`crate::ops_http`], wholly within the
+//! pending budget and its deadline: it never takes a slot.
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -189,7 +191,7 @@ impl Server {
     /// Accept WebSocket connections on `listener` until shutdown, then wait (bounded by the
     /// configured shutdown timeout) for every connection and its run to end.
     pub async fn serve_websocket(&self, listener: TcpListener, auth: Auth) {
-        let slots = Arc::new(Semaphore::new(self.shared.config.max_connections.max(1)));
+        let slots = Arc::clone(&self.shared.connections);
         let admission = Admission::new(MAX_PENDING, MAX_PENDING_PER_PEER);
         let shutdown = self.shared.shutdown.clone();
         let mut conns = JoinSet::new();
@@ -247,6 +249,12 @@ impl Server {
             Some(Ok(s)) => s,
             Some(Err(_)) | None => return,
         };
+        if route == Route::Ops {
+            let door = crate::ops_http::Door::Token(&auth);
+            let serve = crate::ops_http::serve(&mut stream, first, &self.shared, door);
+            self.while_pending(&pending, deadline, serve).await;
+            return;
+        }
         let stream = Prefixed::new(first, stream);
         if route == Route::Port {
             return self
@@ -280,7 +288,7 @@ impl Server {
 
     /// `work` bounded by the pending budget: `None` when the deadline passed, the connection
     /// was evicted to admit a newer one, or the server is shutting down.
-    async fn while_pending<T>(
+    pub(crate) async fn while_pending<T>(
         &self,
         pending: &Pending,
         deadline: tokio::time::Instant,

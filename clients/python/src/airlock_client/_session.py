@@ -14,6 +14,7 @@ import inspect
 import json
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Set
 
+from . import _trace
 from ._proc_route import ProcessTable
 from ._runs import RunCtx, RunTable, ToolFn
 from .errors import (AirlockError, ConnectionClosedError, ErrorCode, NotFoundError, ProgramTooLargeError,
@@ -92,6 +93,7 @@ class Session:
     def _encode(self, method: str, params: Mapping[str, Any]) -> "tuple[int, str]":
         self._next_id += 1
         rid = self._next_id
+        params = _trace.with_meta(params)
         text = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         size = len(text.encode())
         if size > MAX_MESSAGE_BYTES:

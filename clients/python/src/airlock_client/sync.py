@@ -12,6 +12,7 @@ import threading
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Type, TypeVar, Union
 
+from . import _trace
 from ._files import Files
 from ._hybrid import ClassOrInstance
 from ._process_sync import SyncCommands, SyncPty
@@ -36,8 +37,11 @@ class _Loop:
         self.thread.start()
 
     def call(self, coro: Awaitable[T]) -> T:
+        caller = _trace.capture()  # the caller's trace context, carried onto the loop thread
+
         async def wrap() -> T:
-            return await coro
+            with _trace.attached(caller):
+                return await coro
         fut = asyncio.run_coroutine_threadsafe(wrap(), self.loop)
         try:
             return fut.result()

@@ -203,6 +203,13 @@ impl Machine {
         }
     }
 
+    /// The memory its cgroup charges now (the init and every background process), when it
+    /// has one.
+    #[must_use]
+    pub fn memory_bytes(&self) -> Option<u64> {
+        self.cgroup.as_ref()?.memory_bytes()
+    }
+
     /// Whether the machine's processes are bounded together by a cgroup.
     #[must_use]
     pub fn has_cgroup(&self) -> bool {

@@ -2,10 +2,12 @@
 pub mod support;
 
 mod admission;
+mod budget;
 mod conformance_stdio;
 mod conformance_ws;
 mod drain;
 mod faults;
+mod health;
 mod kernel;
 mod lifetimes;
 mod logs;

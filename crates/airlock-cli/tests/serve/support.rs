@@ -40,6 +40,8 @@ pub fn token_add(file: &std::path::Path, tenant: &str) -> String {
 pub struct WsServer {
     pub child: Child,
     pub addr: String,
+    /// The metrics listener's address (`--metrics-listen`).
+    pub metrics: Option<String>,
     pub token: String,
     pub dir: tempfile::TempDir,
 }
@@ -52,6 +54,12 @@ impl WsServer {
     /// Like [`WsServer::start`], with the server running as `user` (through `setpriv`, which
     /// execs in place, so the child is the server itself) when given.
     pub fn start_as(user: Option<&str>, extra: &[&str]) -> WsServer {
+        Self::start_wrapped(user, &[], extra)
+    }
+
+    /// Like [`WsServer::start_as`], with the binary started by `wrapper` (a program and its
+    /// arguments that exec the rest of their command line) when it is not empty.
+    pub fn start_wrapped(user: Option<&str>, wrapper: &[&str], extra: &[&str]) -> WsServer {
         let dir = tempfile::tempdir().unwrap();
         let token =
             format!("test-token-{}-{:?}", std::process::id(), Instant::now()).replace(' ', "");
@@ -60,7 +68,7 @@ impl WsServer {
             .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
             .collect();
         std::fs::write(dir.path().join("token"), &token).unwrap();
-        Self::start_in(user, dir, token, extra)
+        Self::start_in(user, wrapper, dir, token, extra)
     }
 
     /// A server whose `--token-file` is a tenants file made by `airlock token add` for each
@@ -78,20 +86,27 @@ impl WsServer {
             .map(|t| (t.to_string(), token_add(&file, t)))
             .collect();
         let first = tokens[tenants[0]].clone();
-        (Self::start_in(user, dir, first, extra), tokens)
+        (Self::start_in(user, &[], dir, first, extra), tokens)
     }
 
-    /// Start the server on `dir` (which holds its `token` file), as `user` when given.
+    /// Start the server on `dir` (which holds its `token` file), as `user` when given, through
+    /// `wrapper` when it is not empty.
     fn start_in(
         user: Option<&str>,
+        wrapper: &[&str],
         dir: tempfile::TempDir,
         token: String,
         extra: &[&str],
     ) -> WsServer {
         std::fs::create_dir(dir.path().join("tmp")).unwrap();
-        let mut cmd = match user {
-            None => Command::new(binary()),
-            Some(u) => {
+        let mut cmd = match (user, wrapper.split_first()) {
+            (None, None) => Command::new(binary()),
+            (None, Some((program, args))) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(binary());
+                c
+            }
+            (Some(u), _) => {
                 let st = Command::new("chown")
                     .args(["-R", &format!("{u}:")])
                     .arg(dir.path())
@@ -104,8 +119,8 @@ impl WsServer {
                     &format!("--regid={u}"),
                     "--init-groups",
                     "--",
-                    binary(),
                 ]);
+                c.args(wrapper).arg(binary());
                 c
             }
         };
@@ -124,9 +139,18 @@ impl WsServer {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
+        // `--metrics-listen` adds a second line: its address.
+        let mut metrics = None;
+        if extra.contains(&"--metrics-listen") {
+            let mut second = String::new();
+            stdout.read_line(&mut second).unwrap();
+            metrics = second
+                .trim()
+                .strip_prefix("metrics on http://")
+                .map(str::to_owned);
+        }
         let addr = line
             .trim()
             .strip_prefix("listening on ws://")
@@ -135,6 +159,7 @@ impl WsServer {
         WsServer {
             child,
             addr,
+            metrics,
             token,
             dir,
         }

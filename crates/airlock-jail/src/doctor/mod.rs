@@ -41,6 +41,13 @@ pub const LAYERS: &[&str] = &[
     "kvm",
 ];
 
+/// The layers of [`LAYERS`] every run needs: without one of them a run is `refused` (the
+/// others strengthen or speed up runs where present). `airlock doctor` adds `sandbox_root`;
+/// `airlock serve`'s `/readyz` re-probes these.
+pub const REQUIRED: &[&str] = &[
+    "userns", "netns", "pidns", "utsns", "mountns", "seccomp", "landlock",
+];
+
 fn sysctl(path: &str) -> Option<String> {
     read_bounded(Path::new(path), 64)
         .ok()

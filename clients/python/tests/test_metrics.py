@@ -1,0 +1,145 @@
+"""`airlock serve`'s `/metrics` through a real server, as root and, rootless, as the unprivileged
+`airlock-test` user: scraped over HTTP with the server's token and parsed with the Prometheus
+client's own parser (`prometheus_client`, OpenMetrics text: what the server exposes), the
+families move as things happen:
+
+- a run: `airlock_runs_total{status,via}` +1 under the result's own `via`, the latency and
+  queue-wait histograms' counts +1, its stdout bytes counted;
+- a tool call: `airlock_tool_calls_total{outcome="ok"}` +1;
+- a refused create (over `--max-sandboxes`): `airlock_refusals_total{kind="over_capacity"}` +1;
+- `files.write` / `files.read`: their payload bytes;
+- `airlock_sandboxes_live{tenant="default"}` up on create, down on dispose, and the sandbox's
+  disk gauge while it holds a file.
+
+Without the token the same URL is 401 (docs/server.md "Metrics and health")."""
+import os
+import pathlib
+import pwd
+import shutil
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from airlock_client import AsyncClient, OverCapacityError
+from conftest import Server
+from test_consistency import USER, Identity
+
+
+@pytest.fixture(scope="module", params=["root", USER])
+def metered(request):
+    if request.param != "root":
+        if os.geteuid() != 0:
+            pytest.skip("switching to airlock-test needs root")
+        try:
+            pwd.getpwnam(request.param)
+        except KeyError:
+            pytest.fail(f"create the user {USER} (scripts/test.sh does): the rootless path must be tested")
+    ident = Identity(request.param)
+    work = ident.dir / "server"
+    work.mkdir()
+    launcher = ident.launcher
+    if request.param != "root":
+        pw = pwd.getpwnam(request.param)
+        os.chown(work, pw.pw_uid, pw.pw_gid)
+        # setpriv execs in place (runuser would stay the parent): SIGTERM reaches the server.
+        launcher = str(ident.dir / "as-user-exec")
+        with open(launcher, "w") as f:
+            f.write(f"#!/bin/sh\nexec setpriv --reuid={USER} --regid={USER} --init-groups -- env -i "
+                    f"PATH=/usr/bin:/bin HOME={pw.pw_dir} {ident.dir / 'airlock'} \"$@\"\n")
+        os.chmod(launcher, 0o755)
+    s = Server(work, extra=["--ceiling-timeout", "60", "--max-sandboxes", "1"], state_dir=work / "state",
+               launcher=launcher)
+    # The server itself runs as the identity under test.
+    assert os.stat(f"/proc/{s.proc.pid}").st_uid == pwd.getpwnam(request.param).pw_uid
+    yield s
+    assert s.stop() == 0
+    shutil.rmtree(ident.dir, ignore_errors=True)
+
+
+def metrics_url(server: Server) -> str:
+    return server.url.replace("ws://", "http://").rstrip("/") + "/metrics"
+
+
+def scrape(server: Server) -> dict:
+    req = urllib.request.Request(metrics_url(server), headers={"Authorization": f"Bearer {server.token}"})
+    with urllib.request.urlopen(req, timeout=20) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+        text = resp.read().decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def value(families: dict, family: str, sample: str, **labels) -> float:
+    """The sample's value, 0 when the family or the series does not exist yet."""
+    f = families.get(family)
+    if f is None:
+        return 0.0
+    for s in f.samples:
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    return 0.0
+
+
+def test_metrics_need_the_token(metered):
+    for headers in ({}, {"Authorization": "Bearer not-the-token-0123456789"}):
+        req = urllib.request.Request(metrics_url(metered), headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=20)
+        assert e.value.code == 401
+        assert "airlock_" not in e.value.read().decode()
+
+
+async def test_families_move_as_runs_refusals_transfers_and_sandboxes_happen(metered):
+    before = scrape(metered)
+    live0 = value(before, "airlock_sandboxes_live", "airlock_sandboxes_live", tenant="default")
+    async with await AsyncClient.connect(metered.url, metered.token) as client:
+        # An execute with a tool call.
+        r = await client.execute("print(call_tool('add', {'a': 2, 'b': 3}))", tools={"add": lambda a, b: a + b})
+        assert r.status == "completed" and r.stdout == "5\n", r
+        after_execute = scrape(metered)
+        sb = await client.sandbox()
+        created = scrape(metered)
+        assert value(created, "airlock_sandboxes_live", "airlock_sandboxes_live", tenant="default") == live0 + 1
+        # A second sandbox is over --max-sandboxes 1.
+        with pytest.raises(OverCapacityError):
+            await client.sandbox()
+        run = await sb.run_code("print('x' * 9)")
+        assert run.status == "completed", run
+        payload = b"\x00\x01" * 500
+        await sb.files.write("blob.bin", payload)
+        assert await sb.files.read("blob.bin") == payload
+        during = scrape(metered)
+        sandbox_id = sb.sandbox_id
+        await sb.dispose()
+        after = scrape(metered)
+
+    runs = "airlock_runs", "airlock_runs_total"
+    # The execute's run, under its own via; its tool call.
+    assert value(after_execute, *runs, status="completed", via=r.via) == value(
+        before, *runs, status="completed", via=r.via) + 1
+    assert value(after_execute, "airlock_tool_calls", "airlock_tool_calls_total", outcome="ok") == value(
+        before, "airlock_tool_calls", "airlock_tool_calls_total", outcome="ok") + 1
+    # The session run, under its own via: the counter and both histograms.
+    assert value(during, *runs, status="completed", via=run.via) == value(
+        created, *runs, status="completed", via=run.via) + 1
+    for hist in ("airlock_run_duration_seconds", "airlock_run_queued_seconds"):
+        assert value(during, hist, hist + "_count", via=run.via) == value(created, hist, hist + "_count",
+                                                                         via=run.via) + 1
+    assert value(during, "airlock_transfer_bytes", "airlock_transfer_bytes_total", kind="stdout") >= value(
+        created, "airlock_transfer_bytes", "airlock_transfer_bytes_total", kind="stdout") + 10
+    # The refused create.
+    refusals = "airlock_refusals", "airlock_refusals_total"
+    assert value(during, *refusals, kind="over_capacity") == value(before, *refusals, kind="over_capacity") + 1
+    # The file's bytes both ways, and on the sandbox's disk while it lived.
+    transfer = "airlock_transfer_bytes", "airlock_transfer_bytes_total"
+    for kind in ("files_write", "files_read"):
+        assert value(during, *transfer, kind=kind) == value(created, *transfer, kind=kind) + len(payload)
+    disk = value(during, "airlock_sandbox_disk_used_bytes", "airlock_sandbox_disk_used_bytes",
+                 sandbox_id=sandbox_id, tenant="default")
+    assert disk >= len(payload)
+    # Disposed: the live gauge is back, the sandbox's own series gone.
+    assert value(after, "airlock_sandboxes_live", "airlock_sandboxes_live", tenant="default") == live0
+    assert value(after, "airlock_sandbox_disk_used_bytes", "airlock_sandbox_disk_used_bytes",
+                 sandbox_id=sandbox_id) == 0

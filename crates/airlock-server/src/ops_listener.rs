@@ -1,0 +1,51 @@
+//! The metrics listener (`airlock serve --metrics-listen ADDR`): `/metrics`, `/healthz` and
+//! `/readyz` on an address of their own, with no token (operators restrict who reaches it by
+//! network). It serves nothing else: no WebSocket, no exposed port (`404` for any other
+//! path). Each connection is one request, read and answered under a pending-connection budget
+//! of its own ([`crate::admission`]: the same bounds and deadline as the main listener's), so
+//! slow or idle clients here hold a bounded part of the server and nothing of the main
+//! listener's.
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use crate::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER, UPGRADE_DEADLINE};
+use crate::ops_http::{self, Door};
+use crate::Server;
+
+impl Server {
+    /// Answer operator requests on `listener` until the server shuts down.
+    pub async fn serve_ops(&self, listener: TcpListener) {
+        let admission = Admission::new(MAX_PENDING, MAX_PENDING_PER_PEER);
+        let shutdown = self.shared.shutdown.clone();
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let pending = admission.admit(peer.ip());
+                        conns.spawn(self.clone().ops_connection(stream, pending));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "metrics listener: accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        // Every connection is bounded by its deadline; none outlives the server's shutdown.
+        conns.shutdown().await;
+    }
+
+    /// One request on the metrics listener, within the budget and its deadline.
+    async fn ops_connection(self, mut stream: TcpStream, pending: Pending) {
+        let deadline = tokio::time::Instant::now() + UPGRADE_DEADLINE;
+        let shared = Arc::clone(&self.shared);
+        let serve = ops_http::serve(&mut stream, Vec::new(), &shared, Door::Open);
+        self.while_pending(&pending, deadline, serve).await;
+    }
+}
