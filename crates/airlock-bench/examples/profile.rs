@@ -6,8 +6,9 @@
 //! ```
 //!
 //! VIA: cold | zygote | warm; SCENARIO: start (N runs of `print(1)`, one after another, by VIA)
-//! | throughput (N runs, two at a time) | tool (one warm run making N `echo` calls). Prints the
-//! scenario's figure.
+//! | throughput (N runs, two at a time) | tool (one warm run making N `echo` calls) | tenants
+//! (VIA ignored: tenant B's N runs alone and beside tenant A flooding past its quota, through
+//! `airlock serve`). Prints the scenario's figure.
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -42,6 +43,19 @@ async fn scenario() -> Result<(), String> {
     };
     let exe = PathBuf::from(exe);
     let n: usize = n.parse().map_err(|e| format!("N: {e}"))?;
+    if scenario == "tenants" {
+        // `profile AIRLOCK_BINARY - tenants N`: the tenant-isolation row on its own.
+        let m = airlock_bench::tenants::measure(&exe, n).await?;
+        let p99 = |x: &[f64]| airlock_bench::stats::summarize(x.to_vec()).map_or(0.0, |s| s.p99);
+        println!(
+            "B alone p99 {:.2} ms, beside A p99 {:.2} ms ({:.2}x), A refused {} times",
+            p99(&m.alone_ms),
+            p99(&m.beside_ms),
+            p99(&m.beside_ms) / p99(&m.alone_ms),
+            m.refused
+        );
+        return Ok(());
+    }
     let door = match via.as_str() {
         "zygote" => Door::zygote(Arc::new(airlock::zygote(&exe).await?), 2),
         "warm" => Door::warm(airlock::pool(&exe, 2, airlock::limits(0)), 2),

@@ -24,7 +24,7 @@ mod session;
 mod snapshots;
 pub mod stats;
 pub mod table;
-mod tenants;
+pub mod tenants;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

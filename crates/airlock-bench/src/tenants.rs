@@ -140,7 +140,8 @@ fn start(cli: &Path) -> Result<Setup, String> {
     let policy = dir.path().join("policy.toml");
     std::fs::write(
         &policy,
-        "[tenants.a]\nmax_sandboxes = 2\nmax_concurrent_runs = 1\n",
+        // The floor every other row runs at (a policy file's own default is stricter).
+        "floor = \"os_process\"\n[tenants.a]\nmax_sandboxes = 2\nmax_concurrent_runs = 1\n",
     )
     .map_err(|e| e.to_string())?;
     let mut child = std::process::Command::new(cli)

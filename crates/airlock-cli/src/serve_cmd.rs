@@ -275,6 +275,14 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
         .as_ref()
         .map(|p| p.tenants.clone())
         .unwrap_or_default();
+    let mut config = config;
+    config.request_rates = tenants_file(opts).then(|| {
+        let rates = tenants.clone();
+        Arc::new(airlock_server::request_rate::RequestRates::new(move |t| {
+            let own = rates.get(t.as_str()).and_then(|q| q.max_requests_per_s);
+            Some(own.unwrap_or(airlock_server::request_rate::DEFAULT_PER_S))
+        }))
+    });
     let sandboxes = Assembly {
         policy,
         epoch,
@@ -282,6 +290,14 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
         budget: airlock_server::budget::Budget::new(total, tenants),
     };
     Ok((config, sandboxes))
+}
+
+/// Whether `--token-file` names a tenants file (its tenants' requests are read at a rate).
+fn tenants_file(opts: &ServeOpts) -> bool {
+    opts.token_file.as_deref().is_some_and(|f| {
+        airlock_server::tokens::read_text(f)
+            .is_ok_and(|t| airlock_server::tokens::is_tenants_file(&t))
+    })
 }
 
 /// What the sandbox registry is built from, once the runner exists.

@@ -22,6 +22,7 @@ const TENANT_KEYS: &[&str] = &[
     "memory_budget_mb",
     "max_snapshots",
     "egress_allow",
+    "max_requests_per_s",
 ];
 
 /// One tenant's quotas; `None` is the server-wide limit.
@@ -40,6 +41,9 @@ pub struct TenantQuota {
     /// The hosts (`host[:port]`, `*.suffix[:port]`) the tenant's sandboxes may ever be allowed
     /// to reach; `None` sets no ceiling beyond the server's own rules.
     pub egress_allow: Option<BTreeSet<String>>,
+    /// Requests per second the tenant's connections are read at, together (bursts of twice
+    /// that); past it the server stops reading them until the rate allows.
+    pub max_requests_per_s: Option<u64>,
 }
 
 /// Whether `name` may name a tenant, as a tenants file names them (`airlock token add`):
@@ -93,6 +97,7 @@ fn parse_one(name: &str, v: &Value) -> Result<TenantQuota, PolicyFileError> {
             .get("egress_allow")
             .map(|v| hosts(&format!("{prefix}.egress_allow"), v))
             .transpose()?,
+        max_requests_per_s: optional_int(t, &prefix, "max_requests_per_s", 1_000_000)?,
     })
 }
 

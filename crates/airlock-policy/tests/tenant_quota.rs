@@ -22,6 +22,7 @@ max_concurrent_runs = 3
 disk_mb = 512
 memory_budget_mb = 2048
 max_snapshots = 5
+max_requests_per_s = 40
 egress_allow = ["PyPI.org", "api.example.com:443"]
 
 [tenants.team-b]
@@ -40,6 +41,7 @@ egress_allow = ["PyPI.org", "api.example.com:443"]
                 "pypi.org".to_owned(),
                 "api.example.com:443".to_owned()
             ])),
+            max_requests_per_s: Some(40),
         }
     );
     // A section with no keys, and a tenant with no section: the server's limits.

@@ -50,6 +50,7 @@ pub mod process_methods;
 pub mod process_params;
 pub mod remote_tools;
 pub mod reply;
+pub mod request_rate;
 pub mod request_span;
 pub(crate) mod resume_gate;
 pub mod sandbox_life;
@@ -117,6 +118,8 @@ pub struct ServerConfig {
     /// What `/metrics` exposes; the sandbox registry's observer must count into the same one
     /// ([`metrics_observer::MetricsObserver`]).
     pub metrics: Arc<metrics::Metrics>,
+    /// The rate each tenant's requests are read at (None: not limited).
+    pub request_rates: Option<Arc<request_rate::RequestRates>>,
 }
 
 /// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
@@ -151,6 +154,7 @@ impl ServerConfig {
             runner: Arc::new(Runner::new(RunnerConfig::exec_per_run(2 * cores))),
             sandboxes: None,
             metrics: Arc::new(metrics::Metrics::new()),
+            request_rates: None,
         }
     }
 }

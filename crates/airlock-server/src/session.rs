@@ -107,7 +107,15 @@ pub(crate) async fn serve(
                         s.conn_gone.cancel();
                         close.get_or_insert(CloseKind::Normal);
                     }
-                    Some(Inbound::Message(m)) => s.handle(m).await,
+                    Some(Inbound::Message(m)) => {
+                        // A request waits for its tenant's turn; answers to the server's own
+                        // requests (tool results) never do.
+                        let answer = matches!(m, Message::Response(_));
+                        if let (Some(r), false) = (&s.shared.config.request_rates, answer) {
+                            r.admit(&s.info.tenant).await;
+                        }
+                        s.handle(m).await;
+                    }
                     Some(Inbound::Invalid(e)) => {
                         tracing::warn!(code = e.code, error = %e.message, "undecodable message");
                         s.send(Message::error(None, e)).await;
