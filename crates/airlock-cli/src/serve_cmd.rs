@@ -118,6 +118,11 @@ pub struct ServeOpts {
     /// `over_capacity` (as is one that would leave under 1 GiB free on its filesystem).
     #[arg(long, value_name = "MIB", default_value_t = airlock_server::state_dir::DEFAULT_MAX_BYTES >> 20)]
     pub max_state_mb: u64,
+    /// The admission budget, MiB: what every live sandbox may hold of the host's memory (its
+    /// disk bound + its run memory limit + its machine's bound) together; a create or resume
+    /// past it is `over_capacity` [default: MemTotal less the larger of 1 GiB and 10 %].
+    #[arg(long, value_name = "MIB")]
+    pub memory_budget_mb: Option<u64>,
     /// Let the allowlisted hosts of session sandboxes resolve into this special range (CIDR,
     /// repeatable): a private network's, or loopback for a test server. Off by default.
     #[arg(long = "allow-private", value_name = "CIDR")]
@@ -259,10 +264,22 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
     // Checked here, so a bad range stops the server rather than every allowlist sandbox.
     airlock_egress::Rules::parse(&["localhost"], &[] as &[&str], &opts.allow_private)
         .context("--allow-private")?;
+    let total = match opts.memory_budget_mb {
+        Some(0) => bail!("--memory-budget-mb must be at least 1"),
+        Some(mb) => mb.saturating_mul(1024 * 1024),
+        None => {
+            airlock_server::budget_host::host_budget().context("the default --memory-budget-mb")?
+        }
+    };
+    let tenants = policy
+        .as_ref()
+        .map(|p| p.tenants.clone())
+        .unwrap_or_default();
     let sandboxes = Assembly {
         policy,
         epoch,
         max_sandboxes,
+        budget: airlock_server::budget::Budget::new(total, tenants),
     };
     Ok((config, sandboxes))
 }
@@ -272,6 +289,7 @@ struct Assembly {
     policy: Option<airlock_policy::Policy>,
     epoch: String,
     max_sandboxes: usize,
+    budget: airlock_server::budget::Budget,
 }
 
 /// Run slots: the flag (default 2 per core), capped by the policy's `[server]` ceiling.
@@ -417,6 +435,11 @@ fn serve_logged(
     auth: Option<(SocketAddr, Auth)>,
 ) -> anyhow::Result<ExitCode> {
     crate::sweep::at_start();
+    tracing::info!(
+        memory_budget_mb = assembly.budget.total() >> 20,
+        disk_mb_per_sandbox = config.defaults.max_disk_bytes >> 20,
+        "admission budget"
+    );
     let drain_grace = grace(opts.drain_grace)?;
     if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
         tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");
@@ -431,7 +454,10 @@ fn serve_logged(
         &config,
         assembly.policy.as_ref(),
         &assembly.epoch,
-        assembly.max_sandboxes,
+        crate::serve_sandboxes::Capacity {
+            max_live: assembly.max_sandboxes,
+            budget: assembly.budget.clone(),
+        },
         &opts.allow_private,
         opts.image_dir.clone(),
         crate::state_choice::open(opts.state_dir.clone(), opts.max_state_mb << 20)?,

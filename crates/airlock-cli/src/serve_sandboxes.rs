@@ -12,13 +12,21 @@ use airlock_server::metrics_observer::MetricsObserver;
 use airlock_server::sandboxes::Sandboxes;
 use airlock_server::ServerConfig;
 
+/// How much the registry may hold: live sandboxes, and the admission budget they share.
+pub struct Capacity {
+    /// Live sandboxes at once.
+    pub max_live: usize,
+    /// The admission budget and the tenants' quotas.
+    pub budget: airlock_server::budget::Budget,
+}
+
 /// The registry for `config` (the server's run defaults, interpreter and executor);
 /// `allow_private`: the special ranges allowlisted hosts may resolve into.
 pub fn build(
     config: &ServerConfig,
     policy: Option<&Policy>,
     epoch: &str,
-    max_live: usize,
+    capacity: Capacity,
     allow_private: &[String],
     image_dir: Option<std::path::PathBuf>,
     state: Option<Arc<airlock_server::state_dir::StateDir>>,
@@ -50,9 +58,10 @@ pub fn build(
             router,
             backend,
             epoch.to_owned(),
-            max_live,
+            capacity.max_live,
             Observers::new(observer),
         )
+        .with_budget(capacity.budget, config.defaults.max_disk_bytes)
         .with_audit(config.audit.clone())
         .with_state(state),
     ))

@@ -113,6 +113,21 @@ fn a_bad_policy_value_is_a_clear_error() {
 }
 
 #[test]
+fn a_server_refuses_to_start_on_an_unknown_tenant_quota_naming_it() {
+    let p = policy("floor = \"os_process\"\n[tenants.alice]\nmax_sandbox = 2\n");
+    let path = p.path().to_str().unwrap();
+    let out = airlock(&["serve", "--stdio", "--policy", path], "");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`tenants.alice.max_sandbox`"), "{err}");
+    assert!(
+        err.contains("max_sandboxes"),
+        "the keys it knows are listed: {err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn a_server_whose_policy_admits_nothing_refuses_to_start() {
     let p = policy("");
     let path = p.path().to_str().unwrap();

@@ -24,6 +24,8 @@ pub mod restricted;
 pub mod run_limits;
 pub mod scope;
 pub mod spec;
+pub mod tenant_quota;
+mod toml_fields;
 mod vocab;
 
 pub use capability::{default_capabilities, Capability};
@@ -44,4 +46,5 @@ pub use restricted::RestrictedProfile;
 pub use run_limits::RunLimits;
 pub use scope::IsolationScope;
 pub use spec::{SandboxSpec, SandboxSpecBuilder, SpecError};
+pub use tenant_quota::TenantQuota;
 pub use vocab::VocabError;

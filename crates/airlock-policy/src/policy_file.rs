@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::str::FromStr;
 
-use thiserror::Error;
 use toml::{Table, Value};
 
 use crate::decide::HostPolicy;
@@ -15,10 +14,8 @@ use crate::limits::TransferLimits;
 use crate::reclaim::FailedReclaimPolicy;
 pub use crate::run_limits::RunLimits;
 use crate::scope::IsolationScope;
-
-/// Largest accepted policy file. A policy is a few hundred bytes; 64 KiB is generous and keeps
-/// the parser's work bounded when the path points somewhere unexpected.
-pub const MAX_POLICY_BYTES: usize = 64 * 1024;
+use crate::toml_fields::{as_table, known, set_int};
+pub use crate::toml_fields::{PolicyFileError, MAX_POLICY_BYTES};
 
 /// Server-wide ceilings for `airlock serve` (the server serves one token, so per token and per
 /// server are the same).
@@ -53,52 +50,8 @@ pub struct Policy {
     pub server: ServerLimits,
     /// The restricted language profile sandboxes opt into (`[restricted_profile]`).
     pub restricted: crate::restricted::RestrictedProfile,
-}
-
-/// A `policy.toml` that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum PolicyFileError {
-    /// The text is larger than [`MAX_POLICY_BYTES`].
-    #[error("policy file is {len} bytes, above the {MAX_POLICY_BYTES}-byte cap")]
-    TooLarge {
-        /// Its size.
-        len: usize,
-    },
-    /// The text is not TOML.
-    #[error("policy file is not valid toml: {message}")]
-    Syntax {
-        /// The parser's message.
-        message: String,
-    },
-    /// A key this format does not have.
-    #[error("policy key `{key}` is not recognised (expected one of: {})", expected.join(", "))]
-    UnknownKey {
-        /// The dotted key.
-        key: String,
-        /// The keys accepted at that level.
-        expected: &'static [&'static str],
-    },
-    /// A value of the wrong TOML type.
-    #[error("policy key `{key}` = {value} must be {expected}")]
-    WrongType {
-        /// The dotted key.
-        key: String,
-        /// The value, as TOML.
-        value: String,
-        /// What it must be.
-        expected: &'static str,
-    },
-    /// A value of the right type that is not acceptable.
-    #[error("policy key `{key}` = {value} is invalid: {reason}")]
-    InvalidValue {
-        /// The dotted key.
-        key: String,
-        /// The value, as TOML.
-        value: String,
-        /// Why.
-        reason: String,
-    },
+    /// Per-tenant quotas (`[tenants.NAME]`); a tenant with no section has the server's limits.
+    pub tenants: std::collections::BTreeMap<String, crate::tenant_quota::TenantQuota>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -110,6 +63,7 @@ const TOP_KEYS: &[&str] = &[
     "limits",
     "server",
     "restricted_profile",
+    "tenants",
 ];
 const RESTRICTED_KEYS: &[&str] = &["builtins", "blocked_imports"];
 const SERVER_KEYS: &[&str] = &["max_sandboxes", "max_concurrent_runs"];
@@ -225,6 +179,9 @@ impl Policy {
                 p.blocked_imports = names("restricted_profile.blocked_imports", v, true)?;
             }
         }
+        if let Some(v) = table.get("tenants") {
+            policy.tenants = crate::tenant_quota::parse_tenants(v)?;
+        }
         Ok(policy)
     }
 }
@@ -264,28 +221,6 @@ impl FromStr for Policy {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Policy::from_toml_str(s)
     }
-}
-
-fn known(
-    table: &Table,
-    prefix: &str,
-    expected: &'static [&'static str],
-) -> Result<(), PolicyFileError> {
-    match table.keys().find(|k| !expected.contains(&k.as_str())) {
-        Some(k) => Err(PolicyFileError::UnknownKey {
-            key: format!("{prefix}{k}"),
-            expected,
-        }),
-        None => Ok(()),
-    }
-}
-
-fn as_table<'a>(key: &str, v: &'a Value) -> Result<&'a Table, PolicyFileError> {
-    v.as_table().ok_or_else(|| PolicyFileError::WrongType {
-        key: key.to_owned(),
-        value: v.to_string(),
-        expected: "a table",
-    })
 }
 
 fn vocab<T>(key: &str, v: &Value) -> Result<T, PolicyFileError>
@@ -328,36 +263,6 @@ where
         }
     }
     Ok(out)
-}
-
-fn set_int(
-    table: &Table,
-    prefix: &str,
-    name: &str,
-    min: u64,
-    max: u64,
-    slot: &mut u64,
-) -> Result<(), PolicyFileError> {
-    let Some(v) = table.get(name) else {
-        return Ok(());
-    };
-    let key = format!("{prefix}.{name}");
-    let n = v.as_integer().ok_or_else(|| PolicyFileError::WrongType {
-        key: key.clone(),
-        value: v.to_string(),
-        expected: "an integer",
-    })?;
-    match u64::try_from(n) {
-        Ok(n) if (min..=max).contains(&n) => {
-            *slot = n;
-            Ok(())
-        }
-        _ => Err(PolicyFileError::InvalidValue {
-            key,
-            value: v.to_string(),
-            reason: format!("must be between {min} and {max}"),
-        }),
-    }
 }
 
 fn transfer(key: &str, v: &Value) -> Result<TransferLimits, PolicyFileError> {

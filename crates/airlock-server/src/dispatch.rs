@@ -163,7 +163,12 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
                     Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
-                    Ok(sid) => sbs.pause(&sid).await,
+                    // A client's pause counts against its tenant's max_snapshots; the
+                    // server's own (idle reclaim, the drain) never loses a sandbox to it.
+                    Ok(sid) => match sbs.check_snapshot_quota(&conn.info.tenant) {
+                        Err(r) => Err(r.to_error()),
+                        Ok(()) => sbs.pause(&sid).await,
+                    },
                     Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
@@ -421,6 +426,21 @@ fn start_run(
             return;
         }
     };
+    // The tenant's concurrent-run quota: refused at once, never queued (`crate::budget`).
+    let ticket = match conn
+        .shared
+        .config
+        .sandboxes
+        .as_ref()
+        .map(|s| s.budget().begin_run(&held.tenant))
+    {
+        Some(Err(r)) => {
+            tasks.spawn(async move { respond(&conn, id, Err(r.to_error())).await });
+            return;
+        }
+        Some(Ok(t)) => Some(t),
+        None => None,
+    };
     let run_id = conn.shared.mint_run_id();
     if let Err(e) = held.claim(&run_id) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
@@ -434,8 +454,9 @@ fn start_run(
     let held = Arc::clone(held);
     conn.span.record("airlock.run_id", run_id.as_str());
     let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);
-    tasks.spawn(tracing::Instrument::instrument(
-        sandbox_run::run(conn, held, id, run_id, call, token),
-        span,
-    ));
+    let run = async move {
+        let _counted_until_it_ends = ticket;
+        sandbox_run::run(conn, held, id, run_id, call, token).await;
+    };
+    tasks.spawn(tracing::Instrument::instrument(run, span));
 }

@@ -73,6 +73,8 @@ impl Sandboxes {
     pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Value, ErrorObject> {
         held.allows(Capability::Snapshot)?;
         let state = self.state()?;
+        self.check_snapshot_quota(&held.tenant)
+            .map_err(|r| r.to_error())?;
         let claim = Claim::take(held, "snapshot")?;
         let made = self.capture(held, state).await;
         drop(claim);
@@ -186,7 +188,7 @@ impl Sandboxes {
         id: &str,
         limits_of: LimitsOf<'_>,
     ) -> Result<Arc<Held>, ErrorObject> {
-        let _one_at_a_time = self.resuming.lock().await;
+        let _one_at_a_time = self.resuming.enter(id).await;
         if let Ok(h) = self.get(id) {
             return Ok(h);
         }

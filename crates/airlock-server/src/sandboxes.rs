@@ -52,6 +52,8 @@ pub struct Held {
     pub raw: Value,
     /// The tenant that made it.
     pub tenant: crate::tenant::Tenant,
+    /// Its share of the admission budget, given back once its disposal has freed it.
+    reservation: Mutex<Option<crate::budget::Reservation>>,
     last_used: Mutex<Instant>,
     busy: Mutex<Option<String>>,
 }
@@ -90,6 +92,11 @@ impl Held {
                 self.id
             ),
         ))
+    }
+
+    /// Gives its share of the budget back (its disposal has freed what it held).
+    pub(crate) fn leave_budget(&self) {
+        drop(lock(&self.reservation).take());
     }
 
     /// Marks a call (postpones idle reclaim).
@@ -172,8 +179,12 @@ pub struct Sandboxes {
     state: Option<Arc<crate::state_dir::StateDir>>,
     /// Paused sandboxes by id.
     pub(crate) paused: Mutex<HashMap<String, crate::state_dir::PausedRecord>>,
-    /// Resumes run one at a time (two calls on one paused sandbox make it once).
-    pub(crate) resuming: tokio::sync::Mutex<()>,
+    /// One resume at a time per sandbox (two calls on one paused sandbox make it once).
+    pub(crate) resuming: crate::resume_gate::ResumeGates,
+    /// The admission budget and the tenants' quotas (`crate::budget`).
+    budget: crate::budget::Budget,
+    /// Each sandbox's disk bound (its tmpfs), bytes.
+    disk_bytes: u64,
 }
 
 /// Why `sandbox.create` did not hand one out.
@@ -245,8 +256,31 @@ impl Sandboxes {
             exposures: crate::expose::Exposures::new(),
             state: None,
             paused: Mutex::new(HashMap::new()),
-            resuming: tokio::sync::Mutex::new(()),
+            resuming: crate::resume_gate::ResumeGates::default(),
+            budget: crate::budget::Budget::unlimited(),
+            disk_bytes: Limits::default().max_disk_bytes,
         }
+    }
+
+    /// Admits sandboxes within `budget`, each accounting `disk_bytes` of tmpfs (the backend's
+    /// disk bound) besides its memory bounds.
+    #[must_use]
+    pub fn with_budget(mut self, budget: crate::budget::Budget, disk_bytes: u64) -> Self {
+        self.budget = budget;
+        self.disk_bytes = disk_bytes;
+        self
+    }
+
+    /// The admission budget.
+    #[must_use]
+    pub fn budget(&self) -> &crate::budget::Budget {
+        &self.budget
+    }
+
+    /// Each sandbox's disk bound, bytes.
+    #[must_use]
+    pub fn disk_bytes(&self) -> u64 {
+        self.disk_bytes
     }
 
     /// Keeps snapshots and paused sandboxes in `state`, and knows the sandboxes paused there
@@ -342,10 +376,10 @@ impl Sandboxes {
     pub(crate) async fn create_as(
         &self,
         id: String,
-        p: CreateParams,
+        mut p: CreateParams,
         limits: Limits,
     ) -> Result<Arc<Held>, ErrorObject> {
-        let key = match p.key {
+        let key = match p.key.take() {
             Some(k) => k,
             None => SandboxKey::new(crate::wire_spec::KEYLESS_SCOPE, id.as_str(), "wire")
                 .map_err(|e| ErrorObject::new(ErrorCode::InternalError, e.to_string()))?,
@@ -363,12 +397,18 @@ impl Sandboxes {
         }
         // The router compares the policy spec; the wire's own part (run limits, idle timeout)
         // is compared here, before the router would hand the live sandbox back.
-        if let Some(h) = existing {
+        if let Some(h) = &existing {
             if h.limits != limits || h.idle != p.idle {
                 self.audit_refusal(&key, &p.spec, "SandboxKeySpecMismatch");
-                return Err(key_spec_mismatch(&h));
+                return Err(key_spec_mismatch(h));
             }
         }
+        // The budget is reserved before anything is assembled (a live one holds its own).
+        self.check_egress_ceiling(&p)?;
+        let reservation = match existing {
+            Some(_) => None,
+            None => Some(self.admit(&p, &limits)?),
+        };
         let sb = self
             .router
             .acquire(&key, &p.spec)
@@ -394,14 +434,16 @@ impl Sandboxes {
             idle_action: p.idle_action,
             raw: p.raw,
             tenant: p.tenant,
+            reservation: Mutex::new(reservation),
             last_used: Mutex::new(Instant::now()),
             busy: Mutex::new(None),
         });
-        match self.insert(held) {
+        match self.insert(Arc::clone(&held)) {
             Ok(h) => Ok(h),
             Err(NotHeld::Mismatch(e)) => Err(e),
             Err(NotHeld::Full(e)) => {
                 let _ = self.router.dispose(&address).await;
+                held.leave_budget();
                 Err(e)
             }
         }
@@ -481,6 +523,7 @@ impl Sandboxes {
         }
         self.exposures.end_sandbox(&held.id);
         let _ = self.router.dispose(&held.key).await;
+        held.leave_budget();
         true
     }
 
@@ -499,6 +542,7 @@ impl Sandboxes {
         // No longer live, so no new exposure: end the ones it has (their connections close).
         self.exposures.end_sandbox(&h.id);
         let outcome = self.router.dispose(&h.key).await;
+        h.leave_budget();
         Ok(json!({ "sandbox_id": h.id, "disposal": disposal_value(outcome.err().as_ref()) }))
     }
 
@@ -506,20 +550,21 @@ impl Sandboxes {
     pub async fn dispose_scope(&self, tenant: &Tenant, scope: &str, thread_id: &str) -> Value {
         let scope = &crate::wire_spec::tenant_scope(tenant, scope);
         let mut ended = Vec::new();
-        lock(&self.live).retain(|id, h| {
+        lock(&self.live).retain(|_, h| {
             let end = h.key.in_conversation(scope, thread_id);
             if end {
-                ended.push(id.clone());
+                ended.push(Arc::clone(h));
             }
             !end
         });
-        for id in ended {
-            self.exposures.end_sandbox(&id);
+        for h in &ended {
+            self.exposures.end_sandbox(&h.id);
         }
         let ScopeRecord {
             disposed,
             undisposed,
         } = self.router.dispose_scope(scope, thread_id).await;
+        ended.iter().for_each(|h| h.leave_budget());
         json!({ "disposed": disposed, "undisposed": disposal_value(undisposed.as_ref()) })
     }
 

@@ -131,8 +131,12 @@ pub fn is_tenants_file(text: &str) -> bool {
 }
 
 /// Parse a tenants file's text.
+///
+/// A digest listed twice is refused, whoever's the lines are: that token would act for
+/// whichever tenant came first (a line copied and renamed by hand), so the file is not used.
 pub fn parse(path: &str, text: &str) -> Result<Vec<Entry>, TokenFileError> {
-    let mut out = Vec::new();
+    let mut out: Vec<Entry> = Vec::new();
+    let mut seen: std::collections::HashMap<[u8; 32], usize> = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -155,6 +159,11 @@ pub fn parse(path: &str, text: &str) -> Result<Vec<Entry>, TokenFileError> {
         let added_unix = added
             .parse()
             .map_err(|_| bad("the time added is not a whole number"))?;
+        if let Some(first) = seen.insert(digest, i + 1) {
+            return Err(bad(&format!(
+                "this token's digest is listed twice (also on line {first})"
+            )));
+        }
         if out.len() >= MAX_TOKENS {
             return Err(TokenFileError::TooLarge(path.into()));
         }
@@ -198,13 +207,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TokenFileError + '_ {
     }
 }
 
-/// Read a token file's text (bounded; a link is not followed).
+/// Read a token file's text (bounded). A link is followed: the operator names the path, and a
+/// Kubernetes Secret's file is a link into its `..data` directory.
 pub fn read_text(path: &Path) -> Result<String, TokenFileError> {
     let mut text = String::new();
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    std::fs::File::open(path)
         .map_err(io(path))?
         .take(MAX_FILE + 1)
         .read_to_string(&mut text)
@@ -319,6 +326,25 @@ mod tests {
     }
 
     #[test]
+    fn a_digest_listed_twice_is_refused_without_its_text() {
+        let alice = entry("alice", "tok-a-0123456789");
+        let bob = Entry {
+            tenant: Tenant::new("bob"),
+            ..alice.clone()
+        };
+        let text = render(&[alice.clone(), bob]);
+        let e = parse("f", &text).unwrap_err().to_string();
+        assert!(
+            e.contains("line 3") && e.contains("twice") && e.contains("line 2"),
+            "{e}"
+        );
+        let hex: String = alice.digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(!e.contains(&hex), "{e}");
+        let again = render(&[alice.clone(), alice]);
+        assert!(parse("f", &again).is_err(), "the same tenant's line twice");
+    }
+
+    #[test]
     fn tenant_names_are_checked() {
         for good in ["alice", "team-7", "a_b", "0x"] {
             check_name(good).unwrap();
@@ -335,6 +361,16 @@ mod tests {
         ] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_file_behind_a_link_is_read_as_a_kubernetes_secret_mounts_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("..data")).unwrap();
+        let text = render(&[entry("alice", "tok-a-0123456789")]);
+        std::fs::write(dir.path().join("..data/token"), &text).unwrap();
+        std::os::unix::fs::symlink("..data/token", dir.path().join("token")).unwrap();
+        assert_eq!(read_text(&dir.path().join("token")).unwrap(), text);
     }
 
     #[test]

@@ -52,6 +52,9 @@ print(_h.sha256(repr((sorted(table.items()), _h.sha256(blob).hexdigest(), box.v,
 /// A server on `state` as `user`, logging at info (the drain's lines), with `grace`.
 fn serve(state: &StateDir, user: Option<&str>, grace: &str) -> WsServer {
     let dir = state.dir.to_str().unwrap();
+    // 21 sandboxes of the default bounds (1 GiB disk + 512 MiB memory each) may hold more
+    // than this host's default admission budget; they hold a few MiB, and the budget is not
+    // this test's subject (serve::budget is).
     let args = [
         "--state-dir",
         dir,
@@ -59,6 +62,8 @@ fn serve(state: &StateDir, user: Option<&str>, grace: &str) -> WsServer {
         grace,
         "--log-level",
         "info",
+        "--memory-budget-mb",
+        "1048576",
     ];
     WsServer::start_as(user, &args)
 }

@@ -2,6 +2,7 @@
 pub mod support;
 
 mod admission;
+mod budget;
 mod conformance_stdio;
 mod conformance_ws;
 mod drain;
@@ -20,6 +21,7 @@ mod session_limits;
 mod sessions;
 mod snapshots;
 mod tenants;
+mod tenants_redteam;
 mod timeout_code;
 mod write_answer;
 mod zygote;

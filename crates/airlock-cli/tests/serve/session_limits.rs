@@ -66,7 +66,15 @@ async fn a_client_pipelining_reads_without_reading_answers_holds_bounded_memory(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn past_16_in_flight_a_request_is_refused_and_run_cancel_still_served() {
-    let server = WsServer::start(&["--max-concurrent-runs", "32"]);
+    // 17 sandboxes of the default bounds (1 GiB disk + 512 MiB memory each) may hold more
+    // than this host's default budget; they hold a few KiB, and the budget is not this test's
+    // subject (serve::budget is).
+    let server = WsServer::start(&[
+        "--max-concurrent-runs",
+        "32",
+        "--memory-budget-mb",
+        "1048576",
+    ]);
     let mut c = server.connect().await;
     let mut sids = Vec::new();
     for _ in 0..17 {
