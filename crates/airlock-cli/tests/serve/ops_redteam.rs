@@ -228,6 +228,25 @@ async fn a_client_chosen_process_id_does_not_reach_the_exported_spans() {
 /// Random bytes in /work: enough that writing their snapshot outlasts the shutdown timeout.
 const BIG: &str = "head -c 48000000 /dev/urandom > /work/big && echo kept > /work/kept";
 
+/// Wait (bounded) until a snapshot is being written: a `.tmp-*` file in the store.
+async fn writing(store: &std::path::Path) {
+    let end = Instant::now() + PATIENCE;
+    loop {
+        let names = std::fs::read_dir(store).into_iter().flatten().flatten();
+        if names
+            .map(|e| e.file_name())
+            .any(|n| n.to_string_lossy().starts_with(".tmp-"))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "no snapshot being written in {store:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_snapshot_cut_by_the_shutdown_timeout_does_not_make_the_drain_dispose_its_sandbox() {
     for who in IDENTITIES {
@@ -250,7 +269,7 @@ async fn a_snapshot_cut_by_the_shutdown_timeout_does_not_make_the_drain_dispose_
         // A snapshot in flight (its answer never awaited), then the drain.
         c.request("sandbox.snapshot", json!({"sandbox_id": sid}))
             .await;
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        writing(&state.dir.join("snapshots")).await;
         let t0 = Instant::now();
         let status = server.terminate();
         assert_eq!(status.code(), Some(0), "{who:?}: {}", server.stderr());
