@@ -287,10 +287,12 @@ fn on_sandbox(
             return;
         }
     };
-    crate::request_span::record_sandbox(&conn.span, &sid);
+    // Recorded once the id names the tenant's sandbox: a client-chosen string that names
+    // none (any length, up to the message cap) never reaches the exported span.
     let held = match sbs.get_for(&conn.info.tenant, &sid) {
         Ok(h) => h,
         Err(_) if sbs.owns(&conn.info.tenant, &sid) => {
+            crate::request_span::record_sandbox(&conn.span, &sid);
             on_paused(conn, sbs, id, method, params, sid, tasks);
             return;
         }
@@ -299,6 +301,7 @@ fn on_sandbox(
             return;
         }
     };
+    crate::request_span::record_sandbox(&conn.span, &held.id);
     if let Some(e) = wire_spec::needs(&method).and_then(|cap| held.allows(cap).err()) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;

@@ -24,6 +24,11 @@ const POLL: Duration = Duration::from_millis(50);
 /// keep the disk busy without a thundering herd of kernels saving at once).
 const PAUSES_AT_ONCE: usize = 4;
 
+/// How long the end of a drain waits for a sandbox's claim to clear before pausing it: a
+/// snapshot, pause or fork whose connection the shutdown timeout aborted holds it until its
+/// task is dropped, which the runtime does soon after, not at once.
+const CLAIM_WAIT: Duration = Duration::from_secs(10);
+
 /// The methods a draining server refuses: each would make a sandbox (a resume, a fork, a
 /// create) or start a process (a run, a background process). A call on a paused sandbox,
 /// which would resume it, is refused too (`dispatch.rs`, `on_paused`).
@@ -175,6 +180,7 @@ impl Sandboxes {
         } else if self.state_dir().is_none() {
             "the server has no state directory"
         } else {
+            unclaimed(&held).await;
             match self.pause(&id).await {
                 Ok(answer) => {
                     let snapshot = answer["snapshot_id"].as_str().unwrap_or("");
@@ -190,5 +196,15 @@ impl Sandboxes {
         let _ = self.dispose(&id).await;
         tracing::info!(sandbox = %id, why, "drain: disposed");
         Fate::Disposed(id)
+    }
+}
+
+/// Wait (at most [`CLAIM_WAIT`]) until nothing holds `held`'s claim: no run is left by then, so
+/// a claim is a snapshot, pause or fork cut by the shutdown, released when its task is dropped
+/// (`serve::ops_redteam::a_snapshot_cut_by_the_shutdown_timeout_does_not_make_the_drain_dispose_its_sandbox`).
+async fn unclaimed(held: &Held) {
+    let end = tokio::time::Instant::now() + CLAIM_WAIT;
+    while held.running().is_some() && tokio::time::Instant::now() < end {
+        tokio::time::sleep(POLL).await;
     }
 }

@@ -34,6 +34,31 @@ pub(crate) fn internal(msg: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(ErrorCode::InternalError, msg.to_string())
 }
 
+/// A sandbox claimed for a snapshot, a pause or a fork, released when dropped: also when the
+/// request's task is dropped mid-capture (its connection aborted at the end of a shutdown's
+/// timeout), so the drain's own pause that follows is not refused `busy` and the sandbox
+/// disposed of (`serve::ops_redteam::a_snapshot_cut_by_the_shutdown_timeout_does_not_make_the_drain_dispose_its_sandbox`).
+struct Claim<'a>(&'a Held);
+
+impl<'a> Claim<'a> {
+    fn take(held: &'a Held, what: &str) -> Result<Self, ErrorObject> {
+        held.claim(what)?;
+        Ok(Claim(held))
+    }
+
+    /// Leave the sandbox claimed for good (it is no longer live: a request that looked it up
+    /// before it ended finds it `busy`).
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 impl Sandboxes {
     pub(crate) fn state(&self) -> Result<&Arc<StateDir>, ErrorObject> {
         self.state_dir().ok_or_else(|| {
@@ -50,9 +75,9 @@ impl Sandboxes {
         let state = self.state()?;
         self.check_snapshot_quota(&held.tenant)
             .map_err(|r| r.to_error())?;
-        held.claim("snapshot")?;
+        let claim = Claim::take(held, "snapshot")?;
         let made = self.capture(held, state).await;
-        held.release();
+        drop(claim);
         let (id, answer) = made?;
         state.keep(&id, &held.tenant).map_err(internal)?;
         Ok(answer)
@@ -102,14 +127,8 @@ impl Sandboxes {
             got => got?,
         };
         held.allows(Capability::Snapshot)?;
-        held.claim("pause")?;
-        let (snapshot_id, mut answer) = match self.capture(&held, state).await {
-            Ok(made) => made,
-            Err(e) => {
-                held.release();
-                return Err(e);
-            }
-        };
+        let claim = Claim::take(&held, "pause")?;
+        let (snapshot_id, mut answer) = self.capture(&held, state).await?;
         let record = PausedRecord {
             sandbox_id: held.id.clone(),
             snapshot_id: snapshot_id.as_str().to_owned(),
@@ -119,13 +138,12 @@ impl Sandboxes {
             idle_timeout_s: Some(held.life.idle_timeout().as_secs_f64()),
             tenant: Some(held.tenant.to_string()),
         };
-        if let Err(e) = state.record_paused(&record) {
-            held.release();
-            return Err(internal(e));
-        }
+        state.record_paused(&record).map_err(internal)?;
         lock(&self.paused).insert(held.id.clone(), record);
         // Live until now: a dispose that came meanwhile wins, and the pause is undone.
-        if !self.end_live(&held).await {
+        let ended = self.end_live(&held).await;
+        claim.keep();
+        if !ended {
             let _ = self.dispose_paused(&held.id);
             return Err(ErrorObject::new(
                 ErrorCode::NotFound,
@@ -227,9 +245,9 @@ impl Sandboxes {
             ));
         }
         let state = self.state()?;
-        held.claim("fork")?;
+        let claim = Claim::take(held, "fork")?;
         let made = self.capture(held, state).await;
-        held.release();
+        drop(claim);
         let (snapshot_id, _) = made?;
         let branches = self.branches(held, &snapshot_id, count, limits_of).await;
         self.drop_unless_held(snapshot_id.as_str());

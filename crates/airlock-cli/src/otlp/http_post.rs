@@ -1,21 +1,26 @@
 //! The smallest HTTP/1.1 client OTLP/HTTP needs: one `POST` per export over a fresh plain TCP
 //! connection (`http://` only: a collector on loopback or a sidecar; TLS is not spoken), with
-//! a deadline on connect, write and read, and a bounded read of the answer (the collector is
-//! across a trust boundary). It runs on the batch processor's own thread, never on the
-//! server's runtime, so blocking I/O here cannot slow a run.
+//! a deadline on connect and one on the whole exchange after it (every write and read gets
+//! only the time left, so a collector that drips its answer a byte at a time cannot hold the
+//! export past it), and a bounded read of the answer (the collector is across a trust
+//! boundary). It runs on the batch processor's own thread, never on the server's runtime, so
+//! blocking I/O here cannot slow a run.
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 
 /// Most of an answer read: OTLP answers are a few bytes (a partial-success message at most).
-const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Bytes written or read at once, each with the time left before the deadline.
+const IO_CHUNK: usize = 16 * 1024;
 
 /// Posts OTLP bodies over plain HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpPost {
-    /// Bound on connecting, and on each write and read.
+    /// Bound on connecting, and on the whole request and answer after it.
     pub timeout: Duration,
 }
 
@@ -30,6 +35,8 @@ enum PostError {
     NoAddress(String),
     #[error("the collector's answer has no status line")]
     NoStatus,
+    #[error("the collector did not take the request and answer it in time")]
+    Deadline,
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -49,14 +56,46 @@ impl HttpPost {
             .next()
             .ok_or_else(|| PostError::NoAddress(authority.to_string()))?;
         let mut stream = TcpStream::connect_timeout(&addr, self.timeout)?;
-        stream.set_write_timeout(Some(self.timeout))?;
-        stream.set_read_timeout(Some(self.timeout))?;
-        stream.write_all(&head(request, authority.as_str()))?;
-        stream.write_all(request.body())?;
-        let mut answer = Vec::new();
-        stream.take(MAX_ANSWER_BYTES).read_to_end(&mut answer)?;
-        parse_answer(&answer)
+        let deadline = Instant::now() + self.timeout;
+        write_by(&mut stream, &head(request, authority.as_str()), deadline)?;
+        write_by(&mut stream, request.body(), deadline)?;
+        parse_answer(&read_by(&mut stream, deadline)?)
     }
+}
+
+/// The time left before `deadline` (an error once there is none).
+fn left(deadline: Instant) -> Result<Duration, PostError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(PostError::Deadline);
+    }
+    Ok(left)
+}
+
+/// Write all of `bytes` by `deadline`.
+fn write_by(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> Result<(), PostError> {
+    for chunk in bytes.chunks(IO_CHUNK) {
+        stream.set_write_timeout(Some(left(deadline)?))?;
+        stream.write_all(chunk)?;
+    }
+    Ok(())
+}
+
+/// Read the answer until the collector closes, at most [`MAX_ANSWER_BYTES`], by `deadline`.
+fn read_by(stream: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, PostError> {
+    let mut answer = Vec::new();
+    let mut chunk = vec![0u8; IO_CHUNK];
+    while answer.len() < MAX_ANSWER_BYTES {
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        let room = (MAX_ANSWER_BYTES - answer.len()).min(IO_CHUNK);
+        match stream.read(&mut chunk[..room]) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(answer)
 }
 
 /// The request line and headers (the exporter's, then ours).
@@ -140,6 +179,37 @@ mod tests {
             "{sent}"
         );
         assert!(sent.contains("Content-Length: 2\r\n"), "{sent}");
+    }
+
+    /// A hostile collector that answers one byte every 100 ms, forever (each byte well within
+    /// any per-read timeout): the post gives up at its deadline, not when the collector stops.
+    #[test]
+    fn a_collector_dripping_its_answer_cannot_hold_an_export_past_the_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut got = vec![0u8; 4096];
+            let _ = s.read(&mut got);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\n");
+            for _ in 0..600 {
+                std::thread::sleep(Duration::from_millis(100));
+                if s.write_all(b"x").is_err() {
+                    return;
+                }
+            }
+        });
+        let req = Request::post(format!("http://127.0.0.1:{port}/v1/traces"))
+            .body(Bytes::from_static(b"\x01"))
+            .unwrap();
+        let client = HttpPost {
+            timeout: Duration::from_millis(700),
+        };
+        let t0 = Instant::now();
+        let got = client.post(&req);
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(3), "held for {took:?}: {got:?}");
+        assert!(got.is_err(), "{got:?}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod health;
 mod kernel;
 mod lifetimes;
 mod logs;
+mod ops_redteam;
 mod ports;
 mod processes;
 mod restricted;
