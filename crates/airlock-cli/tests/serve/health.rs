@@ -219,3 +219,59 @@ async fn a_tenant_token_does_not_read_the_metrics_of_every_tenant() {
         assert_eq!(get(&server.addr, "/healthz").await.status, 200, "{who:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readyz_is_unready_while_a_drain_lets_a_run_finish_and_healthz_stays_alive() {
+    for who in identities() {
+        let mut server = WsServer::start_as(who, &["--drain-grace", "20"]);
+        let addr = server.addr.clone();
+        assert_eq!(get(&addr, "/readyz").await.status, 200, "{who:?}");
+        let mut c = server.connect().await;
+        let created = c.call("sandbox.create", json!({"spec": {}})).await;
+        let sid = result_of(&created)["sandbox_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let code = "import time\nprint('go', flush=True)\ntime.sleep(3)\nprint('done')";
+        let run = c
+            .request(
+                "sandbox.run_code",
+                json!({"sandbox_id": sid, "code": code, "stream": true}),
+            )
+            .await;
+        // The run is in flight (its first line streamed) when SIGTERM comes.
+        loop {
+            let m = c.recv().await.expect("the run's output");
+            if m.pointer("/params/data").and_then(|d| d.as_str()) == Some("go\n") {
+                break;
+            }
+        }
+        signal(server.pid(), libc_sigterm());
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = get(&addr, "/readyz").await;
+            if r.status == 503 {
+                assert_eq!(r.body, "not ready\n", "{who:?}");
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "{who:?}: still ready while draining"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            get(&addr, "/healthz").await.status,
+            200,
+            "{who:?}: alive while draining"
+        );
+        let (answer, _) = c.wait_for(run, &no_tools).await;
+        assert_eq!(
+            result_of(&answer)["stdout"],
+            "go\ndone\n",
+            "{who:?}: {answer}"
+        );
+        let status = wait_bounded(&mut server.child, Duration::from_secs(30));
+        assert!(status.is_some_and(|s| s.success()), "{who:?}: {status:?}");
+    }
+}

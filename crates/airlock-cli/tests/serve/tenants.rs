@@ -558,3 +558,53 @@ async fn run_records_and_lists_name_their_tenant() {
         assert_eq!(rec["tenant"], json!(t), "{rec}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_flooding_requests_is_read_at_its_rate_while_another_is_served_at_once() {
+    for user in IDENTITIES {
+        let policy = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            policy.path(),
+            "floor = \"os_process\"\n[tenants.alice]\nmax_requests_per_s = 20\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(policy.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let policy_arg = policy.path().to_str().unwrap();
+        let (server, tokens) =
+            WsServer::start_tenants(user, &["alice", "bob"], &["--policy", policy_arg]);
+        let mut a = server.connect_as(&tokens["alice"]).await;
+        let mut b = server.connect_as(&tokens["bob"]).await;
+        // Alice pipelines 300 requests without waiting for an answer.
+        let started = Instant::now();
+        for _ in 0..300 {
+            a.request("sandbox.list", json!({})).await;
+        }
+        // Bob is answered at once meanwhile, every time.
+        for _ in 0..20 {
+            let t = Instant::now();
+            ok(&mut b, "sandbox.list", json!({})).await;
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "{user:?}: bob waited {:?}",
+                t.elapsed()
+            );
+        }
+        // Alice's answers come at her rate: her burst (40) and 20 a second since, no faster.
+        let window = Duration::from_secs(3);
+        let mut answered = 0;
+        while let Ok(Some(m)) = tokio::time::timeout_at((started + window).into(), a.recv()).await {
+            if m.get("result").is_some() {
+                answered += 1;
+            }
+        }
+        let most = 40 + 20 * window.as_secs() as usize + 5;
+        assert!(
+            answered <= most,
+            "{user:?}: {answered} answers in {window:?}, above {most}"
+        );
+        assert!(
+            answered >= 40,
+            "{user:?}: only {answered} answers: not her burst"
+        );
+    }
+}
