@@ -20,10 +20,13 @@ struct Bucket {
     at: Instant,
 }
 
+/// A tenant's rate, requests per second (`None`: not limited).
+pub type RateOf = dyn Fn(&Tenant) -> Option<u64> + Send + Sync;
+
 /// The buckets of every tenant.
 pub struct RequestRates {
     buckets: Mutex<HashMap<Tenant, Bucket>>,
-    rate_of: Box<dyn Fn(&Tenant) -> Option<u64> + Send + Sync>,
+    rate_of: Box<RateOf>,
 }
 
 impl RequestRates {
