@@ -56,6 +56,7 @@ pub(crate) mod resume_gate;
 pub mod sandbox_life;
 pub(crate) mod sandbox_list;
 pub mod sandbox_pause;
+pub(crate) mod sandbox_reclaim;
 pub(crate) mod sandbox_run;
 pub mod sandboxes;
 pub mod session;

@@ -21,9 +21,6 @@ use crate::cancel::CancelToken;
 use crate::tenant::Tenant;
 use crate::wire_spec::CreateParams;
 
-/// How often idle sandboxes are looked for.
-const REAP_PERIOD: Duration = Duration::from_secs(1);
-
 /// One live sandbox as the server holds it.
 #[derive(Debug)]
 pub struct Held {
@@ -138,7 +135,7 @@ impl Held {
         *lock(&self.last_used)
     }
 
-    fn idle_for(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn idle_for(&self, now: Instant) -> Option<Duration> {
         if lock(&self.busy).is_some() {
             return None;
         }
@@ -167,7 +164,7 @@ impl Held {
 pub struct Sandboxes {
     router: Router,
     backend: Arc<LocalBackend>,
-    live: Mutex<HashMap<String, Arc<Held>>>,
+    pub(crate) live: Mutex<HashMap<String, Arc<Held>>>,
     runs: Mutex<HashMap<String, (Tenant, CancelToken)>>,
     next: AtomicU64,
     epoch: String,
@@ -623,65 +620,6 @@ impl Sandboxes {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Dispose of every sandbox idle past its timeout, until `stop` is cancelled.
-    pub async fn reap_idle(self: Arc<Self>, stop: CancelToken) {
-        let mut tick = tokio::time::interval(REAP_PERIOD);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            let now = Instant::now();
-            let idle: Vec<Arc<Held>> = lock(&self.live)
-                .values()
-                .filter(|h| h.idle_for(now).is_some())
-                .cloned()
-                .collect();
-            for h in idle {
-                // Each on its own task: one slow pause (a kernel's save) holds up no other
-                // reclaim, and each checks again that its sandbox is still idle.
-                let me = Arc::clone(&self);
-                tokio::spawn(async move { me.reclaim(&h).await });
-            }
-        }
-    }
-
-    /// Reclaim `h` if it is still idle and held: pause it (`idle_action: "pause"`) or dispose
-    /// of it. A pause refused for want of room or because a call came meanwhile leaves it
-    /// live (its next idle timeout tries again); any other failed pause disposes of it.
-    async fn reclaim(&self, h: &Arc<Held>) {
-        let held = lock(&self.live).get(&h.id).cloned();
-        let Some(held) = held.filter(|l| Arc::ptr_eq(l, h)) else {
-            return;
-        };
-        if held.idle_for(Instant::now()).is_none() {
-            return;
-        }
-        if held.idle_action == crate::wire_spec::IdleAction::Pause {
-            tracing::info!(sandbox = %held.id, "idle timeout; pausing");
-            match self.pause(&held.id).await {
-                Ok(_) => return,
-                Err(e)
-                    if e.code == ErrorCode::OverCapacity.code()
-                        || e.code == ErrorCode::Busy.code() =>
-                {
-                    tracing::warn!(sandbox = %held.id, error = %e.message, "pause refused; kept live");
-                    held.touch();
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(sandbox = %held.id, error = %e.message, "pause failed; disposing")
-                }
-            }
-            if held.idle_for(Instant::now()).is_none() {
-                return;
-            }
-        } else {
-            tracing::info!(sandbox = %held.id, "idle timeout; disposing");
-        }
-        let _ = self.dispose(&held.id).await;
     }
 
     /// Dispose of everything (server shutdown).
