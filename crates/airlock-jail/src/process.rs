@@ -280,6 +280,69 @@ pub fn reset_signal_dispositions() -> Result<()> {
     Ok(())
 }
 
+/// Makes `cmd`'s child start with every signal at its default disposition and none blocked,
+/// as if its parent had none ignored: an ignored disposition survives `execve` (a server
+/// started under `nohup` ignores `SIGHUP`), and a long-lived child forked from — the zygote —
+/// would hand it to every run, which a cold run's stage resets before its own `execve`.
+pub fn default_signals_at_spawn(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let closure = || {
+        let default = KernelSigaction {
+            handler: libc::SIG_DFL,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        for sig in 1..=64 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            // SAFETY: rt_sigaction is async-signal-safe; `default` is a valid kernel sigaction
+            // on this stack frame, the old action is not asked for, the sigset size is 8.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    &default as *const KernelSigaction,
+                    std::ptr::null_mut::<KernelSigaction>(),
+                    8usize,
+                );
+            }
+        }
+        let none = [0u64; 16];
+        // SAFETY: async-signal-safe raw rt_sigprocmask with an empty 8-byte set; the old mask
+        // is not asked for.
+        if unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                none.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            )
+        } < 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // SAFETY: the closure runs in the forked child before exec and makes only raw,
+    // async-signal-safe syscalls; it allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(closure);
+    }
+}
+
+/// The kernel's `struct sigaction` (what `rt_sigaction` takes; glibc's `sigaction` refuses the
+/// two real-time signals it reserves, 32 and 33, which the broker's may have ignored).
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
 /// The real-time signals (32 up) back to their default disposition: for a zygote's child,
 /// whose interpreter owns the classic signals' handlers but never sets a real-time one, so that
 /// it starts with the dispositions a cold run's interpreter has.
@@ -288,15 +351,6 @@ pub fn reset_realtime_signal_dispositions() -> Result<()> {
 }
 
 fn reset_dispositions(signals: std::ops::RangeInclusive<i32>) -> Result<()> {
-    /// The kernel's `struct sigaction` (what `rt_sigaction` takes; glibc's `sigaction` refuses
-    /// the two real-time signals it reserves, 32 and 33, which the broker's may have ignored).
-    #[repr(C)]
-    struct KernelSigaction {
-        handler: libc::sighandler_t,
-        flags: libc::c_ulong,
-        restorer: usize,
-        mask: u64,
-    }
     let default = KernelSigaction {
         handler: libc::SIG_DFL,
         flags: 0,

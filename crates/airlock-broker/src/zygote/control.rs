@@ -58,6 +58,8 @@ impl Control {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // The zygote starts as a cold run's interpreter does: no disposition inherited.
+        airlock_jail::process::default_signals_at_spawn(cmd.as_std_mut());
         fdpass::map_fd_at_spawn(cmd.as_std_mut(), theirs.into(), CONTROL_FD)
             .map_err(|e| ZygoteError::Start(e.to_string()))?;
         let mut child = cmd.spawn().map_err(failed)?;

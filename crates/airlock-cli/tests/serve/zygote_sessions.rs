@@ -308,8 +308,10 @@ fn check_properties(how: &str, seen: &Value, host: &HostView, server_pid: i32) {
 }
 
 async fn equal_to_cold(user: Option<&str>) {
-    let forked = WsServer::start_as(user, &[]);
-    let cold = WsServer::start_as(user, &["--exec-per-run"]);
+    // Both started under `nohup`, as an operator may: the server then ignores SIGHUP, and an
+    // ignored disposition survives execve (the zygote must not hand it to its runs).
+    let forked = WsServer::start_wrapped(user, &["nohup"], &[]);
+    let cold = WsServer::start_wrapped(user, &["nohup"], &["--exec-per-run"]);
     let (f_seen, f_host, f_result) = probe(&forked).await;
     let (c_seen, c_host, c_result) = probe(&cold).await;
     assert_eq!(f_result["via"], "zygote", "{f_result}");
