@@ -287,26 +287,9 @@ pub fn reset_signal_dispositions() -> Result<()> {
 pub fn default_signals_at_spawn(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     let closure = || {
-        let default = KernelSigaction {
-            handler: libc::SIG_DFL,
-            flags: 0,
-            restorer: 0,
-            mask: 0,
-        };
         for sig in 1..=64 {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            // SAFETY: rt_sigaction is async-signal-safe; `default` is a valid kernel sigaction
-            // on this stack frame, the old action is not asked for, the sigset size is 8.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_rt_sigaction,
-                    sig,
-                    &default as *const KernelSigaction,
-                    std::ptr::null_mut::<KernelSigaction>(),
-                    8usize,
-                );
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                set_default(sig);
             }
         }
         let none = [0u64; 16];
@@ -351,32 +334,34 @@ pub fn reset_realtime_signal_dispositions() -> Result<()> {
 }
 
 fn reset_dispositions(signals: std::ops::RangeInclusive<i32>) -> Result<()> {
+    for sig in signals {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            check_long(set_default(sig), "rt_sigaction")?;
+        }
+    }
+    Ok(())
+}
+
+/// `rt_sigaction(sig, SIG_DFL)` with an empty mask and no flags; async-signal-safe (a raw
+/// syscall on a stack value, nothing allocated). Answers the syscall's return.
+fn set_default(sig: i32) -> libc::c_long {
     let default = KernelSigaction {
         handler: libc::SIG_DFL,
         flags: 0,
         restorer: 0,
         mask: 0,
     };
-    for sig in signals {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        check_long(
-            // SAFETY: `default` is a valid kernel sigaction (SIG_DFL, no flags, empty mask) for
-            // the call; the old action is not asked for; the size is the kernel's sigset (8).
-            unsafe {
-                libc::syscall(
-                    libc::SYS_rt_sigaction,
-                    sig,
-                    &default as *const KernelSigaction,
-                    std::ptr::null_mut::<KernelSigaction>(),
-                    8usize,
-                )
-            },
-            "rt_sigaction",
-        )?;
+    // SAFETY: `default` is a valid kernel sigaction (SIG_DFL, no flags, empty mask) for the
+    // call; the old action is not asked for; the size is the kernel's sigset (8).
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            &default as *const KernelSigaction,
+            std::ptr::null_mut::<KernelSigaction>(),
+            8usize,
+        )
     }
-    Ok(())
 }
 
 /// `setsid(2)`: a new session and process group led by the caller.

@@ -1130,3 +1130,25 @@ pub fn run_cgroups(server: i32) -> std::collections::BTreeSet<PathBuf> {
     }
     dirs
 }
+
+/// A state directory (`--state-dir`) the server's `user` owns, 0700.
+pub fn state_dir(user: Option<&str>) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    if let Some(u) = user {
+        let st = Command::new("chown")
+            .args([&format!("{u}:"), tmp.path().to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    tmp
+}
+
+/// `method`'s result, asserting it is not an error.
+pub async fn ok(c: &mut WsClient, method: &str, params: Value) -> Value {
+    let r = c.call(method, params).await;
+    assert!(r.get("error").is_none(), "{method}: {r}");
+    result_of(&r).clone()
+}

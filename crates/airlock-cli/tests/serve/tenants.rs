@@ -29,26 +29,6 @@ const REQUIRES: [&str; 9] = [
     "snapshot",
 ];
 
-/// A state directory the server's user owns.
-fn state_dir(user: Option<&str>) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    if let Some(u) = user {
-        let st = std::process::Command::new("chown")
-            .args([&format!("{u}:"), tmp.path().to_str().unwrap()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    tmp
-}
-
-async fn ok(c: &mut WsClient, method: &str, params: Value) -> Value {
-    let r = c.call(method, params).await;
-    assert!(r.get("error").is_none(), "{method}: {r}");
-    result_of(&r).clone()
-}
-
 /// The same id with its last eight letters and digits changed (same classes, same length):
 /// an id of the same shape that names nothing.
 fn never_made(id: &str) -> String {

@@ -8,7 +8,6 @@
 //! - paused records from before tenants (no `tenant`) belong to no tenant of a tenants file.
 //!
 //! As root and as `airlock-test` where the server's identity matters.
-use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,26 +17,6 @@ use super::support::*;
 
 const IDENTITIES: [Option<&str>; 2] = [None, Some("airlock-test")];
 const NOT_FOUND: i64 = -32016;
-
-/// A state directory the server's user owns.
-fn state_dir(user: Option<&str>) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    if let Some(u) = user {
-        let st = Command::new("chown")
-            .args([&format!("{u}:"), tmp.path().to_str().unwrap()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    tmp
-}
-
-async fn ok(c: &mut WsClient, method: &str, params: Value) -> Value {
-    let r = c.call(method, params).await;
-    assert!(r.get("error").is_none(), "{method}: {r}");
-    result_of(&r).clone()
-}
 
 async fn create(c: &mut WsClient, params: Value) -> String {
     ok(c, "sandbox.create", params).await["sandbox_id"]
