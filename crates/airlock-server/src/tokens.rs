@@ -41,12 +41,12 @@ pub struct Entry {
 #[derive(Debug, thiserror::Error)]
 pub enum TokenFileError {
     /// Reading or writing it failed.
-    #[error("token file {path}: {source}")]
+    #[error("token file {path}: {error}")]
     Io {
         /// The file.
         path: String,
         /// The failure.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A line is not `NAME sha256:HEX ADDED_UNIX` (the line's text is not repeated: it may
     /// be a secret pasted by mistake).
@@ -201,9 +201,9 @@ pub fn render(entries: &[Entry]) -> String {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TokenFileError + '_ {
-    move |source| TokenFileError::Io {
+    move |error| TokenFileError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     }
 }
 
@@ -226,7 +226,7 @@ pub fn read_text(path: &Path) -> Result<String, TokenFileError> {
 pub fn load(path: &Path) -> Result<Vec<Entry>, TokenFileError> {
     match read_text(path) {
         Ok(text) => parse(&path.display().to_string(), &text),
-        Err(TokenFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+        Err(TokenFileError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
             Ok(Vec::new())
         }
         Err(e) => Err(e),
