@@ -212,3 +212,15 @@ except ImportError:
     pass
 PY
 fi
+
+# tokens_file: a tenants file as `airlock token add` writes it; a comment-only one.
+seed tokens_file two "" "# airlock tenants
+alice sha256:$(printf '%064d' 0) 1796400000
+team-b sha256:$(printf 'ab%.0s' $(seq 32)) 1796400001
+"
+seed tokens_file comment "" "# nothing yet
+"
+# trace_meta: params carrying a W3C trace context (docs/server.md "Traces"), and a bad one.
+seed trace_meta meta "" '{"sandbox_id":"sb-1","_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"a=b"}}'
+seed trace_meta bad "" '{"_meta":{"traceparent":"ff-00000000000000000000000000000000-0000000000000000-00"}}'
+
