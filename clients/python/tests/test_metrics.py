@@ -114,6 +114,15 @@ async def test_families_move_as_runs_refusals_transfers_and_sandboxes_happen(met
         sandbox_id = sb.sandbox_id
         await sb.dispose()
         after = scrape(metered)
+        # An allowlist sandbox asking its proxy for a host off the list: one denied decision.
+        fenced = await client.sandbox(egress="allowlist", egress_allow=["example.com:443"])
+        asked = await fenced.run_code(
+            "import urllib.request\n"
+            "try:\n    urllib.request.urlopen('http://denied.invalid/', timeout=10)\n"
+            "except Exception as e:\n    print(type(e).__name__)")
+        assert asked.status == "completed" and asked.stdout.strip() == "HTTPError", asked
+        await fenced.dispose()
+        fenced_after = scrape(metered)
 
     runs = "airlock_runs", "airlock_runs_total"
     # The execute's run, under its own via; its tool call.
@@ -143,3 +152,5 @@ async def test_families_move_as_runs_refusals_transfers_and_sandboxes_happen(met
     assert value(after, "airlock_sandboxes_live", "airlock_sandboxes_live", tenant="default") == live0
     assert value(after, "airlock_sandbox_disk_used_bytes", "airlock_sandbox_disk_used_bytes",
                  sandbox_id=sandbox_id) == 0
+    decisions = "airlock_egress_decisions", "airlock_egress_decisions_total"
+    assert value(fenced_after, *decisions, decision="denied") == value(after, *decisions, decision="denied") + 1
