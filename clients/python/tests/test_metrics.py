@@ -15,7 +15,6 @@ Without the token the same URL is 401 (docs/server.md "Metrics and health")."""
 import os
 import pathlib
 import pwd
-import shutil
 import urllib.error
 import urllib.request
 
@@ -24,24 +23,18 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from airlock_client import AsyncClient, OverCapacityError
 from conftest import Server
-from test_consistency import USER, Identity
+from test_consistency import USER, identity  # noqa: F401 (the fixture, used by name)
 
 
-@pytest.fixture(scope="module", params=["root", USER])
-def metered(request):
-    if request.param != "root":
-        if os.geteuid() != 0:
-            pytest.skip("switching to airlock-test needs root")
-        try:
-            pwd.getpwnam(request.param)
-        except KeyError:
-            pytest.fail(f"create the user {USER} (scripts/test.sh does): the rootless path must be tested")
-    ident = Identity(request.param)
+@pytest.fixture(scope="module")
+def metered(identity):
+    """The server under test, as `identity` (test_consistency's fixture: root, then airlock-test)."""
+    ident = identity
     work = ident.dir / "server"
     work.mkdir()
     launcher = ident.launcher
-    if request.param != "root":
-        pw = pwd.getpwnam(request.param)
+    if ident.who != "root":
+        pw = pwd.getpwnam(ident.who)
         os.chown(work, pw.pw_uid, pw.pw_gid)
         # setpriv execs in place (runuser would stay the parent): SIGTERM reaches the server.
         launcher = str(ident.dir / "as-user-exec")
@@ -52,10 +45,9 @@ def metered(request):
     s = Server(work, extra=["--ceiling-timeout", "60", "--max-sandboxes", "1"], state_dir=work / "state",
                launcher=launcher)
     # The server itself runs as the identity under test.
-    assert os.stat(f"/proc/{s.proc.pid}").st_uid == pwd.getpwnam(request.param).pw_uid
+    assert os.stat(f"/proc/{s.proc.pid}").st_uid == pwd.getpwnam(ident.who).pw_uid
     yield s
     assert s.stop() == 0
-    shutil.rmtree(ident.dir, ignore_errors=True)
 
 
 def metrics_url(server: Server) -> str:

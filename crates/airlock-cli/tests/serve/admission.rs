@@ -11,20 +11,6 @@ use super::support::*;
 /// Idle connections opened before the authorized client (more than the old 256 slots).
 const ATTACKERS: usize = 300;
 
-/// Who the server runs as: the invoking user, and the unprivileged test user when root.
-fn identities() -> Vec<Option<&'static str>> {
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0\n"))
-        .unwrap_or(false);
-    if root {
-        vec![None, Some("airlock-test")]
-    } else {
-        vec![None]
-    }
-}
-
 /// Opens `n` TCP connections that send half a request line and then nothing.
 async fn idle_connections(addr: &str, n: usize) -> Vec<TcpStream> {
     let mut out = Vec::with_capacity(n);

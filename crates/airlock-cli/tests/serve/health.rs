@@ -11,20 +11,6 @@ use tokio::net::TcpStream;
 
 use super::support::*;
 
-/// Who the server runs as: the invoking user, and the unprivileged test user when root.
-fn identities() -> Vec<Option<&'static str>> {
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0\n"))
-        .unwrap_or(false);
-    if root {
-        vec![None, Some("airlock-test")]
-    } else {
-        vec![None]
-    }
-}
-
 /// One HTTP response: status code, head and body.
 struct Http {
     status: u16,
@@ -111,11 +97,7 @@ async fn readyz_is_unready_at_the_capacity_of_sandboxes_or_connections() {
         let server = WsServer::start_as(who, &["--max-sandboxes", "1", "--max-connections", "2"]);
         let addr = server.addr.as_str();
         let mut c = server.connect().await;
-        let created = c.call("sandbox.create", json!({"spec": {}})).await;
-        let sid = result_of(&created)["sandbox_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = create(&mut c, json!({"spec": {}})).await;
         let r = get(addr, "/readyz").await;
         assert_eq!((r.status, r.body.as_str()), (503, "not ready\n"), "{who:?}");
         assert_eq!(get(addr, "/healthz").await.status, 200, "{who:?}");
@@ -227,11 +209,7 @@ async fn readyz_is_unready_while_a_drain_lets_a_run_finish_and_healthz_stays_ali
         let addr = server.addr.clone();
         assert_eq!(get(&addr, "/readyz").await.status, 200, "{who:?}");
         let mut c = server.connect().await;
-        let created = c.call("sandbox.create", json!({"spec": {}})).await;
-        let sid = result_of(&created)["sandbox_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = create(&mut c, json!({"spec": {}})).await;
         let code = "import time\nprint('go', flush=True)\ntime.sleep(3)\nprint('done')";
         let run = c
             .request(

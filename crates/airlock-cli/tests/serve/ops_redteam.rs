@@ -56,11 +56,7 @@ async fn operator_routes_answer_one_request_per_connection_and_leak_nothing() {
         let main = server.addr.as_str();
         let ops = server.metrics.clone().expect("the metrics address");
         let mut c = server.connect().await;
-        let created = c.call("sandbox.create", json!({"spec": {}})).await;
-        let sid = result_of(&created)["sandbox_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = create(&mut c, json!({"spec": {}})).await;
         let bearer = format!("Authorization: Bearer {}", server.token);
         // Pipelined after /healthz: an authorized upgrade, and /metrics with the token. One
         // answer, then the connection is closed: nothing smuggled behind it is served.
@@ -198,11 +194,7 @@ async fn a_client_chosen_process_id_does_not_reach_the_exported_spans() {
         let collector = Collector::start();
         let mut server = WsServer::start_as(who, &["--otlp-endpoint", &collector.url]);
         let mut c = server.connect().await;
-        let created = c.call("sandbox.create", json!({"spec": {}})).await;
-        let sid = result_of(&created)["sandbox_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = create(&mut c, json!({"spec": {}})).await;
         // 200 000 bytes the client chose, as the sandbox part of a process id.
         let marker = format!("MARK{}", "Q".repeat(200_000));
         for method in ["process.wait", "process.signal", "process.input"] {

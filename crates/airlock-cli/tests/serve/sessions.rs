@@ -23,11 +23,6 @@ const CHUNK: usize = 512 * 1024;
 /// The identities the security tests run the server as.
 const IDENTITIES: [Option<&str>; 2] = [None, Some("airlock-test")];
 
-async fn create(c: &mut WsClient, params: Value) -> String {
-    let r = c.call("sandbox.create", params).await;
-    result_of(&r)["sandbox_id"].as_str().unwrap().to_string()
-}
-
 async fn write(c: &mut WsClient, sid: &str, path: &str, bytes: &[u8]) -> Value {
     c.call(
         "files.write",

@@ -99,31 +99,7 @@ impl WsServer {
         extra: &[&str],
     ) -> WsServer {
         std::fs::create_dir(dir.path().join("tmp")).unwrap();
-        let mut cmd = match (user, wrapper.split_first()) {
-            (None, None) => Command::new(binary()),
-            (None, Some((program, args))) => {
-                let mut c = Command::new(program);
-                c.args(args).arg(binary());
-                c
-            }
-            (Some(u), _) => {
-                let st = Command::new("chown")
-                    .args(["-R", &format!("{u}:")])
-                    .arg(dir.path())
-                    .status()
-                    .unwrap();
-                assert!(st.success());
-                let mut c = Command::new("setpriv");
-                c.args([
-                    &format!("--reuid={u}"),
-                    &format!("--regid={u}"),
-                    "--init-groups",
-                    "--",
-                ]);
-                c.args(wrapper).arg(binary());
-                c
-            }
-        };
+        let mut cmd = airlock_as(user, wrapper, dir.path());
         let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0", "--token-file"])
             .arg(dir.path().join("token"))
@@ -1151,4 +1127,68 @@ pub async fn ok(c: &mut WsClient, method: &str, params: Value) -> Value {
     let r = c.call(method, params).await;
     assert!(r.get("error").is_none(), "{method}: {r}");
     result_of(&r).clone()
+}
+
+/// Who the server runs as: the invoking user, and the unprivileged test user when root.
+pub fn identities() -> Vec<Option<&'static str>> {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0\n"))
+        .unwrap_or(false);
+    if root {
+        vec![None, Some("airlock-test")]
+    } else {
+        vec![None]
+    }
+}
+
+/// `sandbox.create` with `params`: the new sandbox's id.
+pub async fn create(c: &mut WsClient, params: Value) -> String {
+    let r = c.call("sandbox.create", params).await;
+    result_of(&r)["sandbox_id"].as_str().unwrap().to_string()
+}
+
+/// A server as `user` on a state directory of its own, with tenants `alice` and `bob`, and a
+/// connection of each: (the state directory, the server, alice's, bob's).
+pub async fn alice_and_bob_on_a_state_dir(
+    user: Option<&str>,
+) -> (tempfile::TempDir, WsServer, WsClient, WsClient) {
+    let state = state_dir(user);
+    let dir = state.path().to_str().unwrap().to_string();
+    let (server, tokens) = WsServer::start_tenants(user, &["alice", "bob"], &["--state-dir", &dir]);
+    let a = server.connect_as(&tokens["alice"]).await;
+    let b = server.connect_as(&tokens["bob"]).await;
+    (state, server, a, b)
+}
+
+/// The `airlock` binary to run as `user` (through `setpriv`, which execs in place, after
+/// giving it `dir`), started by `wrapper` (a program and its arguments that exec the rest of
+/// their command line) when that is not empty.
+pub fn airlock_as(user: Option<&str>, wrapper: &[&str], dir: &std::path::Path) -> Command {
+    match (user, wrapper.split_first()) {
+        (None, None) => Command::new(binary()),
+        (None, Some((program, args))) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(binary());
+            c
+        }
+        (Some(u), _) => {
+            let st = Command::new("chown")
+                .args(["-R", &format!("{u}:")])
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(st.success());
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={u}"),
+                &format!("--regid={u}"),
+                "--init-groups",
+                "--",
+            ]);
+            c.args(wrapper).arg(binary());
+            c
+        }
+    }
 }

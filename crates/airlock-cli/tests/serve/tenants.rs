@@ -228,12 +228,7 @@ fn probes(sb: &str, pr: &str, run: &str, snap: &str) -> Vec<(&'static str, Value
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tenants_ids_answer_exactly_like_ids_that_never_existed() {
     for user in IDENTITIES {
-        let state = state_dir(user);
-        let dir = state.path().to_str().unwrap().to_string();
-        let (server, tokens) =
-            WsServer::start_tenants(user, &["alice", "bob"], &["--state-dir", &dir]);
-        let mut a = server.connect_as(&tokens["alice"]).await;
-        let mut b = server.connect_as(&tokens["bob"]).await;
+        let (state, server, mut a, mut b) = alice_and_bob_on_a_state_dir(user).await;
         let al = alice_makes_her_things(&mut a).await;
         let snapshots_before = names_in(&state.path().join("snapshots"));
 

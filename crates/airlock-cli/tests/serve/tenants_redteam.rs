@@ -8,7 +8,7 @@
 //! - paused records from before tenants (no `tenant`) belong to no tenant of a tenants file.
 //!
 //! As root and as `airlock-test` where the server's identity matters.
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -17,13 +17,6 @@ use super::support::*;
 
 const IDENTITIES: [Option<&str>; 2] = [None, Some("airlock-test")];
 const NOT_FOUND: i64 = -32016;
-
-async fn create(c: &mut WsClient, params: Value) -> String {
-    ok(c, "sandbox.create", params).await["sandbox_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
 
 /// Bob's heavy sandbox: many files and a few hundred MiB of incompressible bytes, so that
 /// reading, verifying and restoring its snapshot takes a while.
@@ -49,11 +42,7 @@ async fn one_tenants_slow_resumes_do_not_hold_up_anothers() {
 }
 
 async fn slow_resumes_apart(user: Option<&str>) {
-    let state = state_dir(user);
-    let dir = state.path().to_str().unwrap().to_string();
-    let (server, tokens) = WsServer::start_tenants(user, &["alice", "bob"], &["--state-dir", &dir]);
-    let mut a = server.connect_as(&tokens["alice"]).await;
-    let mut b = server.connect_as(&tokens["bob"]).await;
+    let (_state, _server, mut a, mut b) = alice_and_bob_on_a_state_dir(user).await;
     let spec = json!({ "spec": {"requires": ["run_code", "files_in", "files_out", "snapshot"],
                                 "limits": {"timeout_s": 120}} });
     let mut bobs = Vec::new();
@@ -111,26 +100,7 @@ async fn slow_resumes_apart(user: Option<&str>) {
 /// `airlock serve` on `token_file` as `user`: Ok(its listening line) or Err(its stderr) when
 /// it exits first.
 fn serve_on(user: Option<&str>, dir: &std::path::Path) -> Result<String, String> {
-    let mut cmd = match user {
-        None => Command::new(binary()),
-        Some(u) => {
-            let st = Command::new("chown")
-                .args(["-R", &format!("{u}:")])
-                .arg(dir)
-                .status()
-                .unwrap();
-            assert!(st.success());
-            let mut c = Command::new("setpriv");
-            c.args([
-                &format!("--reuid={u}"),
-                &format!("--regid={u}"),
-                "--init-groups",
-                "--",
-                binary(),
-            ]);
-            c
-        }
-    };
+    let mut cmd = airlock_as(user, &[], dir);
     let mut child = cmd
         .args(["serve", "--listen", "127.0.0.1:0", "--token-file"])
         .arg(dir.join("token"))
@@ -192,12 +162,7 @@ fn a_tenants_file_that_lists_one_digest_twice_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_equal_to_another_tenants_paused_sandbox_resumes_nothing_of_theirs() {
     for user in IDENTITIES {
-        let state = state_dir(user);
-        let dir = state.path().to_str().unwrap().to_string();
-        let (server, tokens) =
-            WsServer::start_tenants(user, &["alice", "bob"], &["--state-dir", &dir]);
-        let mut a = server.connect_as(&tokens["alice"]).await;
-        let mut b = server.connect_as(&tokens["bob"]).await;
+        let (state, _server, mut a, mut b) = alice_and_bob_on_a_state_dir(user).await;
         let key = json!({ "scope": "s", "thread_id": "t" });
         let spec = json!({ "requires": ["run_code", "snapshot"], "stateful": true });
         let alices = create(&mut a, json!({ "spec": spec, "key": key })).await;
