@@ -275,14 +275,6 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
         .as_ref()
         .map(|p| p.tenants.clone())
         .unwrap_or_default();
-    let mut config = config;
-    config.request_rates = tenants_file(opts).then(|| {
-        let rates = tenants.clone();
-        Arc::new(airlock_server::request_rate::RequestRates::new(move |t| {
-            let own = rates.get(t.as_str()).and_then(|q| q.max_requests_per_s);
-            Some(own.unwrap_or(airlock_server::request_rate::DEFAULT_PER_S))
-        }))
-    });
     let sandboxes = Assembly {
         policy,
         epoch,
@@ -292,12 +284,16 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
     Ok((config, sandboxes))
 }
 
-/// Whether `--token-file` names a tenants file (its tenants' requests are read at a rate).
-fn tenants_file(opts: &ServeOpts) -> bool {
-    opts.token_file.as_deref().is_some_and(|f| {
-        airlock_server::tokens::read_text(f)
-            .is_ok_and(|t| airlock_server::tokens::is_tenants_file(&t))
-    })
+/// The rate each tenant of a tenants file is read at: its `max_requests_per_s`, else the
+/// default.
+fn request_rates(
+    policy: Option<&airlock_policy::Policy>,
+) -> Arc<airlock_server::request_rate::RequestRates> {
+    let quotas = policy.map(|p| p.tenants.clone()).unwrap_or_default();
+    Arc::new(airlock_server::request_rate::RequestRates::new(move |t| {
+        let own = quotas.get(t.as_str()).and_then(|q| q.max_requests_per_s);
+        Some(own.unwrap_or(airlock_server::request_rate::DEFAULT_PER_S))
+    }))
 }
 
 /// What the sandbox registry is built from, once the runner exists.
@@ -459,6 +455,10 @@ fn serve_logged(
     let drain_grace = grace(opts.drain_grace)?;
     if matches!(auth, Some((_, Auth::DangerousNoAuth))) {
         tracing::warn!("DANGEROUS: serving without authentication (--insecure-no-auth)");
+    }
+    // Tenants (the token file the server authenticates with names them) are read at a rate.
+    if matches!(auth, Some((_, Auth::Tenants(_)))) {
+        config.request_rates = Some(request_rates(assembly.policy.as_ref()));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -107,18 +107,20 @@ impl Sandboxes {
         let list = state.store().list().map_err(internal)?;
         let items: Vec<Value> = list
             .iter()
-            .filter(|s| self.sees(tenant, &s.id))
-            .map(|s| {
+            .filter_map(|s| {
+                // The tenant's own: kept by it, or holding one of its paused sandboxes (what
+                // `sees` decides, from the records and the mark read once here).
                 let by: Vec<&str> = paused
                     .iter()
                     .filter(|r| r.snapshot_id == s.id.as_str())
                     .map(|r| r.sandbox_id.as_str())
                     .collect();
-                json!({
+                let kept = state.keepers(&s.id).contains(tenant);
+                (kept || !by.is_empty()).then(|| json!({
                     "snapshot_id": s.id.as_str(), "bytes": s.stored_bytes,
                     "made_unix": s.created.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-                    "kept": state.keepers(&s.id).contains(tenant), "paused_sandboxes": by,
-                })
+                    "kept": kept, "paused_sandboxes": by,
+                }))
             })
             .collect();
         Ok(json!({ "snapshots": items }))
