@@ -496,3 +496,57 @@ fn limits_and_scheduling_of_another_process_are_eperm_everywhere() {
         );
     }
 }
+
+fn clone(prog: &[Insn], flags: u64) -> u32 {
+    eval(prog, libc::SYS_clone, [flags, 0, 0, 0, 0, 0])
+}
+
+/// The flags glibc's `pthread_create` passes to `clone`.
+const THREAD_FLAGS: u64 = (libc::CLONE_VM
+    | libc::CLONE_FS
+    | libc::CLONE_FILES
+    | libc::CLONE_SIGHAND
+    | libc::CLONE_THREAD
+    | libc::CLONE_SYSVSEM
+    | libc::CLONE_SETTLS
+    | libc::CLONE_PARENT_SETTID
+    | libc::CLONE_CHILD_CLEARTID) as u64;
+
+#[test]
+fn a_forkable_kernel_asks_the_broker_only_for_exactly_a_branch_clone() {
+    for n in [Network::None, Network::ProxyClient, Network::Loopback] {
+        let prog = assemble_rules(&rules_forkable(n)).unwrap();
+        let branch = u64::from(BRANCH_CLONE_FLAGS);
+        assert_eq!(clone(&prog, branch), RET_USER_NOTIF, "{n:?}");
+        // Only the low word counts (the kernel reads no more of clone's flags).
+        assert_eq!(clone(&prog, branch | (1 << 40)), RET_USER_NOTIF, "{n:?}");
+        assert_eq!(clone(&prog, THREAD_FLAGS), RET_ALLOW, "{n:?}");
+        // A plain process, a vfork-like one, and every near miss of the branch flags.
+        let sigchld = libc::SIGCHLD as u64;
+        let mut refused = vec![
+            sigchld,
+            (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | sigchld,
+        ];
+        // A namespace flag missing, one flag more, another exit signal.
+        refused.extend((0..32).map(|bit| branch ^ (1 << bit)));
+        refused.push(THREAD_FLAGS | libc::CLONE_NEWUSER as u64);
+        for flags in refused {
+            assert_eq!(clone(&prog, flags), EPERM, "{n:?} {flags:#x}");
+        }
+        // Everything else is the Run profile's: processes and unshare stay refused.
+        let run = assemble_for(Profile::Run, n).unwrap();
+        for nr in [
+            libc::SYS_fork,
+            libc::SYS_vfork,
+            libc::SYS_unshare,
+            libc::SYS_setns,
+        ] {
+            assert_eq!(eval(&prog, nr, [0; 6]), eval(&run, nr, [0; 6]), "{nr}");
+        }
+        assert_eq!(
+            clone(&run, branch),
+            EPERM,
+            "the plain Run profile never asks"
+        );
+    }
+}

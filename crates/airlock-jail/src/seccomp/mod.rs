@@ -10,11 +10,12 @@
 //! profile itself (after interpreter start-up); [`install`] installs a profile here.
 
 mod bpf;
+pub mod notify;
 pub mod policy;
 mod profile;
 
 use bpf::{jeq, jset, load, off_arg_lo, ret, Insn, OFF_ARCH, OFF_NR};
-pub use policy::{rules, rules_for, Action, Rule};
+pub use policy::{rules, rules_for, rules_forkable, Action, Rule};
 pub use profile::{Network, Profile};
 
 use crate::sys::check;
@@ -25,6 +26,7 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_USER_NOTIF: u32 = libc::SECCOMP_RET_USER_NOTIF;
 const BPF_MAXINSNS: usize = 4096;
 /// The tty ioctls every profile refuses (asm-generic/ioctls.h), as the 32-bit request the
 /// kernel compares: [`Action::DenyTtyInjection`] says why each.
@@ -65,6 +67,11 @@ const CLONE_NEW_MASK: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET) as u32;
 
+/// The flags of the one `clone` a forkable kernel may ask the broker for: a child in new
+/// user, mount, pid, net, ipc, uts and cgroup namespaces that signals `SIGCHLD` when it ends;
+/// the low word of the syscall's first argument, all the kernel reads of it.
+pub const BRANCH_CLONE_FLAGS: u32 = CLONE_NEW_MASK | libc::SIGCHLD as u32;
+
 const fn errno(e: i32) -> u32 {
     RET_ERRNO | (e.cast_unsigned() & 0xffff)
 }
@@ -78,6 +85,17 @@ fn action_block(action: Action) -> Vec<Insn> {
         Action::Errno(e) => vec![ret(errno(e))],
         Action::CloneThreadsOnly => vec![
             load(off_arg_lo(0)),
+            jset(CLONE_NEW_MASK, 2, 0),
+            jset(libc::CLONE_THREAD as u32, 0, 1),
+            ret(RET_ALLOW),
+            ret(eperm),
+        ],
+        // Exactly the branch flags (index 2) → the listener decides; any other namespace flag
+        // → EPERM (index 6); threads are allowed (index 5), processes are not.
+        Action::CloneThreadsOrBranch => vec![
+            load(off_arg_lo(0)),
+            jeq(BRANCH_CLONE_FLAGS, 0, 1),
+            ret(RET_USER_NOTIF),
             jset(CLONE_NEW_MASK, 2, 0),
             jset(libc::CLONE_THREAD as u32, 0, 1),
             ret(RET_ALLOW),
@@ -193,6 +211,10 @@ fn assemble(p: Profile) -> Result<Vec<Insn>> {
 }
 
 fn assemble_for(p: Profile, n: Network) -> Result<Vec<Insn>> {
+    assemble_rules(&rules_for(p, n))
+}
+
+fn assemble_rules(rules: &[Rule]) -> Result<Vec<Insn>> {
     if !cfg!(target_arch = "x86_64") {
         return Err(JailError::Unsupported {
             what: "seccomp profiles for this architecture".into(),
@@ -207,7 +229,7 @@ fn assemble_for(p: Profile, n: Network) -> Result<Vec<Insn>> {
         jset(X32_SYSCALL_BIT, 0, 1),
         ret(RET_KILL_PROCESS),
     ];
-    for rule in rules_for(p, n) {
+    for rule in rules {
         let block = action_block(rule.action);
         let skip = u8::try_from(block.len())
             .map_err(|_| JailError::InvalidInput(format!("rule {} too long", rule.name)))?;
@@ -234,6 +256,14 @@ pub fn compile_for(p: Profile, n: Network) -> Result<Vec<u8>> {
     Ok(bpf::to_bytes(&assemble_for(p, n)?))
 }
 
+/// The Run profile of a kernel that may be forked copy-on-write ([`rules_forkable`]), as
+/// [`compile_for`] gives it. Its installer must ask for the filter's listener
+/// (`SECCOMP_FILTER_FLAG_NEW_LISTENER`, with `TSYNC_ESRCH` beside `TSYNC`) and hand it to the
+/// broker before any untrusted code runs: a branch's clone waits on it.
+pub fn compile_forkable(n: Network) -> Result<Vec<u8>> {
+    Ok(bpf::to_bytes(&assemble_rules(&rules_forkable(n))?))
+}
+
 /// Installs the profile on every thread of this process (`TSYNC`). Requires `no_new_privs`.
 pub fn install(p: Profile) -> Result<()> {
     install_for(p, Network::None)
@@ -241,13 +271,19 @@ pub fn install(p: Profile) -> Result<()> {
 
 /// [`install`] with a network allowance.
 pub fn install_for(p: Profile, n: Network) -> Result<()> {
+    install_program(&assemble_for(p, n)?, libc::SECCOMP_FILTER_FLAG_TSYNC).map(|_| ())
+}
+
+/// Installs `prog` on this process with `flags`; the syscall's non-negative return (a
+/// listener's fd when `flags` asks for one). Requires `no_new_privs`.
+fn install_program(prog: &[Insn], flags: libc::c_ulong) -> Result<libc::c_long> {
     if !crate::caps::no_new_privs()? {
         return Err(JailError::InvalidInput(
             "seccomp install needs no_new_privs set first".into(),
         ));
     }
-    let mut filter: Vec<libc::sock_filter> = assemble_for(p, n)?
-        .into_iter()
+    let mut filter: Vec<libc::sock_filter> = prog
+        .iter()
         .map(|i| libc::sock_filter {
             code: i.code,
             jt: i.jt,
@@ -266,16 +302,19 @@ pub fn install_for(p: Profile, n: Network) -> Result<()> {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            flags,
             &prog as *const libc::sock_fprog,
         )
     };
+    let tsync = flags & libc::SECCOMP_FILTER_FLAG_TSYNC != 0;
+    let listener = flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER != 0;
     match r {
-        0 => Ok(()),
         -1 => Err(JailError::last_os("seccomp(SECCOMP_SET_MODE_FILTER)")),
-        tid => Err(JailError::InvalidInput(format!(
+        0 => Ok(0),
+        tid if tsync && !listener => Err(JailError::InvalidInput(format!(
             "seccomp tsync failed on thread {tid}"
         ))),
+        fd => Ok(fd),
     }
 }
 

@@ -56,6 +56,11 @@ pub enum Action {
     CloneThreadsOnly,
     /// `clone`: allowed unless a `CLONE_NEW*` flag is set (then `EPERM`).
     CloneNoNamespaces,
+    /// `clone` in a forkable kernel: threads as [`Action::CloneThreadsOnly`]; flags of
+    /// exactly [`super::BRANCH_CLONE_FLAGS`] become a user notification, which the broker
+    /// holding the filter's listener lets through only for a fork it asked for
+    /// ([`super::notify`]); anything else `EPERM`.
+    CloneThreadsOrBranch,
     /// `ioctl`: `TIOCSTI` (push input into a tty), `TIOCLINUX` (console selection and
     /// paste), `TIOCSETD` (change a tty's line discipline: each one is kernel code with its own
     /// history of bugs, `n_hdlc` and `n_gsm` among them) and `TIOCCONS` (redirect the console's
@@ -117,7 +122,9 @@ macro_rules! rule {
     };
 }
 
-use Action::{CloneNoNamespaces, CloneThreadsOnly, DenyTtyInjection, Errno, Kill};
+use Action::{
+    CloneNoNamespaces, CloneThreadsOnly, CloneThreadsOrBranch, DenyTtyInjection, Errno, Kill,
+};
 
 /// Rules in both profiles.
 const COMMON: &[Rule] = &[
@@ -580,6 +587,22 @@ const LOOPBACK: &[Rule] = &[
         "a connected AF_UNIX pair reaches nothing (asyncio's self-pipe); nothing else"
     ),
 ];
+
+/// The Run profile of a stateful kernel that may be forked copy-on-write: every rule of
+/// [`rules_for`]`(Profile::Run, n)`, with `clone`'s rule [`Action::CloneThreadsOrBranch`].
+pub fn rules_forkable(n: Network) -> Vec<Rule> {
+    rules_for(Profile::Run, n)
+        .into_iter()
+        .map(|r| match r.nr {
+            libc::SYS_clone => rule!(
+                SYS_clone,
+                CloneThreadsOrBranch,
+                "threads; a branch's clone waits for the broker, which allows only forks it asked for"
+            ),
+            _ => r,
+        })
+        .collect()
+}
 
 /// The full rule list of a profile, in filter order.
 pub fn rules(p: Profile) -> Vec<Rule> {

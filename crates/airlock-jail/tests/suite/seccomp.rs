@@ -50,6 +50,16 @@ fn exec_profile_allows_fork_and_exec_but_not_sockets_or_the_kill_list() {
     }
 }
 
+/// A forkable kernel's one door: a clone with exactly the branch flags waits for the
+/// listener's holder (denied: EPERM, no child; allowed: a child in seven new namespaces);
+/// a near miss and a plain fork never reach it.
+#[test]
+fn a_branch_clone_waits_for_the_listener_and_near_misses_never_reach_it() {
+    for nonroot in BOTH {
+        assert_passed(&probe(nonroot, &["seccomp-branch"]));
+    }
+}
+
 #[test]
 fn compiled_bytes_match_the_sock_filter_layout() {
     use airlock_jail::seccomp::{compile, Profile};

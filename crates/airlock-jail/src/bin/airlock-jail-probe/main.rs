@@ -11,6 +11,7 @@ mod fs_case;
 mod nproc;
 mod report;
 mod sec;
+mod sec_branch;
 mod sec_ipc;
 mod sec_loopback;
 
@@ -51,6 +52,7 @@ fn run(args: &[String]) -> Result<bool, String> {
         "chain" => chain::full_chain(rest),
         "seccomp" => sec::run(rest),
         "seccomp-ipc" => sec_ipc::run(rest),
+        "seccomp-branch" => sec_branch::run(rest),
         "seccomp-loopback" => sec_loopback::run(rest),
         "landlock" => fs_case::landlock(rest),
         "nproc" => nproc::run(rest),

@@ -1,0 +1,119 @@
+//! A forkable kernel's seccomp listener: the one door through which a stateful kernel may
+//! clone itself into new namespaces (a copy-on-write branch), held by the broker.
+//!
+//! The kernel's filter ([`super::compile_forkable`]) turns a `clone` with exactly
+//! [`super::BRANCH_CLONE_FLAGS`] into a user notification; every other namespace flag is
+//! `EPERM` in the filter itself and never reaches here. The broker reads each notification
+//! and answers: [`Listener::allow`] lets the very call go on (the flags are a register, read
+//! by the filter — nothing the caller can change between the check and the clone), anything
+//! else fails it. A filter stack has at most one listener (`EBUSY` for a second), so code in
+//! the sandbox cannot take the door for itself.
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use super::{assemble_rules, install_program, rules_forkable, Network};
+use crate::{JailError, Result};
+
+/// One waiting syscall: which process asked, and what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Notification {
+    /// The kernel's cookie for the answer.
+    pub id: u64,
+    /// The caller, as the listener's owner's pid namespace sees it (0 when it has none there).
+    pub pid: u32,
+    /// The syscall number.
+    pub nr: i32,
+    /// The syscall's six arguments.
+    pub args: [u64; 6],
+}
+
+/// A seccomp filter's listener.
+#[derive(Debug)]
+pub struct Listener(OwnedFd);
+
+impl Listener {
+    /// A listener received from its installer (over a unix socket).
+    #[must_use]
+    pub fn from_fd(fd: OwnedFd) -> Self {
+        Listener(fd)
+    }
+
+    /// The listener's fd (to poll it: readable while a notification waits; `POLLHUP` once no
+    /// process holds the filter any more).
+    #[must_use]
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.0.as_fd()
+    }
+
+    /// The next notification (blocks until one waits, unless the fd is non-blocking). `ENOENT`
+    /// when the caller went away before it was read.
+    pub fn recv(&self) -> Result<Notification> {
+        // SAFETY: an all-zero `seccomp_notif` is valid, and the kernel requires it zeroed.
+        let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: `n` is a live, correctly sized `seccomp_notif` the kernel fills in.
+        let r = unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut n as *mut libc::seccomp_notif,
+            )
+        };
+        if r != 0 {
+            return Err(JailError::last_os("ioctl(SECCOMP_IOCTL_NOTIF_RECV)"));
+        }
+        Ok(Notification {
+            id: n.id,
+            pid: n.pid,
+            nr: n.data.nr,
+            args: n.data.args,
+        })
+    }
+
+    /// Let the waiting call go on as if no filter had noticed it.
+    pub fn allow(&self, id: u64) -> Result<()> {
+        self.send(id, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE)
+    }
+
+    /// Fail the waiting call with `errno`.
+    pub fn deny(&self, id: u64, errno: i32) -> Result<()> {
+        self.send(id, errno, 0)
+    }
+
+    fn send(&self, id: u64, errno: i32, flags: libc::c_ulong) -> Result<()> {
+        let resp = libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: -errno,
+            flags: u32::try_from(flags).unwrap_or(0),
+        };
+        // SAFETY: `resp` is a live, correctly sized `seccomp_notif_resp` the kernel reads.
+        let r = unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &resp as *const libc::seccomp_notif_resp,
+            )
+        };
+        if r != 0 {
+            return Err(JailError::last_os("ioctl(SECCOMP_IOCTL_NOTIF_SEND)"));
+        }
+        Ok(())
+    }
+}
+
+/// Installs the forkable Run profile on every thread of this process (`TSYNC`, with
+/// `TSYNC_ESRCH` as the kernel requires beside a listener) and returns its listener. Requires
+/// `no_new_privs`. (A guest kernel installs the same program itself, from
+/// [`super::compile_forkable`]; this is for a process of ours.)
+pub fn install_forkable(n: Network) -> Result<Listener> {
+    let flags = libc::SECCOMP_FILTER_FLAG_TSYNC
+        | libc::SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+        | libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    let fd = install_program(&assemble_rules(&rules_forkable(n))?, flags)?;
+    let fd = i32::try_from(fd)
+        .ok()
+        .filter(|fd| *fd > 0)
+        .ok_or_else(|| JailError::InvalidInput(format!("seccomp gave no listener ({fd})")))?;
+    // SAFETY: the kernel just returned this fd for the new listener; nothing else owns it.
+    Ok(Listener(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
