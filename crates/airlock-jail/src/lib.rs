@@ -19,6 +19,7 @@ pub mod doctor;
 mod error;
 pub mod fd;
 pub mod fdpass;
+pub mod fsmount;
 pub mod identity;
 pub mod landlock;
 pub mod mounts;

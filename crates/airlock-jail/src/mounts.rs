@@ -56,7 +56,7 @@ impl Attrs {
         noexec: true,
     };
 
-    fn bits(self) -> u64 {
+    pub(crate) fn bits(self) -> u64 {
         let mut b = 0;
         for (on, bit) in [
             (self.read_only, 0x1),

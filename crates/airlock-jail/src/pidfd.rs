@@ -24,6 +24,18 @@ pub fn open(pid: i32) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `pidfd_getfd(fd, target, 0)`: a duplicate of the process's fd `target`, close-on-exec
+/// (needs ptrace-attach rights over it: its uid and dumpable, or `CAP_SYS_PTRACE` over its
+/// user namespace). How the broker takes a forkable kernel's seccomp listener.
+pub fn take_fd(fd: BorrowedFd<'_>, target: i32) -> Result<OwnedFd> {
+    // SAFETY: pidfd_getfd only takes integers; it returns a new fd.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, fd.as_raw_fd(), target, 0u32) };
+    let got = check_long(r, "pidfd_getfd")?;
+    let got = i32::try_from(got).map_err(|_| JailError::InvalidInput("fd out of range".into()))?;
+    // SAFETY: pidfd_getfd returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(got) })
+}
+
 /// `pidfd_send_signal(fd, signal)`.
 pub fn send_signal(fd: BorrowedFd<'_>, signal: i32) -> Result<()> {
     check_long(

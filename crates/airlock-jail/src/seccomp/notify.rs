@@ -74,6 +74,32 @@ impl Listener {
         self.send(id, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE)
     }
 
+    /// Put a duplicate of `src` into the waiting caller at fd number `at` (replacing whatever
+    /// was there), inheritable: a branch's channel, placed in the kernel just before the clone
+    /// it is for goes on, so the child is born holding it.
+    pub fn add_fd(&self, id: u64, src: BorrowedFd<'_>, at: i32) -> Result<()> {
+        let req = libc::seccomp_notif_addfd {
+            id,
+            flags: u32::try_from(libc::SECCOMP_ADDFD_FLAG_SETFD).unwrap_or(1),
+            srcfd: u32::try_from(src.as_raw_fd())
+                .map_err(|_| JailError::InvalidInput("negative fd".into()))?,
+            newfd: u32::try_from(at).map_err(|_| JailError::InvalidInput("negative fd".into()))?,
+            newfd_flags: 0,
+        };
+        // SAFETY: `req` is a live, correctly sized `seccomp_notif_addfd` the kernel reads.
+        let r = unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                &req as *const libc::seccomp_notif_addfd,
+            )
+        };
+        if r < 0 {
+            return Err(JailError::last_os("ioctl(SECCOMP_IOCTL_NOTIF_ADDFD)"));
+        }
+        Ok(())
+    }
+
     /// Fail the waiting call with `errno`.
     pub fn deny(&self, id: u64, errno: i32) -> Result<()> {
         self.send(id, errno, 0)

@@ -60,6 +60,16 @@ fn a_branch_clone_waits_for_the_listener_and_near_misses_never_reach_it() {
     }
 }
 
+/// The broker's side across processes: it takes the kernel's listener (`pidfd_getfd`),
+/// places a channel in the kernel for the branch (`ADDFD`) before letting the clone go on, and
+/// a helper of its own makes the branch's procfs from outside (one process: pid 1).
+#[test]
+fn the_broker_takes_the_listener_hands_the_branch_its_channel_and_mounts_its_proc() {
+    for nonroot in BOTH {
+        assert_passed(&probe(nonroot, &["seccomp-handover"]));
+    }
+}
+
 #[test]
 fn compiled_bytes_match_the_sock_filter_layout() {
     use airlock_jail::seccomp::{compile, Profile};

@@ -12,6 +12,7 @@ mod nproc;
 mod report;
 mod sec;
 mod sec_branch;
+mod sec_handover;
 mod sec_ipc;
 mod sec_loopback;
 
@@ -53,6 +54,7 @@ fn run(args: &[String]) -> Result<bool, String> {
         "seccomp" => sec::run(rest),
         "seccomp-ipc" => sec_ipc::run(rest),
         "seccomp-branch" => sec_branch::run(rest),
+        "seccomp-handover" => sec_handover::run(rest),
         "seccomp-loopback" => sec_loopback::run(rest),
         "landlock" => fs_case::landlock(rest),
         "nproc" => nproc::run(rest),
