@@ -82,6 +82,7 @@ pub fn for_python(interp: &Interpreter) -> FsSpec {
         read_only,
         read_exec,
         read_write: paths(&GUEST_WRITE),
+        data: Vec::new(),
     }
 }
 
@@ -96,5 +97,6 @@ pub fn for_command(program: &Path) -> FsSpec {
         read_only: paths(&GUEST_READ),
         read_exec,
         read_write: paths(&GUEST_WRITE),
+        data: Vec::new(),
     }
 }

@@ -41,6 +41,10 @@ pub struct Attestation {
     pub namespaces: BTreeMap<String, String>,
     /// The guest's pid inside its pid namespace.
     pub pid: i64,
+    /// A forkable kernel's seccomp listener, as its fd number in the guest (the broker takes
+    /// it before it sends anything; the guest then closes its own).
+    #[serde(default)]
+    pub listener: Option<i32>,
 }
 
 /// Read at most this much of a /proc file: the files read here are a few KiB.
@@ -96,6 +100,7 @@ impl Attestation {
             interfaces,
             namespaces: own_namespaces(),
             pid: i64::from(std::process::id()),
+            listener: None,
         })
     }
 
@@ -185,6 +190,7 @@ mod tests {
             interfaces: vec!["lo".into()],
             namespaces,
             pid: 1,
+            listener: None,
         }
     }
 

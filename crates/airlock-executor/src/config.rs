@@ -164,6 +164,11 @@ pub struct ExecutorConfig {
     /// loopback, where the guest may listen and connect.
     #[serde(default)]
     pub machine: Option<Joining>,
+    /// A stateful kernel that may be forked copy-on-write: its Run filter asks the broker
+    /// about a branch clone (`seccomp::compile_forkable`), and the guest installs it with a
+    /// listener the broker takes.
+    #[serde(default)]
+    pub forkable: bool,
 }
 
 /// The two workloads a stage can start.
@@ -210,4 +215,7 @@ pub struct FsSpec {
     pub read_exec: Vec<PathBuf>,
     /// Readable and writable (the work dir).
     pub read_write: Vec<PathBuf>,
+    /// Files as data beneath these (a forkable kernel's root): `landlock::FsPolicy::data`.
+    #[serde(default)]
+    pub data: Vec<PathBuf>,
 }

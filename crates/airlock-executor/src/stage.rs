@@ -337,8 +337,12 @@ fn prepare(
     let socket = airlock_jail::fd::dup_to(chan.fd(), STAGING_SOCKET_FD).layer("fds")?;
     let filter = match &cfg.mode {
         Mode::Python { .. } => {
-            let bytes =
-                seccomp::compile_for(seccomp::Profile::Run, network(cfg)).layer("seccomp")?;
+            let bytes = if cfg.forkable {
+                seccomp::compile_forkable(network(cfg))
+            } else {
+                seccomp::compile_for(seccomp::Profile::Run, network(cfg))
+            }
+            .layer("seccomp")?;
             let (reader, mut writer) = std::io::pipe().layer("seccomp")?;
             // The filter is a few KiB, far below a pipe's capacity, so this cannot block.
             writer.write_all(&bytes).layer("seccomp")?;
@@ -445,6 +449,7 @@ fn lock_down(cfg: &ExecutorConfig, placed: &Placed) -> Result<(), Refusal> {
         read_only: cfg.fs.read_only.clone(),
         read_exec: cfg.fs.read_exec.clone(),
         read_write: cfg.fs.read_write.clone(),
+        data: cfg.fs.data.clone(),
     };
     if let Some(Joining::Process { .. }) = cfg.machine {
         // A background process: any port of the machine's own loopback, and signals to the

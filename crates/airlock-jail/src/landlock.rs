@@ -25,6 +25,12 @@ pub struct FsPolicy {
     pub read_exec: Vec<PathBuf>,
     /// Every right: read, write, create, remove, truncate, ... (the run's work dir).
     pub read_write: Vec<PathBuf>,
+    /// Files as data: read, list, write, create and remove files, directories, fifos and
+    /// links, truncate, rename across directories; never execute, device ioctls or device and
+    /// socket nodes. A forkable kernel gets it beneath its root (`/`): a branch's own `/work`
+    /// and `/proc` are new mounts whose inodes no rule of the inherited domain could name, so
+    /// which files it may write is its read-only mount layout's to say (docs/threat-model.md).
+    pub data: Vec<PathBuf>,
 }
 
 /// What was enforced.
@@ -154,10 +160,17 @@ fn restrict_inner(
     }
 
     let mut skipped = Vec::new();
-    let groups: [(&[PathBuf], BitFlags<AccessFs>); 3] = [
+    let data = all_fs
+        & !(AccessFs::Execute
+            | AccessFs::IoctlDev
+            | AccessFs::MakeChar
+            | AccessFs::MakeBlock
+            | AccessFs::MakeSock);
+    let groups: [(&[PathBuf], BitFlags<AccessFs>); 4] = [
         (&p.read_only, read),
         (&p.read_exec, read_exec),
         (&p.read_write, all_fs),
+        (&p.data, data),
     ];
     for (paths, access) in groups {
         for path in paths {

@@ -35,6 +35,9 @@ pub struct LocalConfig {
     /// The host keeps snapshots (`airlock serve` with a state directory): the backend
     /// declares `snapshot`, and a spec may require it.
     pub snapshots: bool,
+    /// Stateful sandboxes without a machine start kernels ready to be forked copy-on-write
+    /// (`airlock_broker::Kernel::forkable`).
+    pub cow_fork: bool,
 }
 
 impl LocalConfig {
@@ -52,6 +55,7 @@ impl LocalConfig {
             restricted: airlock_policy::RestrictedProfile::default(),
             runner: Arc::new(Runner::default()),
             snapshots: false,
+            cow_fork: false,
         }
     }
 }

@@ -94,6 +94,7 @@ pub(crate) fn backend(detail: impl Into<String>) -> SandboxError {
 
 impl LocalSandbox {
     pub(crate) fn new(p: Parts) -> LocalSandbox {
+        let cow_fork = p.config.cow_fork && !p.machine;
         LocalSandbox {
             key: p.key,
             spec_work_dir: p.spec_work_dir.trim_end_matches('/').to_owned(),
@@ -102,7 +103,13 @@ impl LocalSandbox {
             files_in: p.files_in,
             tools: p.tools,
             egress: p.egress,
-            run_lock: Mutex::new(p.stateful.then(airlock_broker::Kernel::default)),
+            run_lock: Mutex::new(p.stateful.then(|| {
+                if cow_fork {
+                    airlock_broker::Kernel::forkable()
+                } else {
+                    airlock_broker::Kernel::default()
+                }
+            })),
             disposed: watch::channel(false).0,
             restricted: p.restricted,
             processes: airlock_broker::machine::Processes::default(),

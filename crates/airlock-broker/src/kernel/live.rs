@@ -1,6 +1,7 @@
 //! A live kernel process, and one cell given to it.
 use std::path::PathBuf;
 
+use super::door::Door;
 use super::guard::Guard;
 use crate::limits::Limits;
 use crate::run::launched::Launched;
@@ -20,4 +21,6 @@ pub(super) struct Live {
     pub(super) limits: Limits,
     /// Watches it while it is stopped between cells.
     pub(super) guard: Option<Guard>,
+    /// A forkable kernel's door (its seccomp listener, answered by the broker).
+    pub(super) door: Option<Door>,
 }

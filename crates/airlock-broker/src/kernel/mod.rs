@@ -9,6 +9,7 @@
 //! A memory or disk overrun, a crash or a protocol violation ends it the same way.
 pub(crate) mod cell;
 pub(crate) mod display;
+mod door;
 mod guard;
 mod ids;
 mod live;
@@ -36,6 +37,8 @@ use crate::tools::ToolHandler;
 #[derive(Default)]
 pub struct Kernel {
     live: Option<Live>,
+    /// Its processes start ready to be forked copy-on-write (see [`Kernel::forkable`]).
+    forkable: bool,
     cells: i64,
     /// A paused sandbox's state, loaded by the next kernel that starts.
     restore: Option<std::fs::File>,
@@ -51,6 +54,19 @@ impl std::fmt::Debug for Kernel {
 }
 
 impl Kernel {
+    /// A kernel whose processes start ready to be forked copy-on-write: its seccomp filter
+    /// leaves a branch clone to the broker (which holds the listener and refuses every clone
+    /// it did not ask for), and its Landlock domain grants files as data beneath its root, so
+    /// that a branch's own new `/work` and `/proc` are usable under the domain it inherits
+    /// (docs/threat-model.md). Not for a sandbox with a machine (its kernel stays as any).
+    #[must_use]
+    pub fn forkable() -> Kernel {
+        Kernel {
+            forkable: true,
+            ..Kernel::default()
+        }
+    }
+
     /// True while a kernel process holds state.
     #[must_use]
     pub fn alive(&self) -> bool {
@@ -94,7 +110,7 @@ impl Kernel {
         let lost = self.unguard().await;
         let mut restore = None;
         if self.live.is_none() {
-            match start::start(&spec, &mut cancel, started).await {
+            match start::start(&spec, &mut cancel, started, self.forkable).await {
                 Ok(live) => self.live = Some(live),
                 Err(result) => return result,
             }
@@ -200,8 +216,17 @@ const SAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Kill a kernel's tree and reap it.
 async fn end(live: Live) {
     let Live {
-        launched, guard, ..
+        launched,
+        guard,
+        door,
+        ..
     } = live;
+    if let Some(refused) = door.map(|d| d.shut()).filter(|n| *n > 0) {
+        tracing::warn!(
+            refused,
+            "a forkable kernel asked for clones nobody asked it for"
+        );
+    }
     if let Some(g) = guard {
         g.stop().await;
     }

@@ -1,11 +1,14 @@
 //! Starting a kernel: the same preparation, stage, attestation check and cgroup as a cold run;
 //! no code is sent here (the first cell is).
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use airlock_executor::attest::own_namespaces;
 use airlock_protocol::Message;
 
+use super::door::Door;
 use super::live::Live;
 use crate::result::RunResult;
 use crate::run::cold::run_probe;
@@ -21,6 +24,7 @@ pub(super) async fn start(
     cell: &RunSpec,
     cancel: &mut Cancel,
     started: Instant,
+    forkable: bool,
 ) -> Result<Live, RunResult> {
     let interpreter = match &cell.workload {
         Workload::Python { interpreter, .. } => interpreter.clone(),
@@ -34,37 +38,55 @@ pub(super) async fn start(
         output: None,
         ..cell.clone()
     };
-    let prepared = prepare::prepare(&spec, run_probe)
+    let mut prepared = prepare::prepare(&spec, run_probe)
         .await
         .map_err(|r| verdict::before_spawn(r, started))?;
+    let forkable = forkable && prepared.config.machine.is_none();
+    if forkable {
+        prepared.config.forkable = true;
+        prepared.config.fs.data = vec![PathBuf::from("/")];
+    }
     let mut launched = launch_with(&prepared, &cell.limits, true)
         .map_err(|r| verdict::before_spawn(r, started))?;
     let deadline = tokio::time::Instant::from_std(started + cell.limits.timeout);
     let end = tokio::select! {
-        r = attest(&mut launched, cell.limits.cpu_millicores.is_some()) => r,
+        r = attest(&mut launched, cell.limits.cpu_millicores.is_some(), forkable) => r,
         () = tokio::time::sleep_until(deadline) => Err(End::Timeout),
         () = cancel => Err(End::Cancelled),
     };
     match end {
-        Ok(()) => Ok(Live {
+        Ok(door) => Ok(Live {
             launched,
             sys_path: prepared.sys_path,
             limits: cell.limits.clone(),
             guard: None,
+            door,
         }),
         Err(end) => Err(failed(launched, end, cell, started).await),
     }
 }
 
-/// Wait for the guest's `ready`, check its attestation, settle the cgroup.
-async fn attest(l: &mut Launched, cpu: bool) -> Result<(), End> {
+/// Wait for the guest's `ready`, check its attestation, settle the cgroup; a forkable
+/// kernel's door, its listener taken from the guest.
+async fn attest(l: &mut Launched, cpu: bool, forkable: bool) -> Result<Option<Door>, End> {
     let broker_ns: BTreeMap<String, String> = own_namespaces();
     match l.recv().await {
         Some(Message::Notification(n)) if n.method == "ready" => {
+            let listener = n.params.as_ref().and_then(|p| p.get("listener")?.as_i64());
             check_ready(n.params, &broker_ns).map_err(|why| {
                 End::Refused(format!("the sandbox could not prove its isolation: {why}"))
             })?;
-            l.attached(cpu).await.map_err(End::Refused)
+            l.attached(cpu).await.map_err(End::Refused)?;
+            match (forkable, listener) {
+                (false, None) => Ok(None),
+                (true, Some(fd)) => take_door(l, fd).map(Some).map_err(End::Refused),
+                (true, None) => Err(End::Refused(
+                    "the forkable kernel did not name its seccomp listener".into(),
+                )),
+                (false, Some(_)) => Err(End::Protocol(
+                    "a kernel named a seccomp listener it was not to have".into(),
+                )),
+            }
         }
         Some(Message::Notification(n)) if n.method == "refused" => {
             Err(End::Refused(refusal_of(n.params)))
@@ -77,6 +99,20 @@ async fn attest(l: &mut Launched, cpu: bool) -> Result<(), End> {
             "the executor exited before proving its isolation (see stderr)".into(),
         )),
     }
+}
+
+/// Take the guest's listener (fd `fd` in it) and open the door on it.
+fn take_door(l: &Launched, fd: i64) -> Result<Door, String> {
+    let fd = i32::try_from(fd).map_err(|_| format!("a listener fd out of range: {fd}"))?;
+    let guest = airlock_jail::procfs::descendants(l.stage_pid())
+        .first()
+        .copied()
+        .ok_or("the kernel's process was not found")?;
+    let pidfd = airlock_jail::pidfd::open(guest).map_err(|e| e.to_string())?;
+    let listener = airlock_jail::pidfd::take_fd(pidfd.as_fd(), fd)
+        .map_err(|e| format!("the kernel's seccomp listener could not be taken: {e}"))?;
+    Door::open(airlock_jail::seccomp::notify::Listener::from_fd(listener))
+        .map_err(|e| format!("the kernel's door could not be opened: {e}"))
 }
 
 /// The result of a kernel that never came up; every process of it is gone.

@@ -65,6 +65,7 @@ pub(crate) async fn prepare(spec: &RunSpec, probe: RunProbe) -> Result<Prepared,
             RunRoot::Shared(sb) if sb.machine().is_some() => Some(Joining::Run),
             _ => None,
         },
+        forkable: false,
     };
     if config.machine.is_some() && config.egress_proxy_port.is_some() {
         return Err(not_started(

@@ -26,6 +26,27 @@ pub struct Notification {
     pub args: [u64; 6],
 }
 
+impl Notification {
+    /// A `clone` with exactly the branch flags (the only call the forkable filter hands over;
+    /// checked again here, so an answer never rests on the filter alone).
+    #[must_use]
+    pub fn is_branch_clone(&self) -> bool {
+        i64::from(self.nr) == libc::SYS_clone
+            && self.args[0] & 0xffff_ffff == u64::from(super::BRANCH_CLONE_FLAGS)
+    }
+}
+
+/// What waiting on a listener found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// A notification waits to be read.
+    Notified,
+    /// Nothing within the time.
+    Quiet,
+    /// No process holds the filter any more: nothing will ever come.
+    Gone,
+}
+
 /// A seccomp filter's listener.
 #[derive(Debug)]
 pub struct Listener(OwnedFd);
@@ -43,6 +64,31 @@ impl Listener {
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.0.as_fd()
+    }
+
+    /// Wait at most `timeout_ms` for a notification.
+    pub fn wait(&self, timeout_ms: i32) -> Result<Waited> {
+        let mut pfd = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(Waited::Quiet);
+            }
+            return Err(JailError::io("poll(seccomp listener)", e));
+        }
+        Ok(if pfd.revents & libc::POLLIN != 0 {
+            Waited::Notified
+        } else if pfd.revents != 0 {
+            Waited::Gone
+        } else {
+            Waited::Quiet
+        })
     }
 
     /// The next notification (blocks until one waits, unless the fd is non-blocking). `ENOENT`
@@ -98,6 +144,11 @@ impl Listener {
             return Err(JailError::last_os("ioctl(SECCOMP_IOCTL_NOTIF_ADDFD)"));
         }
         Ok(())
+    }
+
+    /// Fail the waiting call with `EPERM`.
+    pub fn refuse(&self, id: u64) -> Result<()> {
+        self.deny(id, libc::EPERM)
     }
 
     /// Fail the waiting call with `errno`.

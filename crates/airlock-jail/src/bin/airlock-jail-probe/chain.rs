@@ -75,6 +75,7 @@ fn policy(work: Option<PathBuf>) -> landlock::FsPolicy {
         read_write: std::iter::once(PathBuf::from("/dev/null"))
             .chain(work)
             .collect(),
+        data: Vec::new(),
     }
 }
 
