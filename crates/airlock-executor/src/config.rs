@@ -111,6 +111,11 @@ pub struct AssembleConfig {
     /// are bound instead of any host path (`binds` must then be empty).
     #[serde(default)]
     pub image: Option<PathBuf>,
+    /// The host pid of a forkable kernel's branch to make this root for: its user namespace
+    /// is joined (and mapped) instead of a fresh one made, and the root's writable tmpfs is
+    /// grafted into it (`crate::branch`).
+    #[serde(default)]
+    pub branch_of: Option<i32>,
 }
 
 /// Kernel bounds on a sandbox's writable filesystem.
