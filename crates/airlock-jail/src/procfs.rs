@@ -85,6 +85,18 @@ pub fn tree_rss_bytes(root: i32) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
+/// The wait status (`waitpid(2)`'s encoding) of `pid` once it has exited and until it is
+/// reaped (a zombie's `exit_code`, field 52 of its `stat`); None while it runs or once gone.
+pub fn exit_status(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    if !matches!(fields.next()?, "Z" | "X") {
+        return None;
+    }
+    fields.nth(48)?.parse().ok()
+}
+
 /// Whether `/proc/<pid>` exists (true for a zombie that has not been reaped yet).
 pub fn process_exists(pid: i32) -> bool {
     pid > 0 && PathBuf::from(format!("/proc/{pid}")).exists()

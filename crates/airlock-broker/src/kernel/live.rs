@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use super::door::Door;
 use super::guard::Guard;
+use super::procs::Procs;
 use crate::limits::Limits;
 use crate::run::launched::Launched;
 use crate::run::spec::RunSpec;
@@ -23,4 +24,11 @@ pub(super) struct Live {
     pub(super) guard: Option<Guard>,
     /// A forkable kernel's door (its seccomp listener, answered by the broker).
     pub(super) door: Option<Door>,
+}
+
+impl Live {
+    /// The kernel's processes.
+    pub(super) fn procs(&self) -> Procs {
+        Procs::Stage(self.launched.stage_pid)
+    }
 }

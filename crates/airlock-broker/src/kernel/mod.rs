@@ -13,6 +13,7 @@ mod door;
 mod guard;
 mod ids;
 mod live;
+mod procs;
 mod signals;
 mod start;
 mod state;
@@ -135,10 +136,7 @@ impl Kernel {
                 end(live).await;
             }
         } else {
-            live.guard = Some(guard::Guard::start(
-                live.launched.stage_pid,
-                live.limits.memory_bytes,
-            ));
+            live.guard = Some(guard::Guard::start(live.procs(), live.limits.memory_bytes));
         }
         // The state this cell may have counted on was gone before it ran.
         outcome.kernel_restarted |= lost.is_some();
