@@ -21,7 +21,7 @@ use airlock_jail::mounts::{self, Attrs};
 use airlock_jail::{fdpass, fsmount, identity, net};
 
 use crate::assemble_error::{at, AssembleError};
-use crate::config::ROOT_STAGING;
+use crate::config::{SealConfig, ROOT_STAGING};
 
 /// The writable directories: the data root's name, and where the guest sees it.
 const WRITABLE: [(&str, &str, &str); 3] = [
@@ -110,4 +110,30 @@ fn copy_entry(from: &DirFd, to: &DirFd, name: &OsStr, budget: &mut u64) -> io::R
         FileKind::Symlink => to.symlink_at(&from.read_link_at(name)?, name),
         _ => Ok(()),
     }
+}
+
+/// Make the kernel's `/work`, `/tmp` and `/dev/shm` read-only in its own mount namespace (as
+/// the sandbox's owner, from its user namespace): its branches, copies of that namespace, are
+/// born with them read-only, and locked so (a less privileged copy cannot remount them).
+pub(crate) fn seal(cfg: &SealConfig) -> Result<(), AssembleError> {
+    let pid = cfg.kernel_pid;
+    let ns = |kind: &str| {
+        File::open(format!("/proc/{pid}/ns/{kind}")).map_err(at("the kernel's namespaces"))
+    };
+    let (user, mnt) = (ns("user")?, ns("mnt")?);
+    if let Some(id) = cfg.identity {
+        identity::become_id(id).map_err(at("identity"))?;
+    }
+    identity::join_user_namespace(user.as_fd()).map_err(at("the kernel's user namespace"))?;
+    identity::join_mount_namespace(mnt.as_fd()).map_err(at("the kernel's mount namespace"))?;
+    let read_only = Attrs {
+        read_only: true,
+        nosuid: true,
+        nodev: true,
+        noexec: false,
+    };
+    for (_, _, guest) in WRITABLE {
+        mounts::set_attrs(Path::new(guest), read_only).map_err(at("seal"))?;
+    }
+    Ok(())
 }

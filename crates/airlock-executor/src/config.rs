@@ -25,6 +25,22 @@ pub const SANDBOX_MNTNS_FD: i32 = 7;
 /// joins.
 pub const INIT_METHOD: &str = "init";
 
+/// The frame that opens a stage sealing a forkable kernel before its fork.
+pub const SEAL_METHOD: &str = "seal";
+
+/// What a sealing stage is told: make the writable mounts of the kernel `kernel_pid` (its
+/// `/work`, `/tmp`, `/dev/shm`) read-only in the kernel's own mount namespace, so that its
+/// branches are born with them read-only and locked (no branch can write what another reads
+/// before each gets its own).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SealConfig {
+    /// The sandbox's host identity (a root broker's sandboxes): who owns its user namespace.
+    #[serde(default)]
+    pub identity: Option<HostId>,
+    /// The kernel's host pid.
+    pub kernel_pid: i32,
+}
+
 /// In a run or process of a sandbox with a machine, the stage's fds of the machine's network,
 /// pid, ipc and uts namespaces (its mount namespace is on [`SANDBOX_MNTNS_FD`]).
 pub const MACHINE_NET_FD: i32 = 8;

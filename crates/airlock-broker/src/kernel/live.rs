@@ -24,11 +24,15 @@ pub(super) struct Live {
     pub(super) guard: Option<Guard>,
     /// A forkable kernel's door (its seccomp listener, answered by the broker).
     pub(super) door: Option<Door>,
+    /// Its processes.
+    pub(super) procs: Procs,
+    /// A branch's frozen kernel (held while any of its branches lives).
+    pub(super) template: Option<std::sync::Arc<super::fork::Template>>,
 }
 
 impl Live {
     /// The kernel's processes.
     pub(super) fn procs(&self) -> Procs {
-        Procs::Stage(self.launched.stage_pid)
+        self.procs
     }
 }

@@ -7,13 +7,16 @@
 //! (`SIGINT`, a `KeyboardInterrupt` in the program; the state survives) and, past the grace
 //! period, kills it (the result says `kernel_restarted`; the next cell starts a fresh kernel).
 //! A memory or disk overrun, a crash or a protocol violation ends it the same way.
+mod branch_check;
 pub(crate) mod cell;
 pub(crate) mod display;
 mod door;
+mod fork;
 mod guard;
 mod ids;
 mod live;
 mod procs;
+mod seal;
 mod signals;
 mod start;
 mod state;
@@ -26,6 +29,7 @@ use airlock_protocol::ErrorCode;
 use live::{Cell, Live};
 
 pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
+pub use fork::{Branch, ForkError};
 pub use state::{SavedState, StateError};
 
 use crate::result::RunResult;
@@ -64,6 +68,15 @@ impl Kernel {
     pub fn forkable() -> Kernel {
         Kernel {
             forkable: true,
+            ..Kernel::default()
+        }
+    }
+
+    /// A branch of a fork, live and attested, that has served `cells` cells before it.
+    fn branch(live: Live, cells: i64) -> Kernel {
+        Kernel {
+            live: Some(live),
+            cells,
             ..Kernel::default()
         }
     }

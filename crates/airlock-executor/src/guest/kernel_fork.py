@@ -61,23 +61,23 @@ def _fork_branches(count):
     parent = PyFunction(_ctypes.dlsym(process, "PyOS_AfterFork_Parent"))
     child = PyFunction(_ctypes.dlsym(process, "PyOS_AfterFork_Child"))
     pids = []
-    try:
-        for _ in range(count):
-            before()
-            pid = clone(Long(56), Long(BRANCH_FLAGS), Long(0), Long(0), Long(0), Long(0))
-            if pid == 0:
-                child()
-                return None
-            parent()
-            if pid < 0:
-                raise OSError(_ctypes.get_errno(), "clone of branch %d" % (len(pids) + 1))
-            pids.append(pid)
-    finally:
-        for fd in BRANCH_FDS:  # the last branch's, placed here for its clone
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    for _ in range(count):
+        before()
+        pid = clone(Long(56), Long(BRANCH_FLAGS), Long(0), Long(0), Long(0), Long(0))
+        if pid == 0:
+            child()
+            return None  # a branch: fds 100-102 are its own
+        parent()
+        if pid < 0:
+            break
+        pids.append(pid)
+    for fd in BRANCH_FDS:  # the last branch's, placed here for its clone
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if len(pids) < count:
+        raise OSError(_ctypes.get_errno(), "clone of branch %d" % (len(pids) + 1))
     return pids
 
 
