@@ -378,6 +378,10 @@ for path in ("/usr/lib/airlock-forkable-probe", "/etc/airlock-forkable-probe"):
 x = 41
 "#;
 
+/// The forkable-kernel tests count seccomp listeners in this process and under it: one at a
+/// time, so another test's kernel is not counted.
+static FORKABLE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The seccomp listener fds of process `pid` (`anon_inode:seccomp notify`).
 fn listeners_of(pid: impl std::fmt::Display) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -396,6 +400,7 @@ fn listeners_of(pid: impl std::fmt::Display) -> usize {
 /// (EROFS, and nothing appeared on the host).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_not_ask() {
+    let _one_at_a_time = FORKABLE.lock().await;
     let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
     config.cow_fork = true;
     let b = LocalBackend::new(config).unwrap();
@@ -456,6 +461,7 @@ async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_n
 /// one changes no other sees, and the parent goes on with its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forkable_kernel_forks_into_branches_that_share_nothing_after() {
+    let _one_at_a_time = FORKABLE.lock().await;
     let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
     config.cow_fork = true;
     let b = LocalBackend::new(config).unwrap();
