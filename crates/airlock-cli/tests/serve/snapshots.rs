@@ -62,6 +62,16 @@ impl StateDir {
         WsServer::start_as(user, &["--state-dir", self.dir.to_str().unwrap()])
     }
 
+    /// A server on this state directory that forks copy-on-write.
+    fn serve_cow(&self, user: Option<&str>, cow: bool) -> WsServer {
+        let dir = self.dir.to_str().unwrap();
+        if cow {
+            WsServer::start_as(user, &["--state-dir", dir, "--fork-copy-on-write"])
+        } else {
+            self.serve(user)
+        }
+    }
+
     fn snapshot_path(&self, id: &str) -> PathBuf {
         self.dir.join("snapshots").join(id)
     }
@@ -1074,9 +1084,9 @@ async fn holds(c: &mut WsClient, sid: &str) -> String {
     cell(c, sid, "print(x, open('/work/f').read())").await
 }
 
-async fn branches_are_apart(user: Option<&str>) {
+async fn branches_are_apart(user: Option<&str>, cow: bool) {
     let state = StateDir::new(user);
-    let server = state.serve(user);
+    let server = state.serve_cow(user, cow);
     let mut c = server.connect().await;
     let parent = stateful(&mut c).await;
     cell(
@@ -1092,6 +1102,7 @@ async fn branches_are_apart(user: Option<&str>) {
     )
     .await;
     assert_eq!(r["sandbox_id"], parent.as_str(), "{r}");
+    assert_eq!(r["copy_on_write"], cow, "{r}");
     let branches: Vec<String> = r["sandbox_ids"]
         .as_array()
         .unwrap()
@@ -1172,7 +1183,16 @@ async fn branches_are_apart(user: Option<&str>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_branch_cannot_see_signal_or_write_its_siblings_or_parent() {
     for user in IDENTITIES {
-        branches_are_apart(user).await;
+        branches_are_apart(user, false).await;
+    }
+}
+
+/// The same attacks on a copy-on-write fork (`--fork-copy-on-write`): each branch a clone of
+/// the live kernel, finished from outside.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_on_write_branch_cannot_see_signal_or_write_its_siblings_or_parent() {
+    for user in IDENTITIES {
+        branches_are_apart(user, true).await;
     }
 }
 
