@@ -258,7 +258,7 @@ impl Sandboxes {
             Err(ForkError::NotForkable(why)) => {
                 tracing::debug!(sandbox = %held.id, %why, "forked by a copy of its state");
             }
-            Err(e @ ForkError::Failed(_)) => return Err(internal(e)),
+            Err(e @ ForkError::Failed(_)) => return Err(refused(e.to_string())),
         }
         let made = self.capture(held, state).await;
         drop(claim);

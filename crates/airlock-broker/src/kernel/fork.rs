@@ -99,11 +99,11 @@ impl Kernel {
             Ok(p) => p,
             Err(e) => {
                 self.shut_down().await;
-                return Err(ForkError::Failed(e));
+                return Err(self.lose(e));
             }
         };
         let Some(live) = self.live.take() else {
-            return Err(ForkError::Failed("the kernel went away".into()));
+            return Err(self.lose("the kernel went away".into()));
         };
         let template = Arc::new(Template { live: Some(live) });
         let mut branches = Vec::with_capacity(total);
@@ -111,7 +111,10 @@ impl Kernel {
             let made = finish(
                 host, kernel_pid, ends, &template, parent, executor, self.cells,
             );
-            branches.push(made.await.map_err(ForkError::Failed)?);
+            match made.await {
+                Ok(b) => branches.push(b),
+                Err(e) => return Err(self.lose(e)), // the made branches and the kernel end
+            }
         }
         Ok(branches)
     }
@@ -145,6 +148,12 @@ impl Kernel {
         if let Some(live) = self.live.take() {
             tokio::spawn(super::end(live));
         }
+        self.lose(why)
+    }
+
+    /// The kernel's state is gone for `why`: the next cell says so.
+    fn lose(&mut self, why: String) -> ForkError {
+        self.lost = Some(format!("a fork failed: {why}"));
         ForkError::Failed(why)
     }
 

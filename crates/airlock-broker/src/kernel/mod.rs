@@ -44,6 +44,9 @@ pub struct Kernel {
     live: Option<Live>,
     /// Its processes start ready to be forked copy-on-write (see [`Kernel::forkable`]).
     forkable: bool,
+    /// Why its state was lost outside a cell (a fork that failed part way): the next cell
+    /// says `kernel_restarted`.
+    lost: Option<String>,
     cells: i64,
     /// A paused sandbox's state, loaded by the next kernel that starts.
     restore: Option<std::fs::File>,
@@ -121,7 +124,7 @@ impl Kernel {
             self.shut_down().await;
         }
         // A kernel the guard ended between cells: this cell starts a fresh one, and says so.
-        let lost = self.unguard().await;
+        let lost = self.unguard().await.or_else(|| self.lost.take());
         let mut restore = None;
         if self.live.is_none() {
             match start::start(&spec, &mut cancel, started, self.forkable).await {

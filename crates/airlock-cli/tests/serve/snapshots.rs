@@ -63,7 +63,7 @@ impl StateDir {
     }
 
     /// A server on this state directory that forks copy-on-write.
-    fn serve_cow(&self, user: Option<&str>, cow: bool) -> WsServer {
+    pub(super) fn serve_cow(&self, user: Option<&str>, cow: bool) -> WsServer {
         let dir = self.dir.to_str().unwrap();
         if cow {
             WsServer::start_as(user, &["--state-dir", dir, "--fork-copy-on-write"])
