@@ -23,11 +23,12 @@ use airlock_jail::{fdpass, fsmount, identity, net};
 use crate::assemble_error::{at, AssembleError};
 use crate::config::{SealConfig, ROOT_STAGING};
 
-/// The writable directories: the data root's name, and where the guest sees it.
+/// The writable directories: the data root's name, where the root was built with it, and
+/// where the guest sees it — in the order a fresh sandbox's mount table lists them.
 const WRITABLE: [(&str, &str, &str); 3] = [
+    ("shm", "dev/shm", "/dev/shm"),
     ("work", "work", "/work"),
     ("tmp", "tmp", "/tmp"),
-    ("shm", "dev/shm", "/dev/shm"),
 ];
 
 /// Graft the freshly built root's writable tmpfs (`data`) and a procfs of its own into the

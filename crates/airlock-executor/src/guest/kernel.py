@@ -76,8 +76,7 @@ def _enter(params):
     env = params.get("env")
     if isinstance(env, dict):
         keep = os.environ.get("MPLBACKEND")
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in env.items()})
+        _set_environ(env)
         os.environ.setdefault("MPLBACKEND", keep or "Agg")
     cwd = params.get("cwd")
     if isinstance(cwd, str):
