@@ -10,6 +10,7 @@ use std::sync::Arc;
 use airlock_broker::kernel::{Branch, ForkError};
 use airlock_broker::Limits;
 use airlock_policy::Capability;
+use airlock_policy::SandboxKey;
 use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_snapshot::{Snapshot, SnapshotId};
 use serde_json::{json, Value};
@@ -280,9 +281,12 @@ impl Sandboxes {
         let (p, limits) = self.branch_params(parent, limits_of)?;
         let mut ids = Vec::with_capacity(branches.len());
         for branch in branches {
-            let made = self
-                .create_as(self.fresh_id(), p.clone(), limits.clone())
-                .await;
+            let id = self.fresh_id();
+            let key = SandboxKey::new(crate::wire_spec::KEYLESS_SCOPE, id.as_str(), "wire")
+                .map_err(internal)?;
+            self.backend.offer_root(key.clone(), Arc::clone(&branch.fs));
+            let made = self.create_as(id, p.clone(), limits.clone()).await;
+            self.backend.withdraw_root(&key);
             let adopted = match made {
                 Ok(b) if b.sandbox.adopt_branch(branch).await => Ok(b.id.clone()),
                 Ok(b) => Err((

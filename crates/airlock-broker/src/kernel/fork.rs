@@ -106,17 +106,25 @@ impl Kernel {
             return Err(self.lose("the kernel went away".into()));
         };
         let template = Arc::new(Template { live: Some(live) });
+        let cells = self.cells;
+        // The branches are finished side by side: each its own helper, checks and cgroup.
+        let finishing = pids
+            .into_iter()
+            .zip(ours)
+            .map(|(host, ends)| finish(host, kernel_pid, ends, &template, parent, executor, cells));
         let mut branches = Vec::with_capacity(total);
-        for (host, ends) in pids.into_iter().zip(ours) {
-            let made = finish(
-                host, kernel_pid, ends, &template, parent, executor, self.cells,
-            );
-            match made.await {
+        let mut failed = None;
+        for made in futures_util::future::join_all(finishing).await {
+            match made {
                 Ok(b) => branches.push(b),
-                Err(e) => return Err(self.lose(e)), // the made branches and the kernel end
+                Err(e) => failed = failed.or(Some(e)),
             }
         }
-        Ok(branches)
+        match failed {
+            // The made branches and the kernel end with them.
+            Some(e) => Err(self.lose(e)),
+            None => Ok(branches),
+        }
     }
 
     /// The live kernel's pid, if it can be forked as it is.
