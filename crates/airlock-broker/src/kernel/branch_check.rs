@@ -31,6 +31,23 @@ pub(super) fn check(pid: i32, kernel_pid: i32, parent: &SandboxFs) -> Result<(),
     }
 }
 
+/// Why the kernel `pid` cannot be cloned as it is (its branches would be refused): it holds
+/// an fd beyond its own four (an open file, say) or a shared writable mapping. The fork is
+/// then made by a copy instead.
+pub(super) fn clonable(pid: i32) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    fds(pid, &mut wrong);
+    mappings(pid, &mut wrong);
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the kernel holds what a clone would share: {}",
+            wrong.join("; ")
+        ))
+    }
+}
+
 fn status(pid: i32, kernel_pid: i32, wrong: &mut Vec<String>) {
     let s = procfs::status_fields(pid);
     let is = |k: &str, v: &str| s.get(k).map(String::as_str) == Some(v);

@@ -142,6 +142,7 @@ impl Kernel {
         }
         let pid = live.procs().pids().first().copied();
         let pid = pid.ok_or_else(|| not("the kernel's process was not found"))?;
+        super::branch_check::clonable(pid).map_err(ForkError::NotForkable)?;
         match procfs::thread_count(pid) {
             Some(1) => Ok(pid),
             n => Err(ForkError::NotForkable(format!(

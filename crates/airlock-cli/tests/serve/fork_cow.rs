@@ -134,3 +134,38 @@ async fn a_hostile_parent_kernel_cannot_reach_past_the_fork() {
         hostile_parents(user).await;
     }
 }
+
+/// What a clone would share with its parent — an open file, a thread — makes the fork a copy:
+/// it still succeeds, says so, and every branch holds the parent's variables.
+async fn cloning_would_share(user: Option<&str>) {
+    let state = StateDir::new(user);
+    let server = state.serve_cow(user, true);
+    let mut c = server.connect().await;
+    for (what, setup) in [
+        ("an open file", "f = open('/work/held', 'w')\nx = 1"),
+        (
+            "a thread",
+            "import threading, time\nt = threading.Thread(target=time.sleep, args=(30,), daemon=True)\nt.start()\nx = 1",
+        ),
+    ] {
+        let parent = stateful(&mut c).await;
+        cell(&mut c, &parent, setup).await;
+        let r = ok(
+            &mut c,
+            "sandbox.fork",
+            json!({ "sandbox_id": parent, "count": 1 }),
+        )
+        .await;
+        assert_eq!(r["copy_on_write"], false, "{user:?}: {what}: {r}");
+        let branch = r["sandbox_ids"][0].as_str().unwrap();
+        assert_eq!(cell(&mut c, branch, "print(x)").await, "1\n", "{what}");
+        assert_eq!(cell(&mut c, &parent, "print(x)").await, "1\n", "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kernel_holding_a_file_or_a_thread_is_forked_by_a_copy() {
+    for user in IDENTITIES {
+        cloning_would_share(user).await;
+    }
+}
