@@ -22,10 +22,9 @@ use airlock_protocol::Message;
 use serde_json::json;
 
 use super::door::BranchFds;
-use super::live::Live;
+use super::live::{Live, Template};
 use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
-use super::Kernel;
 use crate::run::cgroup_attach;
 use crate::run::guest_messages::check_ready;
 use crate::run::launched::Launched;
@@ -34,16 +33,14 @@ use crate::sandbox_fs::SandboxFs;
 
 /// How long the kernel gets to clone its branches, and a branch to get ready.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);
-const SIGKILL: i32 = 9;
 const SIGSTOP: i32 = 19;
 
-/// One branch of a fork: its own filesystem, and a kernel serving cells in it.
-#[derive(Debug)]
-pub struct Branch {
+/// One finished branch: its own filesystem, and its live kernel process.
+pub(super) struct Forked {
     /// Its filesystem (a root of its own, a copy of the parent's files).
-    pub fs: Arc<SandboxFs>,
-    /// Its kernel, holding a copy of the parent's state.
-    pub kernel: Kernel,
+    pub(super) fs: Arc<SandboxFs>,
+    /// Its kernel, attested and stopped between cells.
+    pub(super) live: Live,
 }
 
 /// Why a kernel was not forked.
@@ -57,140 +54,107 @@ pub enum ForkError {
     Failed(String),
 }
 
-/// The frozen kernel branches were cloned from; ends with the last of them.
-pub(crate) struct Template {
-    live: Option<Live>,
-}
-
-impl Drop for Template {
-    fn drop(&mut self) {
-        let Some(live) = self.live.take() else { return };
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(super::end(live));
-        } else {
-            for pid in live.procs().pids() {
-                let _ = process::kill(pid, SIGKILL);
-            }
-        }
-    }
-}
-
 /// The broker's ends of one branch's channel, stdout and stderr.
 type OurEnds = (UnixStream, OwnedFd, OwnedFd);
 
-impl Kernel {
-    /// Fork this (forkable, live) kernel of the sandbox `parent` into `count + 1` branches,
-    /// each finished, checked and attested; branch 0 is for the parent to go on with (its
-    /// filesystem replaces the parent's). This kernel is left without a process (its next
-    /// cell would start a fresh one): its state lives on in the branches.
-    pub async fn fork(
-        &mut self,
-        parent: &SandboxFs,
-        count: usize,
-        executor: &Path,
-    ) -> Result<Vec<Branch>, ForkError> {
-        let kernel_pid = self.forkable_pid().await?;
-        super::seal::seal(executor, parent.owner(), kernel_pid)
-            .await
-            .map_err(|e| self.failed(e))?;
-        let total = count + 1;
-        let (ours, theirs) = channels(total).map_err(|e| self.failed(e.to_string()))?;
-        let pids = match self.clone_branches(kernel_pid, total, theirs).await {
-            Ok(p) => p,
-            Err(e) => {
-                self.shut_down().await;
-                return Err(self.lose(e));
-            }
-        };
-        let Some(live) = self.live.take() else {
-            return Err(self.lose("the kernel went away".into()));
-        };
-        let template = Arc::new(Template { live: Some(live) });
-        let cells = self.cells;
-        // The branches are finished side by side: each its own helper, checks and cgroup.
-        let finishing = pids
-            .into_iter()
-            .zip(ours)
-            .map(|(host, ends)| finish(host, kernel_pid, ends, &template, parent, executor, cells));
-        let mut branches = Vec::with_capacity(total);
-        let mut failed = None;
-        for made in futures_util::future::join_all(finishing).await {
-            match made {
-                Ok(b) => branches.push(b),
-                Err(e) => failed = failed.or(Some(e)),
-            }
-        }
-        match failed {
-            // The made branches and the kernel end with them.
-            Some(e) => Err(self.lose(e)),
-            None => Ok(branches),
+/// Fork the (forkable) kernel in `live` of the sandbox `parent` into `count + 1` branches,
+/// each finished, checked and attested; branch 0 is for the parent to go on with. On success
+/// and on [`ForkError::Failed`], `live` is left empty (the kernel's state lives on in the
+/// branches, or is gone); on [`ForkError::NotForkable`] nothing changed.
+pub(super) async fn fork(
+    live: &mut Option<Live>,
+    parent: &SandboxFs,
+    count: usize,
+    executor: &Path,
+) -> Result<Vec<Forked>, ForkError> {
+    let kernel_pid = forkable_pid(live.as_ref())?;
+    if let Err(e) = super::seal::seal(executor, parent.owner(), kernel_pid).await {
+        return Err(end_for(live, e).await);
+    }
+    let total = count + 1;
+    let (ours, theirs) = match channels(total) {
+        Ok(c) => c,
+        Err(e) => return Err(end_for(live, e.to_string()).await),
+    };
+    let pids = match clone_branches(live.as_mut(), kernel_pid, total, theirs).await {
+        Ok(p) => p,
+        Err(e) => return Err(end_for(live, e).await),
+    };
+    let Some(live) = live.take() else {
+        return Err(ForkError::Failed("the kernel went away".into()));
+    };
+    let template = Arc::new(Template::new(live));
+    // The branches are finished side by side: each its own helper, checks and cgroup.
+    let finishing = pids
+        .into_iter()
+        .zip(ours)
+        .map(|(host, ends)| finish(host, kernel_pid, ends, &template, parent, executor));
+    let mut branches = Vec::with_capacity(total);
+    let mut failed = None;
+    for made in futures_util::future::join_all(finishing).await {
+        match made {
+            Ok(b) => branches.push(b),
+            Err(e) => failed = failed.or(Some(e)),
         }
     }
+    match failed {
+        // The made branches and the kernel end with them.
+        Some(e) => Err(ForkError::Failed(e)),
+        None => Ok(branches),
+    }
+}
 
-    /// The live kernel's pid, if it can be forked as it is.
-    async fn forkable_pid(&mut self) -> Result<i32, ForkError> {
-        let not = |why: &str| ForkError::NotForkable(why.into());
-        if self.unguard().await.is_some() {
-            return Err(not("the kernel was ended between cells"));
-        }
-        let live = self
-            .live
-            .as_ref()
-            .ok_or_else(|| not("no kernel is alive"))?;
-        if live.door.is_none() || live.template.is_some() {
-            return Err(not("this kernel was not started forkable"));
-        }
-        let pid = live.procs().pids().first().copied();
-        let pid = pid.ok_or_else(|| not("the kernel's process was not found"))?;
-        super::branch_check::clonable(pid).map_err(ForkError::NotForkable)?;
-        match procfs::thread_count(pid) {
-            Some(1) => Ok(pid),
-            n => Err(ForkError::NotForkable(format!(
-                "the kernel runs {} threads; a fork needs it to run one",
-                n.map_or_else(|| "an unknown number of".into(), |n| n.to_string())
-            ))),
-        }
+/// The live kernel's pid, if it can be forked as it is.
+fn forkable_pid(live: Option<&Live>) -> Result<i32, ForkError> {
+    let not = |why: &str| ForkError::NotForkable(why.into());
+    let live = live.ok_or_else(|| not("no kernel is alive"))?;
+    if live.door.is_none() || live.template.is_some() {
+        return Err(not("this kernel was not started forkable"));
     }
+    let pid = live.procs().pids().first().copied();
+    let pid = pid.ok_or_else(|| not("the kernel's process was not found"))?;
+    super::branch_check::clonable(pid).map_err(ForkError::NotForkable)?;
+    match procfs::thread_count(pid) {
+        Some(1) => Ok(pid),
+        n => Err(ForkError::NotForkable(format!(
+            "the kernel runs {} threads; a fork needs it to run one",
+            n.map_or_else(|| "an unknown number of".into(), |n| n.to_string())
+        ))),
+    }
+}
 
-    /// End the kernel after a failure past the point of no return.
-    fn failed(&mut self, why: String) -> ForkError {
-        if let Some(live) = self.live.take() {
-            tokio::spawn(super::end(live));
-        }
-        self.lose(why)
+/// End the kernel after a failure past the point of no return.
+async fn end_for(live: &mut Option<Live>, why: String) -> ForkError {
+    if let Some(l) = live.take() {
+        l.end().await;
     }
+    ForkError::Failed(why)
+}
 
-    /// The kernel's state is gone for `why`: the next cell says so.
-    fn lose(&mut self, why: String) -> ForkError {
-        self.lost = Some(format!("a fork failed: {why}"));
-        ForkError::Failed(why)
-    }
-
-    /// Let the kernel clone `total` branches, each holding its fds; their host pids in
-    /// clone order. The kernel is stopped for good afterwards.
-    async fn clone_branches(
-        &mut self,
-        kernel_pid: i32,
-        total: usize,
-        fds: Vec<BranchFds>,
-    ) -> Result<Vec<i32>, String> {
-        let live = self.live.as_mut().ok_or("the kernel went away")?;
-        let door = live.door.as_ref().ok_or("no door")?;
-        door.allow(kernel_pid.cast_unsigned(), fds);
-        let procs = live.procs();
-        signal_kernel(procs, SIGCONT);
-        let id = super::ids::request_id("fork");
-        let asked = Message::request(id.clone(), "fork", Some(json!({ "count": total })));
-        let answer = if live.launched.send(asked) {
-            tokio::time::timeout(FORK_TIMEOUT, answer_to(&mut live.launched, &id)).await
-        } else {
-            Ok(Err("its socket is closed".into()))
-        };
-        let _ = process::kill(kernel_pid, SIGSTOP);
-        door.shut();
-        let pids = answer.map_err(|_| "the kernel did not answer the fork".to_string())??;
-        host_pids(kernel_pid, &pids)
-    }
+/// Let the kernel clone `total` branches, each holding its fds; their host pids in clone
+/// order. The kernel is stopped for good afterwards.
+async fn clone_branches(
+    live: Option<&mut Live>,
+    kernel_pid: i32,
+    total: usize,
+    fds: Vec<BranchFds>,
+) -> Result<Vec<i32>, String> {
+    let live = live.ok_or("the kernel went away")?;
+    let door = live.door.as_ref().ok_or("no door")?;
+    door.allow(kernel_pid.cast_unsigned(), fds);
+    let procs = live.procs();
+    signal_kernel(procs, SIGCONT);
+    let id = super::ids::request_id("fork");
+    let asked = Message::request(id.clone(), "fork", Some(json!({ "count": total })));
+    let answer = if live.launched.send(asked) {
+        tokio::time::timeout(FORK_TIMEOUT, answer_to(&mut live.launched, &id)).await
+    } else {
+        Ok(Err("its socket is closed".into()))
+    };
+    let _ = process::kill(kernel_pid, SIGSTOP);
+    door.shut();
+    let pids = answer.map_err(|_| "the kernel did not answer the fork".to_string())??;
+    host_pids(kernel_pid, &pids)
 }
 
 /// `total` branches' channels and output pipes: ours, and theirs in the door's order.
@@ -261,9 +225,8 @@ async fn finish(
     template: &Arc<Template>,
     parent: &SandboxFs,
     executor: &Path,
-    cells: i64,
-) -> Result<Branch, String> {
-    let inner = template.live.as_ref().ok_or("the kernel went away")?;
+) -> Result<Forked, String> {
+    let inner = template.live().ok_or("the kernel went away")?;
     let mut s = adopt_branch(host, sock, out, err).map_err(|e| e.to_string())?;
     let ready = tokio::time::timeout(FORK_TIMEOUT, s.inbox.recv()).await;
     if !matches!(ready, Ok(Some(Ok(Some(Message::Notification(ref n))))) if n.method == "branch") {
@@ -309,10 +272,7 @@ async fn finish(
         procs,
         template: Some(Arc::clone(template)),
     };
-    Ok(Branch {
-        fs,
-        kernel: Kernel::branch(live, cells),
-    })
+    Ok(Forked { fs, live })
 }
 
 /// Let the finished branch go on and check its attestation as a fresh kernel's.

@@ -21,6 +21,7 @@ mod signals;
 mod start;
 mod state;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,13 +30,13 @@ use airlock_protocol::ErrorCode;
 use live::{Cell, Live};
 
 pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
-pub use fork::{Branch, ForkError};
+pub use fork::ForkError;
 pub use state::{SavedState, StateError};
 
 use crate::result::RunResult;
 use crate::run::plan::program_fits;
 use crate::run::spec::{Cancel, RunSpec, Workload};
-use crate::run::teardown;
+use crate::sandbox_fs::SandboxFs;
 use crate::tools::ToolHandler;
 
 /// The kernel of one stateful sandbox; it starts on the first cell.
@@ -75,12 +76,39 @@ impl Kernel {
         }
     }
 
-    /// A branch of a fork, live and attested, that has served `cells` cells before it.
-    fn branch(live: Live, cells: i64) -> Kernel {
-        Kernel {
-            live: Some(live),
-            cells,
-            ..Kernel::default()
+    /// Fork this (forkable, live) kernel of the sandbox `parent` into `count + 1` branches,
+    /// each finished, checked and attested (`fork.rs`); branch 0 is for the parent to go on
+    /// with (its filesystem replaces the parent's). This kernel is left without a process: its
+    /// state lives on in the branches. [`ForkError::NotForkable`] changes nothing; after
+    /// [`ForkError::Failed`] the kernel is gone and its next cell says `kernel_restarted`.
+    pub async fn fork(
+        &mut self,
+        parent: &SandboxFs,
+        count: usize,
+        executor: &Path,
+    ) -> Result<Vec<Branch>, ForkError> {
+        if self.unguard().await.is_some() {
+            return Err(ForkError::NotForkable(
+                "the kernel was ended between cells".into(),
+            ));
+        }
+        match fork::fork(&mut self.live, parent, count, executor).await {
+            Ok(forked) => Ok(forked
+                .into_iter()
+                .map(|f| Branch {
+                    fs: f.fs,
+                    kernel: Kernel {
+                        live: Some(f.live),
+                        cells: self.cells,
+                        ..Kernel::default()
+                    },
+                })
+                .collect()),
+            Err(e @ ForkError::Failed(_)) => {
+                self.lost = Some(e.to_string());
+                Err(e)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -149,7 +177,7 @@ impl Kernel {
         .await;
         if outcome.kernel_restarted {
             if let Some(live) = self.live.take() {
-                end(live).await;
+                live.end().await;
             }
         } else {
             live.guard = Some(guard::Guard::start(live.procs(), live.limits.memory_bytes));
@@ -219,32 +247,19 @@ impl Kernel {
     /// End the kernel (if one is alive) and reap every process of it.
     pub async fn shut_down(&mut self) {
         if let Some(live) = self.live.take() {
-            end(live).await;
+            live.end().await;
         }
     }
 }
 
+/// One branch of a copy-on-write fork: its own filesystem, and a kernel serving cells in it.
+#[derive(Debug)]
+pub struct Branch {
+    /// Its filesystem (a root of its own, a copy of the parent's files).
+    pub fs: Arc<SandboxFs>,
+    /// Its kernel, holding a copy of the parent's state.
+    pub kernel: Kernel,
+}
+
 /// How long a kernel gets to save its state.
 const SAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// Kill a kernel's tree and reap it.
-async fn end(live: Live) {
-    let Live {
-        launched,
-        guard,
-        door,
-        ..
-    } = live;
-    if let Some(refused) = door.map(|d| d.shut()).filter(|n| *n > 0) {
-        tracing::warn!(
-            refused,
-            "a forkable kernel asked for clones nobody asked it for"
-        );
-    }
-    if let Some(g) = guard {
-        g.stop().await;
-    }
-    let mut l = launched;
-    let _ = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
-    l.discard().await;
-}
