@@ -24,22 +24,30 @@ const MAPS_LIMIT: u64 = 4 << 20;
 type FileId = (u64, u64);
 
 /// What a branch's fds 1, 2 and 3 must be: the stdout and stderr pipes and the socket the
-/// broker made for it, by identity.
+/// broker made for it, by identity; and the broker's own handles on those very open files, to
+/// see what the branch cannot show in `/proc`: whom they signal.
 #[derive(Debug)]
 pub(super) struct GivenFds {
     stdout: FileId,
     stderr: FileId,
     socket: FileId,
+    files: BranchFds,
 }
 
 impl GivenFds {
-    /// The identities of `fds` (in the door's order: socket, stdout, stderr).
+    /// The identities of `fds` (in the door's order: socket, stdout, stderr), and handles on
+    /// them.
     pub(super) fn of(fds: &BranchFds) -> std::io::Result<GivenFds> {
         let id = |i: usize| airlock_jail::dirfd::fstat(fds[i].as_fd()).map(|m| (m.dev, m.ino));
         Ok(GivenFds {
             socket: id(0)?,
             stdout: id(1)?,
             stderr: id(2)?,
+            files: [
+                fds[0].try_clone()?,
+                fds[1].try_clone()?,
+                fds[2].try_clone()?,
+            ],
         })
     }
 }
@@ -50,6 +58,7 @@ pub(super) fn check(pid: i32, kernel_pid: i32, given: &GivenFds) -> Result<(), S
     status(pid, kernel_pid, &mut wrong);
     namespaces(pid, kernel_pid, &mut wrong);
     fds(pid, Some(given), &mut wrong);
+    signal_owners(given, &mut wrong);
     mappings(pid, &mut wrong);
     working_dir(pid, &mut wrong);
     if wrong.is_empty() {
@@ -134,6 +143,20 @@ fn fds(pid: i32, given: Option<&GivenFds>, wrong: &mut Vec<String>) {
     for (fd, want) in [(1, given.stdout), (2, given.stderr), (3, given.socket)] {
         if at(fd).map(|m| (m.dev(), m.ino())).ok() != Some(want) {
             wrong.push(format!("its fd {fd} is not the one the broker gave it"));
+        }
+    }
+}
+
+/// None of the branch's socket and pipes signals anyone on `O_ASYNC`: an owner set on them
+/// before the branch was stopped (by its kernel, between its clones) is a process outside the
+/// branch's pid namespace — its frozen kernel, its parent, a sibling — that the branch could
+/// signal at will (a `SIGCONT` resumes even a stopped pid-namespace init).
+fn signal_owners(given: &GivenFds, wrong: &mut Vec<String>) {
+    for (file, fd) in given.files.iter().zip([3, 1, 2]) {
+        match airlock_jail::fd::signal_owner(file.as_fd()) {
+            Ok(None) => {}
+            Ok(Some(owner)) => wrong.push(format!("its fd {fd} has a signal owner ({owner})")),
+            Err(e) => wrong.push(format!("its fd {fd}'s signal owner: {e}")),
         }
     }
 }

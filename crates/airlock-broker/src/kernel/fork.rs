@@ -154,8 +154,24 @@ async fn clone_branches(
     };
     let _ = process::kill(kernel_pid, SIGSTOP);
     door.shut();
+    if !stopped(kernel_pid).await {
+        return Err("the kernel would not stop after its fork".into());
+    }
     let pids = answer.map_err(|_| "the kernel did not answer the fork".to_string())??;
     host_pids(kernel_pid, &pids)
+}
+
+/// Wait until every thread of the kernel is stopped (nothing it does after its answer — an
+/// owner set on a branch's files, say — may come after the branches' checks).
+async fn stopped(kernel_pid: i32) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while !procfs::all_threads_stopped(kernel_pid) {
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    true
 }
 
 /// `total` branches' channels and output pipes: ours, and theirs in the door's order.
