@@ -62,6 +62,7 @@ pub mod sandboxes;
 pub mod session;
 pub mod snapshot_api;
 pub(crate) mod snapshot_owners;
+mod snapshot_reservations;
 pub mod state_dir;
 pub mod tenant;
 pub mod tokens;
