@@ -13,6 +13,7 @@
 //! terminal response (a result for a run that started, an error for one refused before), and
 //! a session never ends while its run is alive: a vanished peer or a shutdown cancels the run,
 //! and the session waits for it (and so for the executor to be reaped).
+mod accept;
 pub mod admission;
 pub mod attached;
 pub mod audit;
