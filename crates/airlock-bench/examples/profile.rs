@@ -43,6 +43,19 @@ async fn scenario() -> Result<(), String> {
     };
     let exe = PathBuf::from(exe);
     let n: usize = n.parse().map_err(|e| format!("N: {e}"))?;
+    if scenario == "cow" {
+        // `profile AIRLOCK_BINARY - cow N`: N copy-on-write forks of the bench's ~100 MB kernel.
+        for r in airlock_bench::snapshots::measure_cow(&exe, n)? {
+            let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len().max(1) as f64;
+            println!(
+                "fork {:.1} ms per branch, USS {:.2} MiB, PSS {:.1} MiB per branch",
+                r.fork_ms_per_branch,
+                mean(&r.branch_uss_mib),
+                mean(&r.branch_pss_mib)
+            );
+        }
+        return Ok(());
+    }
     if scenario == "tenants" {
         // `profile AIRLOCK_BINARY - tenants N`: the tenant-isolation row on its own.
         let m = airlock_bench::tenants::measure(&exe, n).await?;

@@ -21,7 +21,7 @@ mod peers;
 mod ray;
 mod serve;
 mod session;
-mod snapshots;
+pub mod snapshots;
 pub mod stats;
 pub mod table;
 pub mod tenants;
@@ -519,12 +519,44 @@ fn snapshot_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
             "any call on the paused id: a fresh sandbox under the same id, files restored, kernel started and the state unpickled"),
         Row::published(RESUME, "E2B resume", "ms", 1000.0, "E2B: ~1 s"),
         Row::measured(FORK, "airlock sandbox.fork", "ms", of(|r| r.fork_ms_per_branch),
-            "each branch a fresh sandbox restored from a snapshot of the parent (no copy-on-write yet)"),
+            "each branch a fresh sandbox restored from a snapshot of the parent"),
         Row::published(FORK, "Morph Cloud branch", "ms", 250.0, "Morph: under 250 ms"),
         Row::published(FORK, "Mitos warm fork", "ms", 27.0, "Mitos (forking Firecracker VMs): ~27 ms to activate a warm fork"),
         Row::measured(FORK_MEMORY, "airlock branch", "MiB", pss,
             "PSS of a branch's kernel after its first cell, from its own /proc: a full copy (restored, not shared)"),
         Row::published(FORK_MEMORY, "Mitos", "MiB", 3.0, "Mitos: ~3 MiB marginal memory per fork"),
+    ]);
+    cow_rows(rows, cli, (runs / 20).clamp(2, 5));
+}
+
+/// The same fork, copy-on-write (`serve --fork-copy-on-write`).
+fn cow_rows(rows: &mut Vec<Row>, cli: &Path, rounds: usize) {
+    const COW: &str = "airlock sandbox.fork, copy-on-write";
+    const COW_MEMORY: &str = "airlock copy-on-write branch";
+    let rounds = match snapshots::measure_cow(cli, rounds) {
+        Ok(r) => r,
+        Err(e) => {
+            rows.push(Row::skipped(FORK, COW, e.clone()));
+            rows.push(Row::skipped(FORK_MEMORY, COW_MEMORY, e));
+            return;
+        }
+    };
+    let per_branch: Vec<f64> = rounds.iter().map(|r| r.fork_ms_per_branch).collect();
+    let uss: Vec<f64> = rounds
+        .iter()
+        .flat_map(|r| r.branch_uss_mib.clone())
+        .collect();
+    let pss: Vec<f64> = rounds
+        .iter()
+        .flat_map(|r| r.branch_pss_mib.clone())
+        .collect();
+    rows.extend([
+        Row::measured(FORK, COW, "ms", per_branch,
+            "the live kernel cloned into each branch (new namespaces, its own root, files and /proc grafted from outside, checked, attested), then a first cell in each"),
+        Row::measured(FORK_MEMORY, COW_MEMORY, "MiB", uss,
+            "USS (private pages) of a branch's kernel after its first cell: what it adds; the rest it shares with its parent until written"),
+        Row::measured(FORK_MEMORY, "airlock copy-on-write branch, PSS", "MiB", pss,
+            "PSS of the same: the shared pages split among the parent, the frozen kernel and the branches"),
     ]);
 }
 

@@ -21,12 +21,13 @@ const FILL: &str = "d = {i: str(i) * 4 for i in range(400_000)}\n\
                     check = sum(len(v) for v in d.values()) + sum(b[0] for b in blobs)\n\
                     check";
 
-/// The kernel's own memory, from inside: (RSS, PSS) in bytes.
+/// The kernel's own memory, from inside: (RSS, PSS, the check value, USS) in bytes — USS
+/// (its private pages) is what a branch adds to the host's memory.
 const MEMORY: &str = "def _kb(field):\n\
     \x20   for line in open('/proc/self/smaps_rollup'):\n\
     \x20       if line.startswith(field + ':'):\n\
     \x20           return int(line.split()[1]) * 1024\n\
-    (_kb('Rss'), _kb('Pss'), check)";
+    (_kb('Rss'), _kb('Pss'), check, _kb('Private_Clean') + _kb('Private_Dirty'))";
 
 /// What one round measured.
 #[derive(Debug, Default)]
@@ -39,6 +40,18 @@ pub struct Round {
     pub resume_ms: f64,
     /// `sandbox.fork` into [`BRANCHES`], then a first cell in each, ms per branch.
     pub fork_ms_per_branch: f64,
+    /// Each branch's kernel PSS after its first cell, MiB.
+    pub branch_pss_mib: Vec<f64>,
+}
+
+/// What one copy-on-write fork measured.
+#[derive(Debug, Default)]
+pub struct CowRound {
+    /// `sandbox.fork` into [`BRANCHES`] (copy-on-write), then a first cell in each, ms per
+    /// branch.
+    pub fork_ms_per_branch: f64,
+    /// Each branch's kernel USS (private pages) after its first cell, MiB.
+    pub branch_uss_mib: Vec<f64>,
     /// Each branch's kernel PSS after its first cell, MiB.
     pub branch_pss_mib: Vec<f64>,
 }
@@ -88,14 +101,7 @@ fn round(s: &mut Server) -> Result<Round, String> {
         json!({"sandbox_id": sid, "count": BRANCHES}),
     )?;
     let branches = made["sandbox_ids"].as_array().cloned().unwrap_or_default();
-    let mut pss = Vec::new();
-    for b in &branches {
-        let m = cell(s, b, MEMORY)?;
-        if m[2] != check {
-            return Err(format!("a branch holds check {}, not {check}", m[2]));
-        }
-        pss.push(m[1].as_f64().unwrap_or(0.0) / f64::from(1 << 20));
-    }
+    let (pss, _) = branch_memory(s, &branches, &check)?;
     let fork_ms_per_branch = ms(t) / BRANCHES as f64;
     for b in branches.iter().chain(std::iter::once(&sid)) {
         s.call("sandbox.dispose", json!({"sandbox_id": b}))?;
@@ -105,6 +111,68 @@ fn round(s: &mut Server) -> Result<Round, String> {
         rss: before[0].as_f64().unwrap_or(0.0),
         resume_ms,
         fork_ms_per_branch,
+        branch_pss_mib: pss,
+    })
+}
+
+/// A first cell in each branch: (PSS, USS) of each, MiB; each must hold `check`.
+fn branch_memory(
+    s: &mut Server,
+    branches: &[Value],
+    check: &Value,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let mib = |v: &Value| v.as_f64().unwrap_or(0.0) / f64::from(1 << 20);
+    let (mut pss, mut uss) = (Vec::new(), Vec::new());
+    for b in branches {
+        let m = cell(s, b, MEMORY)?;
+        if &m[2] != check {
+            return Err(format!("a branch holds check {}, not {check}", m[2]));
+        }
+        pss.push(mib(&m[1]));
+        uss.push(mib(&m[3]));
+    }
+    Ok((pss, uss))
+}
+
+/// `rounds` copy-on-write forks on a server started with `--fork-copy-on-write`.
+pub fn measure_cow(cli: &Path, rounds: usize) -> Result<Vec<CowRound>, String> {
+    let state = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = state.path().join("state");
+    let dir = dir.to_string_lossy().into_owned();
+    let args = [
+        "--state-dir",
+        &dir,
+        "--memory",
+        "1024",
+        "--fork-copy-on-write",
+    ];
+    let mut s = Server::start(cli, &args)?;
+    let out = (0..rounds).map(|_| cow_round(&mut s)).collect();
+    s.stop();
+    out
+}
+
+fn cow_round(s: &mut Server) -> Result<CowRound, String> {
+    let spec = json!({"spec": {"stateful": true, "requires": ["run_code", "snapshot"]}});
+    let sid = s.call("sandbox.create", spec)?["sandbox_id"].clone();
+    let check = cell(s, &sid, FILL)?;
+    let t = Instant::now();
+    let made = s.call(
+        "sandbox.fork",
+        json!({"sandbox_id": sid, "count": BRANCHES}),
+    )?;
+    if made["copy_on_write"] != true {
+        return Err(format!("the fork was not copy-on-write: {made}"));
+    }
+    let branches = made["sandbox_ids"].as_array().cloned().unwrap_or_default();
+    let (pss, uss) = branch_memory(s, &branches, &check)?;
+    let fork_ms_per_branch = ms(t) / BRANCHES as f64;
+    for b in branches.iter().chain(std::iter::once(&sid)) {
+        s.call("sandbox.dispose", json!({"sandbox_id": b}))?;
+    }
+    Ok(CowRound {
+        fork_ms_per_branch,
+        branch_uss_mib: uss,
         branch_pss_mib: pss,
     })
 }

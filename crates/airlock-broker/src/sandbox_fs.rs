@@ -84,6 +84,9 @@ pub struct SandboxFs {
     image: Option<(Arc<Image>, DirFd)>,
     /// The sandbox's machine, once started: every later run and process joins it.
     machine: std::sync::OnceLock<Arc<Machine>>,
+    /// What its root was made of (a sandbox assembled on its own): a branch's root is made
+    /// of the same.
+    root: Option<RootSpec>,
 }
 
 /// The identity a new sandbox gets: a fresh unprivileged host id under a root broker, None
@@ -106,6 +109,24 @@ impl SandboxFs {
     pub async fn create(executor: &Path, root: RootSpec) -> Result<SandboxFs, SandboxFsError> {
         let executor = executor.to_path_buf();
         tokio::task::spawn_blocking(move || create_blocking(&executor, root))
+            .await
+            .map_err(|e| SandboxFsError::Spawn(std::io::Error::other(e)))?
+    }
+
+    /// The filesystem of a forkable kernel's branch, the clone with host pid `pid` of this
+    /// sandbox's kernel: a root made of what this one's was, as this sandbox's owner, in the
+    /// branch's own user namespace, its writable tmpfs holding a copy of this sandbox's files
+    /// and grafted into the branch (`airlock_executor::branch`).
+    pub async fn create_branch(
+        &self,
+        executor: &Path,
+        pid: i32,
+    ) -> Result<SandboxFs, SandboxFsError> {
+        let root = self.root.clone().ok_or_else(|| {
+            SandboxFsError::Refused("this sandbox's root was not assembled on its own".into())
+        })?;
+        let (executor, owner) = (executor.to_path_buf(), self.owner);
+        tokio::task::spawn_blocking(move || create_blocking_as(&executor, root, owner, Some(pid)))
             .await
             .map_err(|e| SandboxFsError::Spawn(std::io::Error::other(e)))?
     }
@@ -222,6 +243,7 @@ impl SandboxFs {
             binds,
             image,
             machine: std::sync::OnceLock::new(),
+            root: None,
         })
     }
 
@@ -280,11 +302,20 @@ impl SandboxFs {
 }
 
 fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, SandboxFsError> {
+    create_blocking_as(executor, root, sandbox_identity(), None)
+}
+
+fn create_blocking_as(
+    executor: &Path,
+    root: RootSpec,
+    owner: Option<HostId>,
+    branch_of: Option<i32>,
+) -> Result<SandboxFs, SandboxFsError> {
+    let spec = root.clone();
     let image = match root.image {
         Some(i) => Some((Arc::clone(&i), DirFd::open(&i.root)?)),
         None => None,
     };
-    let owner = sandbox_identity();
     let (ours, theirs) = UnixStream::pair()?;
     let (fd_ours, fd_theirs) = UnixStream::pair()?;
     let mut cmd = Command::new(executor);
@@ -305,6 +336,7 @@ fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, Sandbox
         binds: root.binds,
         data: root.data,
         image: image.as_ref().map(|(i, _)| i.root.clone()),
+        branch_of,
     };
     let frame = Message::notification(ASSEMBLE_METHOD, serde_json::to_value(&config).ok());
     let outcome = airlock_protocol::write_message(&mut &ours, &frame)
@@ -321,7 +353,10 @@ fn create_blocking(executor: &Path, root: RootSpec) -> Result<SandboxFs, Sandbox
     let _ = child.kill();
     let _ = child.wait();
     match outcome {
-        Ok(Some(fds)) => Ok(SandboxFs::from_hand_over(fds, owner, binds, image)?),
+        Ok(Some(fds)) => Ok(SandboxFs {
+            root: Some(spec),
+            ..SandboxFs::from_hand_over(fds, owner, binds, image)?
+        }),
         Ok(None) => Err(SandboxFsError::Refused(why.unwrap_or_default())),
         Err(e) => Err(SandboxFsError::Spawn(e)),
     }

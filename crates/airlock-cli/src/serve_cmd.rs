@@ -127,6 +127,13 @@ pub struct ServeOpts {
     /// repeatable): a private network's, or loopback for a test server. Off by default.
     #[arg(long = "allow-private", value_name = "CIDR")]
     pub allow_private: Vec<String>,
+    /// Fork stateful sandboxes copy-on-write (`sandbox.fork` clones the live kernel into
+    /// branches that share its pages until they write) instead of copying their state through
+    /// a snapshot. Their kernels then run with Landlock granting files as data beneath their
+    /// root: the read-only mount layout alone says what they may write (docs/threat-model.md).
+    /// A sandbox that cannot be forked so (a machine, allowlist egress, threads) is copied.
+    #[arg(long)]
+    pub fork_copy_on_write: bool,
     /// A policy.toml (floor, denied capabilities, limits): its limits become the ceilings, and
     /// every run is admitted by it first (also read from $AIRLOCK_POLICY).
     #[arg(long, value_name = "PATH")]
@@ -476,7 +483,10 @@ fn serve_logged(
         },
         &opts.allow_private,
         opts.image_dir.clone(),
-        crate::state_choice::open(opts.state_dir.clone(), opts.max_state_mb << 20)?,
+        crate::serve_sandboxes::Snapshots {
+            state: crate::state_choice::open(opts.state_dir.clone(), opts.max_state_mb << 20)?,
+            copy_on_write: opts.fork_copy_on_write,
+        },
     )?);
     let server = Server::new(config);
     runtime.block_on(async {

@@ -22,6 +22,14 @@ pub struct Capacity {
 
 /// The registry for `config` (the server's run defaults, interpreter and executor);
 /// `allow_private`: the special ranges allowlisted hosts may resolve into.
+/// The server's snapshots: its state directory, and how it forks.
+pub struct Snapshots {
+    /// The state directory (none: no snapshots).
+    pub state: Option<Arc<airlock_server::state_dir::StateDir>>,
+    /// `--fork-copy-on-write`.
+    pub copy_on_write: bool,
+}
+
 pub fn build(
     config: &ServerConfig,
     policy: Option<&Policy>,
@@ -29,8 +37,12 @@ pub fn build(
     capacity: Capacity,
     allow_private: &[String],
     image_dir: Option<std::path::PathBuf>,
-    state: Option<Arc<airlock_server::state_dir::StateDir>>,
+    snapshots: Snapshots,
 ) -> anyhow::Result<Arc<Sandboxes>> {
+    let Snapshots {
+        state,
+        copy_on_write,
+    } = snapshots;
     let mut local = LocalConfig::new(config.executor.clone());
     local.egress_allow_private = allow_private.to_vec();
     if let Some(dir) = image_dir {
@@ -41,6 +53,7 @@ pub fn build(
     local.runner = Arc::clone(&config.runner);
     local.python = config.interpreter.clone();
     local.snapshots = state.is_some();
+    local.cow_fork = copy_on_write && state.is_some();
     // Policy events go to the audit log next to the run records, egress decisions to the
     // metrics too.
     let audit = config

@@ -378,6 +378,10 @@ for path in ("/usr/lib/airlock-forkable-probe", "/etc/airlock-forkable-probe"):
 x = 41
 "#;
 
+/// The forkable-kernel tests count seccomp listeners in this process and under it: one at a
+/// time, so another test's kernel is not counted.
+static FORKABLE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The seccomp listener fds of process `pid` (`anon_inode:seccomp notify`).
 fn listeners_of(pid: impl std::fmt::Display) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -396,6 +400,7 @@ fn listeners_of(pid: impl std::fmt::Display) -> usize {
 /// (EROFS, and nothing appeared on the host).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_not_ask() {
+    let _one_at_a_time = FORKABLE.lock().await;
     let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
     config.cow_fork = true;
     let b = LocalBackend::new(config).unwrap();
@@ -449,4 +454,58 @@ async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_n
         "the kernel lives on after the refusal: {r:?}"
     );
     b.dispose(&k).await;
+}
+
+/// Issue 27's copy-on-write fork at the backend: a forkable kernel forks into two branches
+/// that new sandboxes adopt; each holds the parent's variables and files at the fork, what
+/// one changes no other sees, and the parent goes on with its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forkable_kernel_forks_into_branches_that_share_nothing_after() {
+    let _one_at_a_time = FORKABLE.lock().await;
+    let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
+    config.cow_fork = true;
+    let b = LocalBackend::new(config).unwrap();
+    let stateful = SandboxSpec::builder("local-test")
+        .stateful(true)
+        .build()
+        .unwrap();
+    let k = key("cow-parent");
+    b.acquire(&k, &stateful).await.unwrap();
+    let parent = b.sandbox(&k).unwrap();
+    let setup = "x = 41\nopen('f.txt', 'w').write('parent')";
+    let r = parent.run_code(setup, &Default::default()).await.unwrap();
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    let branches = parent.fork_kernel(2).await.unwrap();
+    assert_eq!(branches.len(), 2);
+    let mut kids = Vec::new();
+    for (i, branch) in branches.into_iter().enumerate() {
+        let kk = key(&format!("cow-branch-{i}"));
+        b.acquire(&kk, &stateful).await.unwrap();
+        let kid = b.sandbox(&kk).unwrap();
+        assert!(kid.adopt_branch(branch).await);
+        kids.push(kid);
+    }
+    for (i, kid) in kids.iter().enumerate() {
+        let code = format!(
+            "x += {n}\nopen('f.txt', 'a').write('-{i}')\nimport os\nprint(x, open('f.txt').read(), os.getpid())",
+            n = i + 1
+        );
+        let r = kid.run_code(&code, &Default::default()).await.unwrap();
+        assert_eq!(r.stdout, format!("{} parent-{i} 1\n", 41 + i + 1), "{r:?}");
+    }
+    let r = parent
+        .run_code(
+            "import os\nprint(x, open('f.txt').read(), os.getpid())",
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.stdout, "41 parent 1\n",
+        "the parent goes on as it was: {r:?}"
+    );
+    for (i, kid) in kids.iter().enumerate() {
+        let r = kid.run_code("print(x)", &Default::default()).await.unwrap();
+        assert_eq!(r.stdout, format!("{}\n", 41 + i + 1), "{r:?}");
+    }
 }

@@ -53,7 +53,12 @@ const HOSTS: &str = "127.0.0.1 localhost airlock\n::1 localhost ip6-localhost\n"
 pub fn assemble(cfg: &AssembleConfig) -> Result<(), AssembleError> {
     let channel = fdpass::take_inherited(SANDBOX_CHANNEL_FD).map_err(at("channel"))?;
     let data = build(cfg)?;
-    hand_over(channel.as_fd(), data)
+    match cfg.branch_of {
+        None => hand_over(channel.as_fd(), data),
+        Some(pid) => {
+            crate::branch::graft_and_hand_over(channel.as_fd(), pid, data, cfg.data.inodes)
+        }
+    }
 }
 
 /// Send the caller's user and mount namespaces and `data` (the root of the sandbox's writable
@@ -85,9 +90,12 @@ pub fn build(cfg: &AssembleConfig) -> Result<OwnedFd, AssembleError> {
     }
     // After the identity change, which clears it.
     process::set_parent_death_signal_kill().map_err(at("pdeathsig"))?;
-    userns::enter_user_namespace(INSIDE_ID, INSIDE_ID)
-        .map_err(container::explain(container::USERNS))
-        .map_err(at("userns"))?;
+    match cfg.branch_of {
+        None => userns::enter_user_namespace(INSIDE_ID, INSIDE_ID)
+            .map_err(container::explain(container::USERNS))
+            .map_err(at("userns"))?,
+        Some(pid) => userns::join_and_map_branch(pid, INSIDE_ID).map_err(at("branch userns"))?,
+    }
     ns::unshare(ns::Namespaces {
         mount: true,
         ..ns::Namespaces::default()

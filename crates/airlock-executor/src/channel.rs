@@ -7,7 +7,8 @@ use airlock_protocol::{FrameReader, Message};
 use serde_json::{json, Value};
 
 use crate::config::{
-    AssembleConfig, ExecutorConfig, InitConfig, ASSEMBLE_METHOD, INIT_METHOD, SETUP_METHOD,
+    AssembleConfig, ExecutorConfig, InitConfig, SealConfig, ASSEMBLE_METHOD, INIT_METHOD,
+    SEAL_METHOD, SETUP_METHOD,
 };
 
 /// The frame that opens a stage's life: a run, or the assembly of a sandbox's root.
@@ -19,6 +20,8 @@ pub enum First {
     Assemble(AssembleConfig),
     /// Start a sandbox's machine (its reaper pid 1) and hand its namespaces back.
     Init(InitConfig),
+    /// Seal a forkable kernel's writable mounts before its fork.
+    Seal(SealConfig),
 }
 
 /// A framed connection to the broker.
@@ -80,6 +83,10 @@ impl Channel {
                 serde_json::from_value(params)
                     .map(First::Assemble)
                     .map_err(bad)
+            }
+            Message::Notification(n) if n.method == SEAL_METHOD => {
+                let params = n.params.unwrap_or(Value::Null);
+                serde_json::from_value(params).map(First::Seal).map_err(bad)
             }
             Message::Notification(n) if n.method == INIT_METHOD => {
                 let params = n.params.unwrap_or(Value::Null);

@@ -25,6 +25,22 @@ pub const SANDBOX_MNTNS_FD: i32 = 7;
 /// joins.
 pub const INIT_METHOD: &str = "init";
 
+/// The frame that opens a stage sealing a forkable kernel before its fork.
+pub const SEAL_METHOD: &str = "seal";
+
+/// What a sealing stage is told: make the writable mounts of the kernel `kernel_pid` (its
+/// `/work`, `/tmp`, `/dev/shm`) read-only in the kernel's own mount namespace, so that its
+/// branches are born with them read-only and locked (no branch can write what another reads
+/// before each gets its own).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SealConfig {
+    /// The sandbox's host identity (a root broker's sandboxes): who owns its user namespace.
+    #[serde(default)]
+    pub identity: Option<HostId>,
+    /// The kernel's host pid.
+    pub kernel_pid: i32,
+}
+
 /// In a run or process of a sandbox with a machine, the stage's fds of the machine's network,
 /// pid, ipc and uts namespaces (its mount namespace is on [`SANDBOX_MNTNS_FD`]).
 pub const MACHINE_NET_FD: i32 = 8;
@@ -111,6 +127,11 @@ pub struct AssembleConfig {
     /// are bound instead of any host path (`binds` must then be empty).
     #[serde(default)]
     pub image: Option<PathBuf>,
+    /// The host pid of a forkable kernel's branch to make this root for: its user namespace
+    /// is joined (and mapped) instead of a fresh one made, and the root's writable tmpfs is
+    /// grafted into it (`crate::branch`).
+    #[serde(default)]
+    pub branch_of: Option<i32>,
 }
 
 /// Kernel bounds on a sandbox's writable filesystem.

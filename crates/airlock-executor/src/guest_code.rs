@@ -12,6 +12,7 @@ macro_rules! guest_sources {
             "'''\n",
             include_str!("guest/kernel.py"),
             include_str!("guest/kernel_state.py"),
+            include_str!("guest/kernel_fork.py"),
             $($tail),*
         )
     };
@@ -21,7 +22,8 @@ macro_rules! guest_sources {
 /// seccomp, attestation and one-shot run (`guest/bootstrap.py`), rich output's MIME bundles
 /// (`guest/formatter.py`), the import hook for matplotlib's config and the `IPython.display`
 /// stand-in (`guest/imports.py`, `guest/ipython_display.py`), the stateful kernel
-/// (`guest/kernel.py`) and its state's save and load (`guest/kernel_state.py`), then `main()`.
+/// (`guest/kernel.py`), its state's save and load (`guest/kernel_state.py`) and its
+/// copy-on-write fork (`guest/kernel_fork.py`), then `main()`.
 pub const BOOTSTRAP_PY: &str = guest_sources!("\nmain()\n");
 
 /// What a zygote's interpreter runs (`-c`, with the library's path and [`crate::zygote::ABI`] as its

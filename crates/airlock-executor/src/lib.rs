@@ -16,6 +16,7 @@ mod assemble_error;
 mod assemble_image;
 pub mod attest;
 mod bind_source;
+mod branch;
 pub mod channel;
 pub mod config;
 mod container;

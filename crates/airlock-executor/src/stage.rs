@@ -84,6 +84,19 @@ pub fn stage_main() -> ! {
             ),
         },
         (chan, First::Init(cfg)) => crate::machine_init::init_main(chan, &cfg),
+        (mut chan, First::Seal(cfg)) => match crate::branch::seal(&cfg) {
+            Ok(()) => {
+                let _ = chan.notify("sealed", serde_json::json!({}));
+                std::process::exit(0)
+            }
+            Err(e) => refuse(
+                &mut chan,
+                &Refusal {
+                    layer: "fork",
+                    message: format!("{}: {}", e.step, e.message),
+                },
+            ),
+        },
     };
     run_stage(chan, &cfg, Ending::Exec);
     // Only `Ending::Return` comes back.
@@ -96,7 +109,7 @@ pub fn stage_main() -> ! {
 pub fn zygote_stage() {
     let (mut chan, cfg) = match first_frame() {
         (chan, First::Setup(cfg)) => (chan, cfg),
-        (mut chan, First::Assemble(_) | First::Init(_)) => refuse(
+        (mut chan, First::Assemble(_) | First::Init(_) | First::Seal(_)) => refuse(
             &mut chan,
             &Refusal {
                 layer: "zygote",

@@ -8,6 +8,7 @@ use crate::{JailError, Result};
 
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_SET_FD: libc::c_uint = 5;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 
@@ -32,6 +33,20 @@ pub fn detached_proc(pidns: BorrowedFd<'_>) -> Result<OwnedFd> {
             )
         },
         "fsconfig(pidns)",
+    )?;
+    check_long(
+        // SAFETY: the key and value are valid C strings; aux 0.
+        unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                ctx.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                c"source".as_ptr(),
+                c"proc".as_ptr(),
+                0,
+            )
+        },
+        "fsconfig(source)",
     )?;
     check_long(
         // SAFETY: integers and null pointers only.

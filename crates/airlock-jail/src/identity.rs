@@ -98,6 +98,11 @@ pub fn join_user_namespace(fd: BorrowedFd<'_>) -> Result<()> {
     join_namespace(fd, libc::CLONE_NEWUSER)
 }
 
+/// Joins the network namespace `fd` refers to.
+pub fn join_net_namespace(fd: BorrowedFd<'_>) -> Result<()> {
+    join_namespace(fd, libc::CLONE_NEWNET)
+}
+
 /// Joins the mount namespace `fd` refers to; root and cwd become that namespace's root.
 pub fn join_mount_namespace(fd: BorrowedFd<'_>) -> Result<()> {
     join_namespace(fd, libc::CLONE_NEWNS)

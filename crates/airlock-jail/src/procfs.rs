@@ -17,7 +17,8 @@ const STATUS_LIMIT: u64 = 16 * 1024;
 /// Threads per process we look at for children.
 const MAX_TASKS: usize = 4096;
 
-fn children_of(pid: i32) -> Vec<i32> {
+/// The direct children of `pid` (every thread's), at most what the bounded reads hold.
+pub fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let task_dir = PathBuf::from(format!("/proc/{pid}/task"));
     let Ok(entries) = std::fs::read_dir(&task_dir) else {
@@ -85,6 +86,18 @@ pub fn tree_rss_bytes(root: i32) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
+/// The wait status (`waitpid(2)`'s encoding) of `pid` once it has exited and until it is
+/// reaped (a zombie's `exit_code`, field 52 of its `stat`); None while it runs or once gone.
+pub fn exit_status(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    if !matches!(fields.next()?, "Z" | "X") {
+        return None;
+    }
+    fields.nth(48)?.parse().ok()
+}
+
 /// Whether `/proc/<pid>` exists (true for a zombie that has not been reaped yet).
 pub fn process_exists(pid: i32) -> bool {
     pid > 0 && PathBuf::from(format!("/proc/{pid}")).exists()
@@ -104,4 +117,32 @@ pub fn all_threads_stopped(pid: i32) -> bool {
             .and_then(|(_, rest)| rest.chars().next());
         matches!(state, None | Some('T' | 't' | 'Z' | 'X'))
     })
+}
+
+/// The `status` fields of `pid` (`Name: value` lines), read bounded; empty once it is gone.
+pub fn status_fields(pid: i32) -> std::collections::BTreeMap<String, String> {
+    let path = PathBuf::from(format!("/proc/{pid}/status"));
+    read_bounded(&path, STATUS_LIMIT)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+/// How many threads `pid` runs.
+pub fn thread_count(pid: i32) -> Option<u64> {
+    status_fields(pid).get("Threads")?.parse().ok()
+}
+
+/// `pid`'s pid in each pid namespace it is in, outermost first (`NSpid`).
+pub fn ns_pids(pid: i32) -> Vec<i64> {
+    status_fields(pid)
+        .get("NSpid")
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }

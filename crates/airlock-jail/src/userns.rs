@@ -45,3 +45,22 @@ pub fn enter_user_namespace(inside_uid: u32, inside_gid: u32) -> Result<()> {
     .map_err(|e| JailError::io("write /proc/self/gid_map", e))?;
     Ok(())
 }
+
+/// Join the user namespace of `pid` (a forkable kernel's branch, whose maps nobody wrote yet)
+/// and map its `inside` uid and gid to the same ids of its parent namespace, which must be
+/// the caller's own effective ids seen from there (the single-entry rule: no capability
+/// outside is needed). The caller ends up in that namespace with every capability in it.
+pub fn join_and_map_branch(pid: i32, inside: u32) -> Result<()> {
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/user"))
+        .map_err(|e| JailError::io("open the branch's user namespace", e))?;
+    crate::identity::join_user_namespace(std::os::fd::AsFd::as_fd(&ns))?;
+    let proc = Path::new("/proc").join(pid.to_string());
+    write_file(&proc.join("setgroups"), b"deny")
+        .map_err(|e| JailError::io("write the branch's setgroups", e))?;
+    let line = format!("{inside} {inside} 1\n");
+    write_file(&proc.join("uid_map"), line.as_bytes())
+        .map_err(|e| JailError::io("write the branch's uid_map", e))?;
+    write_file(&proc.join("gid_map"), line.as_bytes())
+        .map_err(|e| JailError::io("write the branch's gid_map", e))?;
+    Ok(())
+}

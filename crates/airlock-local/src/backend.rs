@@ -45,6 +45,8 @@ pub struct LocalBackend {
     config: Arc<LocalConfig>,
     tools: Option<Arc<dyn ToolsForRun>>,
     sandboxes: Mutex<HashMap<SandboxKey, Entry>>,
+    /// Roots already made for sandboxes about to be acquired (a fork's branches).
+    offered: Mutex<HashMap<SandboxKey, Arc<airlock_broker::SandboxFs>>>,
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -104,7 +106,20 @@ impl LocalBackend {
             config,
             tools: None,
             sandboxes: Mutex::new(HashMap::new()),
+            offered: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The sandbox next acquired under `key` gets `fs` as its root instead of a new one (a
+    /// fork's branch, whose root is made with it); [`LocalBackend::withdraw_root`] takes an
+    /// offer back that nobody took.
+    pub fn offer_root(&self, key: SandboxKey, fs: Arc<airlock_broker::SandboxFs>) {
+        lock(&self.offered).insert(key, fs);
+    }
+
+    /// Take back the root offered for `key`, if nobody took it.
+    pub fn withdraw_root(&self, key: &SandboxKey) {
+        lock(&self.offered).remove(key);
     }
 
     /// Serves `call_tool` from every run through `tools` (e.g. a host-tool registry adapter).
@@ -183,7 +198,10 @@ impl Backend for LocalBackend {
         let image = image_for(&self.config, spec).map_err(BackendError::Refused)?;
         let machine = crate::processes::wants_machine(spec).map_err(BackendError::Refused)?;
         // A call-scoped sandbox's root is made when something needs it (see `crate::root`).
-        let root = if spec.isolation_scope() == IsolationScope::Call {
+        let offered = lock(&self.offered).remove(key);
+        let root = if let Some(fs) = offered {
+            Root::Made(fs)
+        } else if spec.isolation_scope() == IsolationScope::Call {
             Root::Unmade { image }
         } else {
             Root::Made(Arc::new(

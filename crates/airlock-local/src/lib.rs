@@ -19,6 +19,7 @@ pub mod chunks;
 pub mod config;
 pub mod egress;
 pub mod files;
+mod fork;
 pub mod processes;
 mod root;
 pub mod run;

@@ -102,6 +102,16 @@ impl RootCell {
         self.made(config).await.map(ForRun::Join)
     }
 
+    /// Put `fs` in place of the root (a fork's branch's own); false once disposed.
+    pub(crate) fn replace(&self, fs: Arc<SandboxFs>) -> bool {
+        let mut root = self.lock();
+        if matches!(*root, Root::Gone) {
+            return false;
+        }
+        *root = Root::Made(fs);
+        true
+    }
+
     /// Drop the root (everything the sandbox wrote goes with it); nothing is made after this.
     pub(crate) fn take(&self) -> Root {
         std::mem::replace(&mut *self.lock(), Root::Gone)

@@ -7,8 +7,10 @@
 //! sandboxes again; any call on one (or `sandbox.resume`) makes it again under the same id.
 use std::sync::Arc;
 
+use airlock_broker::kernel::{Branch, ForkError};
 use airlock_broker::Limits;
 use airlock_policy::Capability;
+use airlock_policy::SandboxKey;
 use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_snapshot::{Snapshot, SnapshotId};
 use serde_json::{json, Value};
@@ -251,12 +253,83 @@ impl Sandboxes {
         }
         let state = self.state()?;
         let claim = Claim::take(held, "fork")?;
+        match held.sandbox.fork_kernel(count).await {
+            Ok(branches) => {
+                drop(claim);
+                let ids = self.adopt_branches(held, branches, limits_of).await?;
+                return Ok(json!({
+                    "sandbox_id": held.id, "sandbox_ids": ids, "copy_on_write": true,
+                }));
+            }
+            Err(ForkError::NotForkable(why)) => {
+                tracing::debug!(sandbox = %held.id, %why, "forked by a copy of its state");
+            }
+            Err(e @ ForkError::Failed(_)) => return Err(refused(e.to_string())),
+        }
         let made = self.capture(held, state).await;
         drop(claim);
         let (snapshot_id, _) = made?;
         let branches = self.branches(held, &snapshot_id, count, limits_of).await;
         self.drop_unless_held(snapshot_id.as_str());
-        Ok(json!({ "sandbox_id": held.id, "sandbox_ids": branches? }))
+        Ok(json!({ "sandbox_id": held.id, "sandbox_ids": branches?, "copy_on_write": false }))
+    }
+
+    /// Keyless sandboxes made for the branches of `parent`'s copy-on-write fork, each taking
+    /// one (made through the router under the policy and the admission budget, like any); if
+    /// one cannot be made, those made are disposed of again, and the branches not adopted end.
+    async fn adopt_branches(
+        &self,
+        parent: &Held,
+        branches: Vec<Branch>,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Vec<String>, ErrorObject> {
+        let (p, limits) = self.branch_params(parent, limits_of)?;
+        let mut ids = Vec::with_capacity(branches.len());
+        for branch in branches {
+            let id = self.fresh_id();
+            let key = SandboxKey::new(crate::wire_spec::KEYLESS_SCOPE, id.as_str(), "wire")
+                .map_err(internal)?;
+            self.backend.offer_root(key.clone(), Arc::clone(&branch.fs));
+            let made = self.create_as(id, p.clone(), limits.clone()).await;
+            self.backend.withdraw_root(&key);
+            let adopted = match made {
+                Ok(b) if b.sandbox.adopt_branch(branch).await => Ok(b.id.clone()),
+                Ok(b) => Err((
+                    Some(b.id.clone()),
+                    internal("a branch was disposed as it was made"),
+                )),
+                Err(e) => Err((None, e)),
+            };
+            match adopted {
+                Ok(id) => ids.push(id),
+                Err((made, e)) => {
+                    for id in ids.iter().chain(made.as_ref()) {
+                        let _ = self.dispose(id).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// What a branch of `parent` is made with: its spec without its key, its tenant, its
+    /// metadata, and the limits the connection's ceilings give it.
+    fn branch_params(
+        &self,
+        parent: &Held,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<(CreateParams, Limits), ErrorObject> {
+        let mut raw = parent.raw.clone();
+        if let Some(o) = raw.as_object_mut() {
+            o.remove("key");
+        }
+        let mut p = crate::wire_spec::parse_create(Some(raw), self.host_policy())
+            .and_then(|p| p.for_tenant(&parent.tenant))
+            .map_err(refused)?;
+        p.metadata = parent.life.metadata.clone();
+        let limits = limits_of(&p)?;
+        Ok((p, limits))
     }
 
     /// `count` keyless sandboxes made from the snapshot `snapshot_id` of `parent` (read and
@@ -269,15 +342,7 @@ impl Sandboxes {
         limits_of: LimitsOf<'_>,
     ) -> Result<Vec<String>, ErrorObject> {
         let snapshot = Arc::new(self.read_snapshot(snapshot_id.as_str()).await?);
-        let mut raw = parent.raw.clone();
-        if let Some(o) = raw.as_object_mut() {
-            o.remove("key");
-        }
-        let mut p = crate::wire_spec::parse_create(Some(raw), self.host_policy())
-            .and_then(|p| p.for_tenant(&parent.tenant))
-            .map_err(refused)?;
-        p.metadata = parent.life.metadata.clone();
-        let limits = limits_of(&p)?;
+        let (p, limits) = self.branch_params(parent, limits_of)?;
         let mut ids = Vec::with_capacity(count);
         for _ in 0..count {
             match self

@@ -163,7 +163,7 @@ impl Held {
 #[derive(Debug)]
 pub struct Sandboxes {
     router: Router,
-    backend: Arc<LocalBackend>,
+    pub(crate) backend: Arc<LocalBackend>,
     pub(crate) live: Mutex<HashMap<String, Arc<Held>>>,
     runs: Mutex<HashMap<String, (Tenant, CancelToken)>>,
     next: AtomicU64,

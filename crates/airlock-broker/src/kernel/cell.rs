@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use airlock_executor::config::GUEST_WORK_DIR;
-use airlock_jail::procfs;
 use airlock_protocol::{Id, Message};
 use serde_json::{json, Value};
 
 use super::display::Displays;
 use super::live::{Cell, Live};
+use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
 use crate::result::{CellValue, RunResult, RunStatus};
 use crate::run::disk_watch;
@@ -44,13 +44,13 @@ enum Stop {
 /// After an answer: stop the kernel and check it holds no more than its ceiling (a system call
 /// that populates memory can finish after the answer was sent and before the stop takes).
 /// `Some` is why the kernel must end instead.
-async fn settle(stage_pid: i32, memory: u64, peak_rss: &mut u64) -> Option<End> {
-    if !stop_kernel(stage_pid).await {
+async fn settle(procs: Procs, memory: u64, peak_rss: &mut u64) -> Option<End> {
+    if !stop_kernel(procs).await {
         return Some(End::Internal(
             "the kernel could not be stopped between cells".into(),
         ));
     }
-    let rss = procfs::tree_rss_bytes(stage_pid);
+    let rss = procs.rss();
     *peak_rss = (*peak_rss).max(rss);
     (rss > memory).then_some(End::Memory)
 }
@@ -83,8 +83,8 @@ pub(super) async fn run(
     cancel: &mut Cancel,
     started: Instant,
 ) -> RunResult {
-    let stage_pid = live.launched.stage_pid;
-    signal_kernel(stage_pid, SIGCONT);
+    let procs = live.procs();
+    signal_kernel(procs, SIGCONT);
     let limits = &cell.spec.limits;
     live.launched
         .readers_begin(limits.max_output_bytes, cell.spec.output.clone())
@@ -122,7 +122,7 @@ pub(super) async fn run(
     }
     let l = &mut live.launched;
     let stop = match stop {
-        Stop::Answered(hint, value) => settle(stage_pid, live.limits.memory_bytes, &mut peak_rss)
+        Stop::Answered(hint, value) => settle(procs, live.limits.memory_bytes, &mut peak_rss)
             .await
             .map_or(Stop::Answered(hint, value), Stop::Fatal),
         fatal @ Stop::Fatal(_) => fatal,
@@ -189,8 +189,8 @@ async fn supervise(
 ) -> Stop {
     let limits = &cell.spec.limits;
     let memory = live.limits.memory_bytes;
+    let procs = live.procs();
     let l = &mut live.launched;
-    let stage_pid = l.stage_pid;
     let mut disk = disk_watch::watch(Arc::clone(&l.sandbox));
     let mut disk_watching = true;
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
@@ -203,10 +203,10 @@ async fn supervise(
                 return Stop::Fatal(interrupted.take().map_or(End::Exited, |(why, _)| why));
             }
             () = tokio::time::sleep_until(deadline), if interrupted.is_none() => {
-                interrupt(l, relay, stage_pid, interrupted, End::Timeout, limits.grace);
+                interrupt(l, relay, procs, interrupted, End::Timeout, limits.grace);
             }
             () = &mut *cancel, if interrupted.is_none() => {
-                interrupt(l, relay, stage_pid, interrupted, End::Cancelled, limits.grace);
+                interrupt(l, relay, procs, interrupted, End::Cancelled, limits.grace);
             }
             () = tokio::time::sleep_until(kill_at), if interrupted.is_some() => {
                 return Stop::Fatal(interrupted.take().map_or(End::Timeout, |(why, _)| why));
@@ -216,7 +216,7 @@ async fn supervise(
                 Err(_) => disk_watching = false,
             },
             _ = watchdog.tick() => {
-                let rss = procfs::tree_rss_bytes(stage_pid);
+                let rss = procs.rss();
                 *peak_rss = (*peak_rss).max(rss);
                 if rss > memory {
                     return Stop::Fatal(End::Memory);
@@ -243,7 +243,7 @@ async fn supervise(
                 };
                 match msg {
                     Message::Response(r) if r.id.as_ref() == Some(id) => {
-                        *peak_rss = (*peak_rss).max(procfs::tree_rss_bytes(stage_pid));
+                        *peak_rss = (*peak_rss).max(procs.rss());
                         let (hint, value) = answer(r.outcome.ok());
                         return Stop::Answered(hint, value);
                     }
@@ -306,12 +306,12 @@ pub(crate) fn bounded(mut v: CellValue, displays: &mut Displays) -> CellValue {
 fn interrupt(
     l: &Launched,
     relay: &mut ToolRelay<'_>,
-    stage_pid: i32,
+    procs: Procs,
     interrupted: &mut Option<(End, tokio::time::Instant)>,
     why: End,
     grace: std::time::Duration,
 ) {
-    signal_kernel(stage_pid, SIGINT);
+    signal_kernel(procs, SIGINT);
     if let Some(reply) = relay.abandon("the cell was interrupted") {
         let _ = l.send(reply);
     }

@@ -9,6 +9,8 @@ use std::time::Duration;
 use airlock_jail::{process, procfs};
 use tokio::task::JoinHandle;
 
+use super::procs::Procs;
+
 /// How often a stopped kernel is looked at.
 pub const PERIOD: Duration = Duration::from_millis(20);
 const SIGKILL: i32 = 9;
@@ -20,15 +22,15 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    /// Watch the kernel under `stage_pid` until [`Guard::stop`].
-    pub(super) fn start(stage_pid: i32, memory_bytes: u64) -> Guard {
+    /// Watch the kernel `procs` until [`Guard::stop`].
+    pub(super) fn start(procs: Procs, memory_bytes: u64) -> Guard {
         let tripped = Arc::new(Mutex::new(None));
         let flag = Arc::clone(&tripped);
         let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(PERIOD).await;
-                if let Some(why) = violation(stage_pid, memory_bytes) {
-                    for pid in procfs::descendants(stage_pid) {
+                if let Some(why) = violation(procs, memory_bytes) {
+                    for pid in procs.pids() {
                         let _ = process::kill(pid, SIGKILL);
                     }
                     *flag
@@ -53,12 +55,12 @@ impl Guard {
 }
 
 /// Why a kernel that should be stopped must end: it runs, or holds more than its ceiling.
-pub(super) fn violation(stage_pid: i32, memory_bytes: u64) -> Option<String> {
-    let tree = procfs::descendants(stage_pid);
+pub(super) fn violation(procs: Procs, memory_bytes: u64) -> Option<String> {
+    let tree = procs.pids();
     if !tree.iter().all(|&pid| procfs::all_threads_stopped(pid)) {
         return Some("the kernel resumed itself between cells".into());
     }
-    let rss = procfs::tree_rss_bytes(stage_pid);
+    let rss = procs.rss();
     (rss > memory_bytes).then(|| {
         format!(
             "the kernel held {} MiB between cells, over its {} MiB limit",

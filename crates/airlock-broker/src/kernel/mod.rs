@@ -7,16 +7,21 @@
 //! (`SIGINT`, a `KeyboardInterrupt` in the program; the state survives) and, past the grace
 //! period, kills it (the result says `kernel_restarted`; the next cell starts a fresh kernel).
 //! A memory or disk overrun, a crash or a protocol violation ends it the same way.
+mod branch_check;
 pub(crate) mod cell;
 pub(crate) mod display;
 mod door;
+mod fork;
 mod guard;
 mod ids;
 mod live;
+mod procs;
+mod seal;
 mod signals;
 mod start;
 mod state;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,12 +30,13 @@ use airlock_protocol::ErrorCode;
 use live::{Cell, Live};
 
 pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
+pub use fork::ForkError;
 pub use state::{SavedState, StateError};
 
 use crate::result::RunResult;
 use crate::run::plan::program_fits;
 use crate::run::spec::{Cancel, RunSpec, Workload};
-use crate::run::teardown;
+use crate::sandbox_fs::SandboxFs;
 use crate::tools::ToolHandler;
 
 /// The kernel of one stateful sandbox; it starts on the first cell.
@@ -39,6 +45,9 @@ pub struct Kernel {
     live: Option<Live>,
     /// Its processes start ready to be forked copy-on-write (see [`Kernel::forkable`]).
     forkable: bool,
+    /// Why its state was lost outside a cell (a fork that failed part way): the next cell
+    /// says `kernel_restarted`.
+    lost: Option<String>,
     cells: i64,
     /// A paused sandbox's state, loaded by the next kernel that starts.
     restore: Option<std::fs::File>,
@@ -64,6 +73,42 @@ impl Kernel {
         Kernel {
             forkable: true,
             ..Kernel::default()
+        }
+    }
+
+    /// Fork this (forkable, live) kernel of the sandbox `parent` into `count + 1` branches,
+    /// each finished, checked and attested (`fork.rs`); branch 0 is for the parent to go on
+    /// with (its filesystem replaces the parent's). This kernel is left without a process: its
+    /// state lives on in the branches. [`ForkError::NotForkable`] changes nothing; after
+    /// [`ForkError::Failed`] the kernel is gone and its next cell says `kernel_restarted`.
+    pub async fn fork(
+        &mut self,
+        parent: &SandboxFs,
+        count: usize,
+        executor: &Path,
+    ) -> Result<Vec<Branch>, ForkError> {
+        if self.unguard().await.is_some() {
+            return Err(ForkError::NotForkable(
+                "the kernel was ended between cells".into(),
+            ));
+        }
+        match fork::fork(&mut self.live, parent, count, executor).await {
+            Ok(forked) => Ok(forked
+                .into_iter()
+                .map(|f| Branch {
+                    fs: f.fs,
+                    kernel: Kernel {
+                        live: Some(f.live),
+                        cells: self.cells,
+                        ..Kernel::default()
+                    },
+                })
+                .collect()),
+            Err(e @ ForkError::Failed(_)) => {
+                self.lost = Some(e.to_string());
+                Err(e)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -107,7 +152,7 @@ impl Kernel {
             self.shut_down().await;
         }
         // A kernel the guard ended between cells: this cell starts a fresh one, and says so.
-        let lost = self.unguard().await;
+        let lost = self.unguard().await.or_else(|| self.lost.take());
         let mut restore = None;
         if self.live.is_none() {
             match start::start(&spec, &mut cancel, started, self.forkable).await {
@@ -132,13 +177,10 @@ impl Kernel {
         .await;
         if outcome.kernel_restarted {
             if let Some(live) = self.live.take() {
-                end(live).await;
+                live.end().await;
             }
         } else {
-            live.guard = Some(guard::Guard::start(
-                live.launched.stage_pid,
-                live.limits.memory_bytes,
-            ));
+            live.guard = Some(guard::Guard::start(live.procs(), live.limits.memory_bytes));
         }
         // The state this cell may have counted on was gone before it ran.
         outcome.kernel_restarted |= lost.is_some();
@@ -205,32 +247,19 @@ impl Kernel {
     /// End the kernel (if one is alive) and reap every process of it.
     pub async fn shut_down(&mut self) {
         if let Some(live) = self.live.take() {
-            end(live).await;
+            live.end().await;
         }
     }
 }
 
+/// One branch of a copy-on-write fork: its own filesystem, and a kernel serving cells in it.
+#[derive(Debug)]
+pub struct Branch {
+    /// Its filesystem (a root of its own, a copy of the parent's files).
+    pub fs: Arc<SandboxFs>,
+    /// Its kernel, holding a copy of the parent's state.
+    pub kernel: Kernel,
+}
+
 /// How long a kernel gets to save its state.
 const SAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// Kill a kernel's tree and reap it.
-async fn end(live: Live) {
-    let Live {
-        launched,
-        guard,
-        door,
-        ..
-    } = live;
-    if let Some(refused) = door.map(|d| d.shut()).filter(|n| *n > 0) {
-        tracing::warn!(
-            refused,
-            "a forkable kernel asked for clones nobody asked it for"
-        );
-    }
-    if let Some(g) = guard {
-        g.stop().await;
-    }
-    let mut l = launched;
-    let _ = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
-    l.discard().await;
-}

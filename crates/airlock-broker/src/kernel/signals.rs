@@ -3,6 +3,8 @@ use std::time::Instant;
 
 use airlock_jail::{process, procfs};
 
+use super::procs::Procs;
+
 const SIGSTOP: i32 = 19;
 /// Continues a stopped kernel.
 pub(super) const SIGCONT: i32 = 18;
@@ -12,14 +14,11 @@ const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Stop the kernel between cells and wait until every thread is stopped: no CPU, and no file
 /// activity while the broker moves files. False if it would not stop in time.
-pub(super) async fn stop_kernel(stage_pid: i32) -> bool {
-    signal_kernel(stage_pid, SIGSTOP);
+pub(super) async fn stop_kernel(procs: Procs) -> bool {
+    signal_kernel(procs, SIGSTOP);
     let until = Instant::now() + STOP_WAIT;
     loop {
-        if procfs::descendants(stage_pid)
-            .into_iter()
-            .all(procfs::all_threads_stopped)
-        {
+        if procs.pids().into_iter().all(procfs::all_threads_stopped) {
             return true;
         }
         if Instant::now() > until {
@@ -30,8 +29,8 @@ pub(super) async fn stop_kernel(stage_pid: i32) -> bool {
 }
 
 /// Signal every process of the kernel (pid 1 of its namespace and anything under it).
-pub(super) fn signal_kernel(stage_pid: i32, sig: i32) {
-    for pid in procfs::descendants(stage_pid) {
+pub(super) fn signal_kernel(procs: Procs, sig: i32) {
+    for pid in procs.pids() {
         let _ = process::kill(pid, sig);
     }
 }

@@ -41,7 +41,9 @@ pub(super) async fn start(
     let mut prepared = prepare::prepare(&spec, run_probe)
         .await
         .map_err(|r| verdict::before_spawn(r, started))?;
-    let forkable = forkable && prepared.config.machine.is_none();
+    let forkable = forkable
+        && prepared.config.machine.is_none()
+        && prepared.config.egress_proxy_port.is_none();
     if forkable {
         prepared.config.forkable = true;
         prepared.config.fs.data = vec![PathBuf::from("/")];
@@ -56,11 +58,13 @@ pub(super) async fn start(
     };
     match end {
         Ok(door) => Ok(Live {
+            procs: super::procs::Procs::Stage(launched.stage_pid),
             launched,
             sys_path: prepared.sys_path,
             limits: cell.limits.clone(),
             guard: None,
             door,
+            template: None,
         }),
         Err(end) => Err(failed(launched, end, cell, started).await),
     }

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use super::guard::Guard;
 use super::live::Live;
+use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
 use crate::run::channel::Outbox;
 use crate::run::launched::Launched;
@@ -64,8 +65,8 @@ pub(super) async fn save(
     timeout: Duration,
 ) -> Result<SavedState, StateError> {
     let file = tempfile::tempfile_in(spool)?;
-    let stage_pid = live.launched.stage_pid;
-    signal_kernel(stage_pid, SIGCONT);
+    let procs = live.procs();
+    signal_kernel(procs, SIGCONT);
     let id = super::ids::request_id("save");
     if !live
         .launched
@@ -73,7 +74,14 @@ pub(super) async fn save(
     {
         return Err(StateError::Broken("its socket is closed".into()));
     }
-    let exchange = receive(&mut live.launched, &id, file, cap, live.limits.memory_bytes);
+    let exchange = receive(
+        &mut live.launched,
+        procs,
+        &id,
+        file,
+        cap,
+        live.limits.memory_bytes,
+    );
     let outcome = match tokio::time::timeout(timeout, exchange).await {
         Ok(r @ (Ok(_) | Err(StateError::Refused(_) | StateError::Spool(_)))) => r,
         Ok(broken) => return broken,
@@ -83,16 +91,17 @@ pub(super) async fn save(
         }
     };
     // It answered: stopped and watched again, as between any two cells.
-    if !stop_kernel(stage_pid).await {
+    if !stop_kernel(procs).await {
         return Err(StateError::Broken("it would not stop afterwards".into()));
     }
-    live.guard = Some(Guard::start(stage_pid, live.limits.memory_bytes));
+    live.guard = Some(Guard::start(procs, live.limits.memory_bytes));
     outcome
 }
 
 /// Collect `state` chunks until the answer to `id`.
 async fn receive(
     l: &mut Launched,
+    procs: Procs,
     id: &Id,
     file: File,
     cap: u64,
@@ -108,7 +117,7 @@ async fn receive(
         let msg = tokio::select! {
             m = l.recv() => m,
             _ = watchdog.tick() => {
-                if airlock_jail::procfs::tree_rss_bytes(l.stage_pid) > memory {
+                if procs.rss() > memory {
                     return Err(StateError::Broken("it went over its memory limit".into()));
                 }
                 continue;

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 pub(crate) type Attach = JoinHandle<Result<RunCgroup, String>>;
 
 /// The cgroup a run gets (where the machine allows): its name and limits.
-pub(super) fn cgroup_for(stage_pid: i32, limits: &Limits) -> (String, CgroupLimits) {
+pub(crate) fn cgroup_for(stage_pid: i32, limits: &Limits) -> (String, CgroupLimits) {
     (
         format!("airlock-{stage_pid}-{}", std::process::id()),
         CgroupLimits {

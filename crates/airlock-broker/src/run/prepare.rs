@@ -101,6 +101,7 @@ fn own_root(binds: Vec<PathBuf>, data: DataBounds) -> (RunRoot, AssembleConfig) 
         binds,
         data,
         image: None,
+        branch_of: None,
     };
     let own = RunRoot::Own {
         owner,

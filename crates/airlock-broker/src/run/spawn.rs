@@ -164,3 +164,28 @@ pub(super) fn spawn(
     };
     Ok((spawned, hand_over))
 }
+
+/// The broker's side of a forked kernel's branch `pid` (not its child: see
+/// [`super::stage_proc::BranchProc`]): its socket and its own stdout and stderr pipes, read a
+/// cell at a time as a kernel's are.
+pub(crate) fn adopt_branch(
+    pid: i32,
+    socket: std::os::unix::net::UnixStream,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+) -> std::io::Result<Spawned> {
+    socket.set_nonblocking(true)?;
+    let readers = Readers::Cells(
+        CellPipe::start(stdout, Stream::Stdout)?,
+        CellPipe::start(stderr, Stream::Stderr)?,
+    );
+    let (inbox, outbox, flusher) = channel::open(UnixStream::from_std(socket)?);
+    Ok(Spawned {
+        child: StageProcess::Branch(super::stage_proc::BranchProc::new(pid)?),
+        inbox,
+        outbox,
+        readers,
+        io_tasks: [flusher],
+        egress: None,
+    })
+}

@@ -21,6 +21,72 @@ pub(crate) enum StageProcess {
     Spawned(tokio::process::Child),
     /// Forked by the zygote; the broker's child all the same.
     Adopted(Adopted),
+    /// A forked kernel's branch: no stage, not the broker's child (see [`BranchProc`]).
+    Branch(BranchProc),
+}
+
+/// A branch of a forked kernel: a clone of the kernel, whose parent is that kernel (kept
+/// stopped for as long as any of its branches lives), held by a pidfd. It cannot be reaped
+/// here: its end is the pidfd becoming readable (looked at every [`BRANCH_POLL`]), its status
+/// read from its zombie.
+#[derive(Debug)]
+pub(crate) struct BranchProc {
+    pid: i32,
+    fd: OwnedFd,
+    status: Option<ExitStatus>,
+}
+
+/// How often a waiter looks whether a branch ended.
+const BRANCH_POLL: Duration = Duration::from_millis(5);
+
+impl BranchProc {
+    /// Take hold of the branch `pid` (which cannot be reaped while its parent is stopped).
+    pub(crate) fn new(pid: i32) -> io::Result<Self> {
+        let fd = pidfd::open(pid).map_err(io::Error::other)?;
+        Ok(Self {
+            pid,
+            fd,
+            status: None,
+        })
+    }
+
+    fn ended(&mut self) -> ExitStatus {
+        let status = airlock_jail::procfs::exit_status(self.pid).unwrap_or(SIGKILL);
+        *self.status.insert(ExitStatus::from_raw(status))
+    }
+
+    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_some() {
+            return Ok(self.status);
+        }
+        let exited =
+            airlock_jail::fd::wait_readable(self.fd.as_fd(), 0).map_err(io::Error::other)?;
+        Ok(exited.then(|| self.ended()))
+    }
+
+    async fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(s) = self.try_wait()? {
+                return Ok(s);
+            }
+            tokio::time::sleep(BRANCH_POLL).await;
+        }
+    }
+
+    fn start_kill(&mut self) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        pidfd::send_signal(self.fd.as_fd(), SIGKILL).map_err(io::Error::other)
+    }
+}
+
+impl Drop for BranchProc {
+    /// A branch nobody holds any more is killed (its parent, the stopped kernel, is ended
+    /// with the last of its branches, and its pid namespace with it).
+    fn drop(&mut self) {
+        let _ = self.start_kill();
+    }
 }
 
 /// A child of the broker it did not spawn itself, held by a pidfd.
@@ -112,6 +178,8 @@ impl StageProcess {
             Self::Spawned(c) => c.id(),
             Self::Adopted(a) if a.status.is_none() => u32::try_from(a.pid).ok(),
             Self::Adopted(_) => None,
+            Self::Branch(b) if b.status.is_none() => u32::try_from(b.pid).ok(),
+            Self::Branch(_) => None,
         }
     }
 
@@ -120,6 +188,7 @@ impl StageProcess {
         match self {
             Self::Spawned(c) => c.wait().await,
             Self::Adopted(a) => a.wait().await,
+            Self::Branch(b) => b.wait().await,
         }
     }
 
@@ -128,6 +197,7 @@ impl StageProcess {
         match self {
             Self::Spawned(c) => c.try_wait(),
             Self::Adopted(a) => a.try_wait(),
+            Self::Branch(b) => b.try_wait(),
         }
     }
 
@@ -136,6 +206,7 @@ impl StageProcess {
         match self {
             Self::Spawned(c) => c.start_kill(),
             Self::Adopted(a) => a.start_kill(),
+            Self::Branch(b) => b.start_kill(),
         }
     }
 }

@@ -7,6 +7,7 @@ mod conformance_stdio;
 mod conformance_ws;
 mod drain;
 mod faults;
+mod fork_cow;
 mod health;
 mod kernel;
 mod lifetimes;

@@ -62,6 +62,16 @@ impl StateDir {
         WsServer::start_as(user, &["--state-dir", self.dir.to_str().unwrap()])
     }
 
+    /// A server on this state directory that forks copy-on-write.
+    pub(super) fn serve_cow(&self, user: Option<&str>, cow: bool) -> WsServer {
+        let dir = self.dir.to_str().unwrap();
+        if cow {
+            WsServer::start_as(user, &["--state-dir", dir, "--fork-copy-on-write"])
+        } else {
+            self.serve(user)
+        }
+    }
+
     fn snapshot_path(&self, id: &str) -> PathBuf {
         self.dir.join("snapshots").join(id)
     }
@@ -1074,9 +1084,9 @@ async fn holds(c: &mut WsClient, sid: &str) -> String {
     cell(c, sid, "print(x, open('/work/f').read())").await
 }
 
-async fn branches_are_apart(user: Option<&str>) {
+async fn branches_are_apart(user: Option<&str>, cow: bool) {
     let state = StateDir::new(user);
-    let server = state.serve(user);
+    let server = state.serve_cow(user, cow);
     let mut c = server.connect().await;
     let parent = stateful(&mut c).await;
     cell(
@@ -1092,6 +1102,7 @@ async fn branches_are_apart(user: Option<&str>) {
     )
     .await;
     assert_eq!(r["sandbox_id"], parent.as_str(), "{r}");
+    assert_eq!(r["copy_on_write"], cow, "{r}");
     let branches: Vec<String> = r["sandbox_ids"]
         .as_array()
         .unwrap()
@@ -1172,7 +1183,16 @@ async fn branches_are_apart(user: Option<&str>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_branch_cannot_see_signal_or_write_its_siblings_or_parent() {
     for user in IDENTITIES {
-        branches_are_apart(user).await;
+        branches_are_apart(user, false).await;
+    }
+}
+
+/// The same attacks on a copy-on-write fork (`--fork-copy-on-write`): each branch a clone of
+/// the live kernel, finished from outside.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_on_write_branch_cannot_see_signal_or_write_its_siblings_or_parent() {
+    for user in IDENTITIES {
+        branches_are_apart(user, true).await;
     }
 }
 
@@ -1259,9 +1279,34 @@ async fn attest(
     (seen, host)
 }
 
-async fn branch_attests_fresh(user: Option<&str>) {
+/// A copy-on-write branch's mount table without what lies beneath its own `/work`, `/tmp`,
+/// `/dev/shm` and `/proc`: its parent's, sealed read-only (and its parent's procfs), reached
+/// by no path (docs/threat-model.md, "What a copy-on-write branch shares"). Exactly those
+/// four must be there.
+fn without_hidden(mounts: &Value) -> Vec<String> {
+    let mut left: Vec<String> = mounts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    let sealed = |m: &String| {
+        let f: Vec<&str> = m.split(' ').collect();
+        matches!(f[2], "/work" | "/tmp" | "/dev/shm") && f[3].starts_with("ro,")
+    };
+    let before = left.len();
+    left.retain(|m| !sealed(m));
+    let first_proc = left
+        .iter()
+        .position(|m| m.split(' ').nth(2) == Some("/proc"));
+    left.remove(first_proc.expect("the branch's /proc"));
+    assert_eq!(before - left.len(), 4, "{mounts}");
+    left
+}
+
+async fn branch_attests_fresh(user: Option<&str>, cow: bool) {
     let state = StateDir::new(user);
-    let server = state.serve(user);
+    let server = state.serve_cow(user, cow);
     let mut c = server.connect().await;
     let parent = stateful(&mut c).await;
     cell(&mut c, &parent, "x = 1").await;
@@ -1301,7 +1346,13 @@ async fn branch_attests_fresh(user: Option<&str>) {
         assert_eq!(&f_seen["ns"][ns], f, "{user:?}: {ns} inside and out");
     }
     let server_uid = uid_of(server.pid()).unwrap().to_string();
-    if user.is_none() {
+    if user.is_none() && cow {
+        // A clone keeps its kernel's credentials: a copy-on-write branch has its parent's
+        // host uid (docs/threat-model.md, "What a copy-on-write branch shares").
+        assert_eq!(b_host["uid"], p_host["uid"]);
+        assert_ne!(b_host["uid"], f_host["uid"]);
+        assert!(![&f_host["uid"], &p_host["uid"]].contains(&&server_uid));
+    } else if user.is_none() {
         let uids: BTreeSet<&String> = [&b_host["uid"], &f_host["uid"], &p_host["uid"]].into();
         assert_eq!(uids.len(), 3, "each sandbox its own host uid: {uids:?}");
         assert!(!uids.contains(&server_uid));
@@ -1332,21 +1383,26 @@ async fn branch_attests_fresh(user: Option<&str>) {
     );
     // Everything else, field by field, once the per-sandbox ids are out (the maps' outer id
     // is the kernel's host uid).
-    let strip = |mut v: Value, host: &BTreeMap<&str, String>| {
+    // A copy-on-write branch's user namespace is nested in its parent's: its maps name the
+    // parent's 1000, which is the host uid.
+    let strip = |mut v: Value, outer: &str| {
         let o = v.as_object_mut().unwrap();
         o.remove("ns");
         o.remove("cgroup_inside");
         for map in o["maps"].as_array_mut().unwrap() {
-            assert_eq!(
-                map[1].as_str(),
-                Some(host["uid"].as_str()),
-                "{user:?}: {map}"
-            );
+            assert_eq!(map[1].as_str(), Some(outer), "{user:?}: {map}");
             map[1] = json!("H");
         }
         v
     };
-    let (b, f) = (strip(b_seen, &b_host), strip(f_seen, &f_host));
+    let branch_outer = if cow { "1000" } else { b_host["uid"].as_str() };
+    let (mut b, f) = (
+        strip(b_seen, branch_outer),
+        strip(f_seen, f_host["uid"].as_str()),
+    );
+    if cow {
+        b["mounts"] = json!(without_hidden(&b["mounts"]));
+    }
     // And what the attestation demands, so that the two are not equal in a weaker way.
     let st = &b["status"];
     assert_eq!(
@@ -1356,8 +1412,10 @@ async fn branch_attests_fresh(user: Option<&str>) {
     );
     assert_eq!(st["CapEff"], "0000000000000000", "{b}");
     assert_eq!(b["interfaces"], json!(["lo"]), "{b}");
-    // Landlock: the root directory is read-only to the mount too, and unlistable only by it.
-    assert_eq!(b["listdir"]["/"], "EACCES", "{b}");
+    // Landlock: the root directory is read-only to the mount too, and unlistable only by it
+    // (a forkable kernel's domain grants reading beneath its root: its mount layout decides).
+    let listing = if cow { "ok" } else { "EACCES" };
+    assert_eq!(b["listdir"]["/"], listing, "{b}");
     assert_eq!(b["landlock"]["/work/w"], "ok", "{b}");
     let keys: BTreeSet<&String> = b
         .as_object()
@@ -1386,7 +1444,14 @@ async fn branch_attests_fresh(user: Option<&str>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_branch_attests_like_a_fresh_sandbox() {
     for user in IDENTITIES {
-        branch_attests_fresh(user).await;
+        branch_attests_fresh(user, false).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_on_write_branch_attests_like_a_fresh_sandbox() {
+    for user in IDENTITIES {
+        branch_attests_fresh(user, true).await;
     }
 }
 

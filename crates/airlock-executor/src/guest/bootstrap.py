@@ -18,6 +18,18 @@ _buf = bytearray()
 _COERCED_LC_CTYPE = os.environ.get("LC_CTYPE")
 
 
+def _set_environ(env):
+    """The run's (or cell's) environment, as a cold interpreter started with it would have it:
+    one that names no locale gets the LC_CTYPE start-up coerced (the template started with
+    none and did), so that a forked run's, a pooled one's and every cell's environment is a
+    cold run's."""
+    os.environ.clear()
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+    ctype = os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "C"
+    if _COERCED_LC_CTYPE and not os.environ.get("LC_ALL") and ctype in ("C", "POSIX"):
+        os.environ["LC_CTYPE"] = _COERCED_LC_CTYPE
+
+
 class _JsonContext:
     """What the C scanner of `_json` reads: strict JSON, no hooks, no NaN or Infinity."""
 
@@ -441,14 +453,7 @@ def main():
     code = params.get("code", "")
     env = params.get("env")
     if isinstance(env, dict):  # a pooled (warm) executor gets the run's environment here
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in env.items()})
-        # A cold interpreter started with this environment would have coerced the locale
-        # exactly when it names none (the template started with none and did): the same
-        # LC_CTYPE, so that a forked run's environment is a cold run's.
-        ctype = os.environ.get("LC_CTYPE") or os.environ.get("LANG") or "C"
-        if _COERCED_LC_CTYPE and not os.environ.get("LC_ALL") and ctype in ("C", "POSIX"):
-            os.environ["LC_CTYPE"] = _COERCED_LC_CTYPE
+        _set_environ(env)
     for entry in params.get("sys_path") or ():  # site-packages, as discovered with `site`
         if isinstance(entry, str) and entry not in sys.path:
             sys.path.append(entry)

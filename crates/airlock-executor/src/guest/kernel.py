@@ -30,8 +30,11 @@ def _kernel(rid, params):
         with _Quiet():
             _send_body(_answer_body(rid, result))
             msg = _read_frame()
-        while msg.get("method") == "save":  # between cells: the broker snapshots the state
-            msg = _answer_save(msg.get("id"), scope)
+        while msg.get("method") in ("save", "fork"):  # between cells: a snapshot, a fork
+            if msg.get("method") == "save":
+                msg = _answer_save(msg.get("id"), scope)
+            else:  # in a branch this is its first request after the fork
+                msg = _answer_fork(msg.get("id"), msg.get("params") or {})
         if msg.get("method") != "execute" or not isinstance((msg.get("params") or {}).get("cell"), int):
             os._exit(71)
         rid, params = msg.get("id"), msg.get("params") or {}
@@ -73,8 +76,7 @@ def _enter(params):
     env = params.get("env")
     if isinstance(env, dict):
         keep = os.environ.get("MPLBACKEND")
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in env.items()})
+        _set_environ(env)
         os.environ.setdefault("MPLBACKEND", keep or "Agg")
     cwd = params.get("cwd")
     if isinstance(cwd, str):

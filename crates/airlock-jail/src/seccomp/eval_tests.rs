@@ -548,5 +548,12 @@ fn a_forkable_kernel_asks_the_broker_only_for_exactly_a_branch_clone() {
             EPERM,
             "the plain Run profile never asks"
         );
+        // kill: a pid, never a process group (0, -pgrp) or everyone (-1).
+        let kill = |pid: i64| eval(&prog, libc::SYS_kill, [pid as u64, 9, 0, 0, 0, 0]);
+        assert_eq!(kill(1), RET_ALLOW);
+        assert_eq!(kill(4242), RET_ALLOW);
+        for pid in [0, -1, -4242, i64::from(i32::MIN)] {
+            assert_eq!(kill(pid), EPERM, "kill({pid})");
+        }
     }
 }

@@ -101,6 +101,14 @@ fn action_block(action: Action) -> Vec<Insn> {
             ret(RET_ALLOW),
             ret(eperm),
         ],
+        // pid_t is an `int`: negative (index 4) or zero (index 4) is EPERM.
+        Action::PositivePidOnly => vec![
+            load(off_arg_lo(0)),
+            jset(0x8000_0000, 2, 0),
+            jeq(0, 1, 0),
+            ret(RET_ALLOW),
+            ret(eperm),
+        ],
         Action::CloneNoNamespaces => {
             vec![
                 load(off_arg_lo(0)),

@@ -61,6 +61,10 @@ pub enum Action {
     /// holding the filter's listener lets through only for a fork it asked for
     /// ([`super::notify`]); anything else `EPERM`.
     CloneThreadsOrBranch,
+    /// `kill`: `EPERM` for a pid at or below 0 (a process group, or every process): a
+    /// forkable kernel's branches stay in its process group, a `struct pid` that no pid
+    /// namespace separates, so `kill(0, ..)` would reach the kernel and every sibling.
+    PositivePidOnly,
     /// `ioctl`: `TIOCSTI` (push input into a tty), `TIOCLINUX` (console selection and
     /// paste), `TIOCSETD` (change a tty's line discipline: each one is kernel code with its own
     /// history of bugs, `n_hdlc` and `n_gsm` among them) and `TIOCCONS` (redirect the console's
@@ -589,7 +593,8 @@ const LOOPBACK: &[Rule] = &[
 ];
 
 /// The Run profile of a stateful kernel that may be forked copy-on-write: every rule of
-/// [`rules_for`]`(Profile::Run, n)`, with `clone`'s rule [`Action::CloneThreadsOrBranch`].
+/// [`rules_for`]`(Profile::Run, n)`, with `clone`'s rule [`Action::CloneThreadsOrBranch`],
+/// and `kill` to a positive pid only ([`Action::PositivePidOnly`]).
 pub fn rules_forkable(n: Network) -> Vec<Rule> {
     rules_for(Profile::Run, n)
         .into_iter()
@@ -601,6 +606,11 @@ pub fn rules_forkable(n: Network) -> Vec<Rule> {
             ),
             _ => r,
         })
+        .chain(std::iter::once(rule!(
+            SYS_kill,
+            Action::PositivePidOnly,
+            "no process-group signals: a branch shares its kernel's group across pid namespaces"
+        )))
         .collect()
 }
 

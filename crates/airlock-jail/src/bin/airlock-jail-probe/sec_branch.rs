@@ -3,7 +3,8 @@
 //! clone with exactly the branch flags waits for the listener; denied, it fails `EPERM` and no
 //! child exists; allowed, the child is pid 1 of a new pid namespace, in new user, mount, net,
 //! ipc, uts and cgroup namespaces. A clone with one namespace flag fewer never reaches the
-//! listener (`EPERM` from the filter), and neither does a plain fork; a second listener on
+//! listener (`EPERM` from the filter), and neither does a plain fork; `kill` of a process
+//! group is `EPERM` (a branch shares its kernel's group); a second listener on
 //! the same filter stack is refused (`EBUSY`), so the sandbox cannot take the door itself.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -69,6 +70,15 @@ pub(crate) fn run(args: &[String]) -> Result<bool, String> {
             errno()
         ),
         near == -1 && errno() == libc::EPERM,
+    );
+    // SAFETY: signal 0 only checks permission: to our own process group.
+    let group = unsafe { libc::kill(0, 0) };
+    let group_errno = errno();
+    // SAFETY: as above, to this process.
+    let own = unsafe { libc::kill(libc::getpid(), 0) };
+    ok &= check(
+        &format!("kill(0) is EPERM ({group}, errno {group_errno}), kill(own pid) allowed ({own})"),
+        group == -1 && group_errno == libc::EPERM && own == 0,
     );
     let fork = raw_clone(libc::SIGCHLD as libc::c_ulong);
     ok &= check(
