@@ -6,6 +6,9 @@ families move as things happen:
 - a run: `airlock_runs_total{status,via}` +1 under the result's own `via`, the latency and
   queue-wait histograms' counts +1, its stdout bytes counted;
 - a tool call: `airlock_tool_calls_total{outcome="ok"}` +1;
+- tool calls that never reach the orchestrator (an undeclared name and arguments off the schema,
+  refused by the host-tool registry's door; one past the run's `max_tool_calls`):
+  `airlock_tool_calls_total{outcome="refused"}` +1 each, and only the relayed one as `ok`;
 - a refused create (over `--max-sandboxes`): `airlock_refusals_total{kind="over_capacity"}` +1;
 - `files.write` / `files.read`: their payload bytes;
 - `airlock_sandboxes_live{tenant="default"}` up on create, down on dispose, and the sandbox's
@@ -21,7 +24,7 @@ import urllib.request
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from airlock_client import AsyncClient, OverCapacityError
+from airlock_client import AsyncClient, Limits, OverCapacityError, Tool
 from conftest import Server
 from test_consistency import USER, identity  # noqa: F401 (the fixture, used by name)
 
@@ -72,6 +75,12 @@ def value(families: dict, family: str, sample: str, **labels) -> float:
         if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
             return s.value
     return 0.0
+
+
+def all_outcomes(families: dict, family: str, sample: str) -> float:
+    """The sum of every series of the family, 0 when it does not exist yet."""
+    f = families.get(family)
+    return sum(s.value for s in f.samples if s.name == sample) if f else 0.0
 
 
 def test_metrics_need_the_token(metered):
@@ -146,3 +155,38 @@ async def test_families_move_as_runs_refusals_transfers_and_sandboxes_happen(met
                  sandbox_id=sandbox_id) == 0
     decisions = "airlock_egress_decisions", "airlock_egress_decisions_total"
     assert value(fenced_after, *decisions, decision="denied") == value(after, *decisions, decision="denied") + 1
+
+
+async def test_tool_calls_refused_before_the_orchestrator_are_counted(metered):
+    served = []
+
+    def add(a, b):
+        served.append((a, b))
+        return a + b
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+              "required": ["a", "b"], "additionalProperties": False}
+    # Four calls under a cap of three: an undeclared name and arguments off the schema (both
+    # refused by the registry's door), one relayed, and one past the cap.
+    program = """
+for name, args in (('undeclared', {}), ('add', {'a': 'x'}), ('add', {'a': 2, 'b': 3}), ('add', {'a': 1, 'b': 1})):
+    try:
+        print(call_tool(name, args))
+    except ToolError as e:
+        print(name, e.code)
+"""
+    calls = "airlock_tool_calls", "airlock_tool_calls_total"
+    before = scrape(metered)
+    async with await AsyncClient.connect(metered.url, metered.token) as client:
+        async with await client.sandbox(tools=[Tool.define(add, schema=schema)],
+                                        limits=Limits(max_tool_calls=3)) as sb:
+            r = await sb.run_code(program)
+    after = scrape(metered)
+    assert r.status == "completed", r
+    assert r.stdout.splitlines() == ["undeclared -32013", "add -32602", "5", "add -32009"], r.stdout
+    assert served == [(2, 3)]  # only one call reached the orchestrator
+    assert r.tool_calls == 4, r
+    assert value(after, *calls, outcome="refused") == value(before, *calls, outcome="refused") + 3
+    assert value(after, *calls, outcome="ok") == value(before, *calls, outcome="ok") + 1
+    # Every call the program made is in the family once.
+    assert all_outcomes(after, *calls) == all_outcomes(before, *calls) + 4

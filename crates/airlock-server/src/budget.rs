@@ -126,16 +126,21 @@ pub enum Refusal {
         /// Its runs executing.
         runs: u64,
     },
-    /// The tenant holds its `max_snapshots` (kept snapshots and paused sandboxes).
+    /// The tenant holds its `max_snapshots` (kept snapshots, paused sandboxes and captures
+    /// being written).
     #[error(
-        "tenant {tenant} holds {held} snapshots and paused sandboxes, its max_snapshots; \
-         remove one (snapshot.remove) or resume one first"
+        "tenant {tenant} holds {held} snapshots and paused sandboxes ({writing} of them being \
+         written), its max_snapshots of {max}; remove one (snapshot.remove) or resume one first"
     )]
     TenantSnapshots {
         /// The tenant.
         tenant: String,
-        /// What it holds.
+        /// What it holds, those being written included.
         held: u64,
+        /// Its snapshots and pauses being written now.
+        writing: u64,
+        /// Its `max_snapshots`.
+        max: u64,
     },
 }
 

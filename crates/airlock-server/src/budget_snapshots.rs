@@ -1,11 +1,15 @@
 //! A tenant's `max_snapshots` (policy.toml `[tenants.NAME]`): the snapshots it keeps
-//! (`sandbox.snapshot`) and its paused sandboxes together, checked before a client's
-//! `sandbox.snapshot` or `sandbox.pause` writes anything. The server's own pauses (idle
-//! reclaim, the drain) are not refused by it: a sandbox is never lost to a quota. A fork's
-//! snapshot is removed once its branches are made and is not counted.
-
+//! (`sandbox.snapshot`) and its paused sandboxes together, **reserved** before a client's
+//! `sandbox.snapshot` or `sandbox.pause` writes anything. The reservation is taken under one
+//! lock that counts the tenant's marks and paused records *and* its captures in flight, so
+//! concurrent captures can never together pass the quota; it is given back when the capture
+//! fails, and after the mark (or the paused record) is written when it succeeds, so the count
+//! never dips between the two. The server's own pauses (idle reclaim, the drain) are not
+//! refused by it: a sandbox is never lost to a quota. A fork's snapshot is removed once its
+//! branches are made and is not counted.
 use crate::budget::Refusal;
 use crate::sandboxes::{lock, Sandboxes};
+use crate::snapshot_reservations::SnapshotReservation;
 use crate::tenant::Tenant;
 
 impl Sandboxes {
@@ -25,18 +29,16 @@ impl Sandboxes {
         u64::try_from(paused + kept).unwrap_or(u64::MAX)
     }
 
-    /// Refuses one more snapshot or pause of `tenant`'s past its `max_snapshots`.
-    pub(crate) fn check_snapshot_quota(&self, tenant: &Tenant) -> Result<(), Refusal> {
+    /// Reserve one more snapshot or pause of `tenant`'s within its `max_snapshots`, or refuse
+    /// it (`TenantMaxSnapshots`).
+    pub(crate) fn reserve_snapshot(
+        &self,
+        tenant: &Tenant,
+    ) -> Result<SnapshotReservation<'_>, Refusal> {
         let Some(max) = self.budget().quota(tenant).max_snapshots else {
-            return Ok(());
+            return Ok(SnapshotReservation::unlimited(tenant));
         };
-        let held = self.snapshots_held(tenant);
-        if held >= max {
-            return Err(Refusal::TenantSnapshots {
-                tenant: tenant.to_string(),
-                held,
-            });
-        }
-        Ok(())
+        self.snapshots_in_flight
+            .reserve(tenant, max, || self.snapshots_held(tenant))
     }
 }

@@ -163,11 +163,12 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
                     Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
-                    // A client's pause counts against its tenant's max_snapshots; the
-                    // server's own (idle reclaim, the drain) never loses a sandbox to it.
-                    Ok(sid) => match sbs.check_snapshot_quota(&conn.info.tenant) {
+                    // A client's pause reserves its place in its tenant's max_snapshots
+                    // until its paused record is written (or it failed); the server's own
+                    // (idle reclaim, the drain) never loses a sandbox to it.
+                    Ok(sid) => match sbs.reserve_snapshot(&conn.info.tenant) {
                         Err(r) => Err(r.to_error()),
-                        Ok(()) => sbs.pause(&sid).await,
+                        Ok(_quota) => sbs.pause(&sid).await,
                     },
                     Err(e) => Err(e),
                 };

@@ -13,6 +13,7 @@
 //! terminal response (a result for a run that started, an error for one refused before), and
 //! a session never ends while its run is alive: a vanished peer or a shutdown cancels the run,
 //! and the session waits for it (and so for the executor to be reaped).
+mod accept;
 pub mod admission;
 pub mod attached;
 pub mod audit;
@@ -62,6 +63,7 @@ pub mod sandboxes;
 pub mod session;
 pub mod snapshot_api;
 pub(crate) mod snapshot_owners;
+mod snapshot_reservations;
 pub mod state_dir;
 pub mod tenant;
 pub mod tokens;

@@ -3,7 +3,7 @@
 //! exposition `GET /metrics` answers (OpenMetrics text, which Prometheus scrapes).
 //!
 //! Recording is one call at the few places those already pass: a run's result
-//! ([`Metrics::run_ended`]), every answer a session sends ([`Metrics::answered`]: its error
+//! ([`Metrics::run_ended`], its tool calls too: relayed, or refused before the relay), every answer a session sends ([`Metrics::answered`]: its error
 //! code, if any, is a refusal), a file transfer ([`Metrics::transferred`]), the policy layer's
 //! egress decisions ([`crate::metrics_observer`]). What is read at scrape time (sandboxes live
 //! and paused, each sandbox's memory and disk) is [`crate::metrics_live`]'s. Every label takes
@@ -20,6 +20,9 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::audit::ToolCallRecord;
+
+/// The tool-call outcome of a call refused before it reached the orchestrator.
+const REFUSED: &str = "refused";
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -146,8 +149,8 @@ impl Metrics {
         );
         r.register(
             "airlock_tool_calls",
-            "Tool calls relayed to the orchestrator, by outcome (ok, an error code's name, \
-             abandoned)",
+            "Tool calls runs made, by outcome: relayed to the orchestrator (ok, an error \
+             code's name, abandoned), or refused before it",
             self.tool_calls.clone(),
         );
         r.register(
@@ -166,7 +169,11 @@ impl Metrics {
     }
 
     /// A run ended with `result` (one that never started — cancelled while queued — is not
-    /// counted); `calls` are its tool calls as the audit record has them.
+    /// counted); `calls` are its tool calls as the audit record has them: those that reached
+    /// the orchestrator's relay. The rest of the calls its program made (`result.tool_calls`
+    /// counts every one) were refused before they got there — by the host-tool registry's
+    /// door, the run's `max_tool_calls`, or a sandbox without host tools — and count as
+    /// `refused`.
     pub fn run_ended(&self, result: &RunResult, calls: &[ToolCallRecord]) {
         if result.cancelled_before_start() {
             return;
@@ -187,6 +194,13 @@ impl Metrics {
             self.tool_calls
                 .get_or_create(&[("outcome", c.outcome.clone())])
                 .inc();
+        }
+        let relayed = u64::try_from(calls.len()).unwrap_or(u64::MAX);
+        let refused = u64::from(result.tool_calls).saturating_sub(relayed);
+        if refused > 0 {
+            self.tool_calls
+                .get_or_create(&[("outcome", REFUSED.to_owned())])
+                .inc_by(refused);
         }
     }
 
@@ -244,5 +258,28 @@ mod tests {
         );
         assert!(text.contains("airlock_transfer_bytes_total{kind=\"files_write\"} 7\n"));
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn tool_calls_the_relay_never_saw_are_counted_refused() {
+        let m = Metrics::new();
+        let mut result = RunResult::not_started(ErrorCode::InternalError, "x");
+        result.tool_calls = 5;
+        let relayed = [
+            ToolCallRecord::new("add", 1.0, "ok"),
+            ToolCallRecord::new("add", 1.0, "tool_error"),
+        ];
+        m.run_ended(&result, &relayed);
+        // A run whose every call was relayed adds no refusal.
+        result.tool_calls = 1;
+        m.run_ended(&result, &relayed[..1]);
+        let text = m.render();
+        for line in [
+            "airlock_tool_calls_total{outcome=\"ok\"} 2\n",
+            "airlock_tool_calls_total{outcome=\"tool_error\"} 1\n",
+            "airlock_tool_calls_total{outcome=\"refused\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 }

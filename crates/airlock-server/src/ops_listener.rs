@@ -6,37 +6,20 @@
 //! slow or idle clients here hold a bounded part of the server and nothing of the main
 //! listener's.
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
 
-use crate::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER, UPGRADE_DEADLINE};
+use crate::accept::accept_until_shutdown;
+use crate::admission::{Pending, UPGRADE_DEADLINE};
 use crate::ops_http::{self, Door};
 use crate::Server;
 
 impl Server {
     /// Answer operator requests on `listener` until the server shuts down.
     pub async fn serve_ops(&self, listener: TcpListener) {
-        let admission = Admission::new(MAX_PENDING, MAX_PENDING_PER_PEER);
         let shutdown = self.shared.shutdown.clone();
-        let mut conns = JoinSet::new();
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => {
-                        let pending = admission.admit(peer.ip());
-                        conns.spawn(self.clone().ops_connection(stream, pending));
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "metrics listener: accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                },
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
-        }
+        let serve = |stream, _peer, pending| self.clone().ops_connection(stream, pending);
+        let mut conns = accept_until_shutdown(&listener, "metrics", &shutdown, serve).await;
         // Every connection is bounded by its deadline; none outlives the server's shutdown.
         conns.shutdown().await;
     }

@@ -75,7 +75,10 @@ impl Sandboxes {
     pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Value, ErrorObject> {
         held.allows(Capability::Snapshot)?;
         let state = self.state()?;
-        self.check_snapshot_quota(&held.tenant)
+        // Held from before the capture until its mark is written (or it failed), so
+        // concurrent snapshots of one tenant never pass its max_snapshots together.
+        let _quota = self
+            .reserve_snapshot(&held.tenant)
             .map_err(|r| r.to_error())?;
         let claim = Claim::take(held, "snapshot")?;
         let made = self.capture(held, state).await;
@@ -119,7 +122,9 @@ impl Sandboxes {
         Ok((made.id, answer))
     }
 
-    /// `sandbox.pause`: snapshot, record, then free every process and byte of memory.
+    /// `sandbox.pause`: snapshot, record, then free every process and byte of memory. Not
+    /// counted against a `max_snapshots` here: a client's pause reserves its place first
+    /// ([`Sandboxes::reserve_snapshot`]), the server's own (idle reclaim, the drain) do not.
     pub async fn pause(&self, id: &str) -> Result<Value, ErrorObject> {
         let state = self.state()?;
         let held = match self.get(id) {

@@ -182,6 +182,8 @@ pub struct Sandboxes {
     budget: crate::budget::Budget,
     /// Each sandbox's disk bound (its tmpfs), bytes.
     disk_bytes: u64,
+    /// Snapshots and pauses being written, by tenant (their `max_snapshots` reservations).
+    pub(crate) snapshots_in_flight: crate::snapshot_reservations::SnapshotsInFlight,
 }
 
 /// Why `sandbox.create` did not hand one out.
@@ -256,6 +258,7 @@ impl Sandboxes {
             resuming: crate::resume_gate::ResumeGates::default(),
             budget: crate::budget::Budget::unlimited(),
             disk_bytes: Limits::default().max_disk_bytes,
+            snapshots_in_flight: crate::snapshot_reservations::SnapshotsInFlight::default(),
         }
     }
 

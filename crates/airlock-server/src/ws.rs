@@ -16,7 +16,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use airlock_protocol::{ErrorObject, Message, DEFAULT_MAX_MESSAGE_BYTES};
 use futures_util::stream::{SplitSink, SplitStream};
@@ -24,7 +23,6 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
-use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::error::CapacityError;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -32,7 +30,8 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 use tokio_tungstenite::WebSocketStream;
 
-use crate::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER, UPGRADE_DEADLINE};
+use crate::accept::accept_until_shutdown;
+use crate::admission::{Pending, UPGRADE_DEADLINE};
 use crate::auth::Auth;
 use crate::expose_api::SandboxDialer;
 use crate::framed::{FLUSH, OUTBOX};
@@ -192,30 +191,20 @@ impl Server {
     /// configured shutdown timeout) for every connection and its run to end.
     pub async fn serve_websocket(&self, listener: TcpListener, auth: Auth) {
         let slots = Arc::clone(&self.shared.connections);
-        let admission = Admission::new(MAX_PENDING, MAX_PENDING_PER_PEER);
         let shutdown = self.shared.shutdown.clone();
-        let mut conns = JoinSet::new();
         if let Ok(addr) = listener.local_addr() {
             let _ = self.shared.listen.set(addr);
         }
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => {
-                        let pending = admission.admit(peer.ip());
-                        let conn = Conn { stream, peer, auth: auth.clone(), pending };
-                        conns.spawn(self.clone().connection(conn, Arc::clone(&slots)));
-                    }
-                    Err(e) => {
-                        // Typically EMFILE: back off rather than spin.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                },
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
-        }
+        let serve = |stream, peer, pending| {
+            let conn = Conn {
+                stream,
+                peer,
+                auth: auth.clone(),
+                pending,
+            };
+            self.clone().connection(conn, Arc::clone(&slots))
+        };
+        let mut conns = accept_until_shutdown(&listener, "websocket", &shutdown, serve).await;
         drop(listener);
         tracing::info!(connections = conns.len(), "no longer accepting; draining");
         let drain = async { while conns.join_next().await.is_some() {} };

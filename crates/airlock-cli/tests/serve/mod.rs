@@ -21,6 +21,7 @@ mod rich;
 mod session_faults;
 mod session_limits;
 mod sessions;
+mod snapshot_quota;
 mod snapshots;
 mod tenants;
 mod tenants_redteam;
