@@ -82,3 +82,31 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
     }
     Ok(())
 }
+
+/// `F_GETOWN_EX` (Linux 2.6.32); not in the `libc` crate for glibc targets.
+const F_GETOWN_EX: libc::c_int = 16;
+
+/// `struct f_owner_ex`: who an open file's `O_ASYNC` signals go to.
+#[repr(C)]
+struct OwnerEx {
+    _kind: libc::c_int,
+    pid: libc::pid_t,
+}
+
+/// The process or group that `fd`'s open file signals when it becomes ready (`F_SETOWN`), as
+/// this process's pid namespace names it: `None` when there is none. A file's owner is part of
+/// the open file, shared by every process holding it, and shown nowhere in `/proc`.
+pub fn signal_owner(fd: BorrowedFd<'_>) -> Result<Option<i32>> {
+    let mut owner = OwnerEx { _kind: 0, pid: 0 };
+    // SAFETY: F_GETOWN_EX writes one `struct f_owner_ex` (two ints, `OwnerEx`'s layout) into
+    // the live, writable `owner`, for the borrowed, open fd.
+    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), F_GETOWN_EX, &mut owner as *mut OwnerEx) };
+    if rc < 0 {
+        return Err(JailError::Sys {
+            op: "fcntl(F_GETOWN_EX)",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // Whether a thread, a process or a group: any owner is one.
+    Ok((owner.pid != 0).then_some(owner.pid))
+}

@@ -21,6 +21,7 @@ use airlock_jail::{process, procfs};
 use airlock_protocol::Message;
 use serde_json::json;
 
+use super::branch_check::GivenFds;
 use super::door::BranchFds;
 use super::live::{Live, Template};
 use super::procs::Procs;
@@ -54,8 +55,8 @@ pub enum ForkError {
     Failed(String),
 }
 
-/// The broker's ends of one branch's channel, stdout and stderr.
-type OurEnds = (UnixStream, OwnedFd, OwnedFd);
+/// The broker's ends of one branch's channel, stdout and stderr, and what the branch's ends are.
+type OurEnds = (UnixStream, OwnedFd, OwnedFd, GivenFds);
 
 /// Fork the (forkable) kernel in `live` of the sandbox `parent` into `count + 1` branches,
 /// each finished, checked and attested; branch 0 is for the parent to go on with. On success
@@ -153,8 +154,24 @@ async fn clone_branches(
     };
     let _ = process::kill(kernel_pid, SIGSTOP);
     door.shut();
+    if !stopped(kernel_pid).await {
+        return Err("the kernel would not stop after its fork".into());
+    }
     let pids = answer.map_err(|_| "the kernel did not answer the fork".to_string())??;
     host_pids(kernel_pid, &pids)
+}
+
+/// Wait until every thread of the kernel is stopped (nothing it does after its answer — an
+/// owner set on a branch's files, say — may come after the branches' checks).
+async fn stopped(kernel_pid: i32) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while !procfs::all_threads_stopped(kernel_pid) {
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    true
 }
 
 /// `total` branches' channels and output pipes: ours, and theirs in the door's order.
@@ -165,8 +182,9 @@ fn channels(total: usize) -> std::io::Result<(Vec<OurEnds>, Vec<BranchFds>)> {
         let (sock, their_sock) = UnixStream::pair()?;
         let (out_r, out_w) = std::io::pipe()?;
         let (err_r, err_w) = std::io::pipe()?;
-        ours.push((sock, out_r.into(), err_r.into()));
-        theirs.push([their_sock.into(), out_w.into(), err_w.into()]);
+        let their: BranchFds = [their_sock.into(), out_w.into(), err_w.into()];
+        ours.push((sock, out_r.into(), err_r.into(), GivenFds::of(&their)?));
+        theirs.push(their);
     }
     Ok((ours, theirs))
 }
@@ -221,7 +239,7 @@ fn host_pids(kernel_pid: i32, inner: &[i64]) -> Result<Vec<i32>, String> {
 async fn finish(
     host: i32,
     kernel_pid: i32,
-    (sock, out, err): OurEnds,
+    (sock, out, err, given): OurEnds,
     template: &Arc<Template>,
     parent: &SandboxFs,
     executor: &Path,
@@ -242,7 +260,7 @@ async fn finish(
             .await
             .map_err(|e| e.to_string())?,
     );
-    super::branch_check::check(host, kernel_pid, parent)?;
+    super::branch_check::check(host, kernel_pid, &given)?;
     let (name, limits) = cgroup_attach::cgroup_for(host, &inner.limits);
     let mut launched = Launched {
         s,

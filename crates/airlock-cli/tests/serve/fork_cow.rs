@@ -49,7 +49,7 @@ x = 1
 
 /// A fork the hook makes the broker refuse: an error saying why, no sandbox made, no process
 /// of the fork left, the parent's kernel restarted and its file intact.
-async fn refused(c: &mut WsClient, server: i32, setup: &str, why: &str) {
+pub(super) async fn refused(c: &mut WsClient, server: i32, setup: &str, why: &str) {
     let parent = stateful(c).await;
     cell(c, &parent, setup).await;
     let listed = ids(c).await;

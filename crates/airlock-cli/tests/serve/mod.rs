@@ -8,6 +8,7 @@ mod conformance_ws;
 mod drain;
 mod faults;
 mod fork_cow;
+mod fork_cow_redteam;
 mod health;
 mod kernel;
 mod lifetimes;

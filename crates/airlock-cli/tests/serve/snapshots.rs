@@ -309,7 +309,7 @@ fn in_pidns(server: i32, pidns: &str) -> Vec<i32> {
 }
 
 /// The host pid of a stateful sandbox's kernel: pid 1 of the pid namespace its cell reports.
-async fn kernel_pid(c: &mut WsClient, server: i32, sid: &str) -> i32 {
+pub(super) async fn kernel_pid(c: &mut WsClient, server: i32, sid: &str) -> i32 {
     let pidns = cell(
         c,
         sid,
