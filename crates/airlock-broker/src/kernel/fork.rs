@@ -222,13 +222,18 @@ fn host_pids(kernel_pid: i32, inner: &[i64]) -> Result<Vec<i32>, String> {
             inner.len()
         ));
     }
+    // Each child's pid in the kernel's namespace, read once.
+    let inside: Vec<(i32, Option<i64>)> = children
+        .iter()
+        .map(|c| (*c, procfs::ns_pids(*c).get(1).copied()))
+        .collect();
     inner
         .iter()
         .map(|want| {
-            children
+            inside
                 .iter()
-                .copied()
-                .find(|c| procfs::ns_pids(*c).get(1).copied() == Some(*want))
+                .find(|(_, seen)| *seen == Some(*want))
+                .map(|(host, _)| *host)
                 .ok_or_else(|| format!("no child of the kernel is its pid {want}"))
         })
         .collect()
