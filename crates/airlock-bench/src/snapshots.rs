@@ -72,11 +72,23 @@ fn cell(s: &mut Server, sid: &Value, code: &str) -> Result<Value, String> {
 
 /// `rounds` rounds on one server with its own state directory.
 pub fn measure(cli: &Path, rounds: usize) -> Result<Vec<Round>, String> {
+    on_a_server(cli, &[], rounds, round)
+}
+
+/// `rounds` of `each` on one server (its own state directory, `extra` flags).
+fn on_a_server<R>(
+    cli: &Path,
+    extra: &[&str],
+    rounds: usize,
+    each: fn(&mut Server) -> Result<R, String>,
+) -> Result<Vec<R>, String> {
     let state = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dir = state.path().join("state");
     let dir = dir.to_string_lossy().into_owned();
-    let mut s = Server::start(cli, &["--state-dir", &dir, "--memory", "1024"])?;
-    let out = (0..rounds).map(|_| round(&mut s)).collect();
+    let mut args = vec!["--state-dir", dir.as_str(), "--memory", "1024"];
+    args.extend_from_slice(extra);
+    let mut s = Server::start(cli, &args)?;
+    let out = (0..rounds).map(|_| each(&mut s)).collect();
     s.stop();
     out
 }
@@ -136,20 +148,7 @@ fn branch_memory(
 
 /// `rounds` copy-on-write forks on a server started with `--fork-copy-on-write`.
 pub fn measure_cow(cli: &Path, rounds: usize) -> Result<Vec<CowRound>, String> {
-    let state = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let dir = state.path().join("state");
-    let dir = dir.to_string_lossy().into_owned();
-    let args = [
-        "--state-dir",
-        &dir,
-        "--memory",
-        "1024",
-        "--fork-copy-on-write",
-    ];
-    let mut s = Server::start(cli, &args)?;
-    let out = (0..rounds).map(|_| cow_round(&mut s)).collect();
-    s.stop();
-    out
+    on_a_server(cli, &["--fork-copy-on-write"], rounds, cow_round)
 }
 
 fn cow_round(s: &mut Server) -> Result<CowRound, String> {
