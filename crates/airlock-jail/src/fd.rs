@@ -44,6 +44,12 @@ pub fn set_pipe_capacity(fd: BorrowedFd<'_>, bytes: usize) -> Result<usize> {
 /// `poll(2)` on one descriptor for input (or hang-up) for at most `timeout_ms` (-1: no limit);
 /// whether it became readable. `EINTR` counts as not yet readable.
 pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool> {
+    Ok(poll_input(fd, timeout_ms)? != 0)
+}
+
+/// `poll(2)` on one descriptor for input for at most `timeout_ms` (-1: no limit): the events
+/// that came back (`revents`: `POLLIN`, `POLLHUP`, ...), 0 when none did or on `EINTR`.
+pub fn poll_input(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<libc::c_short> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
@@ -54,14 +60,14 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool> {
     if rc < 0 {
         let e = std::io::Error::last_os_error();
         if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(false);
+            return Ok(0);
         }
         return Err(JailError::Sys {
             op: "poll",
             source: e,
         });
     }
-    Ok(rc > 0)
+    Ok(if rc > 0 { pfd.revents } else { 0 })
 }
 
 /// Sets `O_NONBLOCK` on `fd` (for a descriptor an async runtime polls).

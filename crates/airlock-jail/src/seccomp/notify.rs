@@ -68,23 +68,10 @@ impl Listener {
 
     /// Wait at most `timeout_ms` for a notification.
     pub fn wait(&self, timeout_ms: i32) -> Result<Waited> {
-        let mut pfd = libc::pollfd {
-            fd: self.0.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(Waited::Quiet);
-            }
-            return Err(JailError::io("poll(seccomp listener)", e));
-        }
-        Ok(if pfd.revents & libc::POLLIN != 0 {
+        let revents = crate::fd::poll_input(self.as_fd(), timeout_ms)?;
+        Ok(if revents & libc::POLLIN != 0 {
             Waited::Notified
-        } else if pfd.revents != 0 {
+        } else if revents != 0 {
             Waited::Gone
         } else {
             Waited::Quiet
