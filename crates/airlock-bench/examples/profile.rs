@@ -56,6 +56,19 @@ async fn scenario() -> Result<(), String> {
         }
         return Ok(());
     }
+    if scenario == "pause" {
+        // `profile AIRLOCK_BINARY - pause N`: N pause-resume rounds of the bench's ~100 MB kernel.
+        for r in airlock_bench::snapshots::measure(&exe, n)? {
+            println!(
+                "pause {:.1} ms ({:.2} s/GB of {:.0} MB), resume {:.1} ms",
+                r.pause_ms,
+                r.pause_ms / r.rss,
+                r.rss / 1e6,
+                r.resume_ms
+            );
+        }
+        return Ok(());
+    }
     if scenario == "tenants" {
         // `profile AIRLOCK_BINARY - tenants N`: the tenant-isolation row on its own.
         let m = airlock_bench::tenants::measure(&exe, n).await?;

@@ -54,6 +54,9 @@ pub const MACHINE_UTS_FD: i32 = 11;
 /// later, each connection it dials (tagged `SCM_RIGHTS` messages; requests come as frames on
 /// stdin).
 pub const MACHINE_CHANNEL_FD: i32 = 13;
+/// In a stage restoring a paused kernel, the image ([`crate::kernel_image`]), read from its
+/// start.
+pub const KERNEL_IMAGE_FD: i32 = 14;
 /// In a background process's stage, its stdin: the read end of a pipe or a terminal's slave.
 pub const PROCESS_STDIO_FD: i32 = 12;
 /// The namespaces of a machine, in the order its init hands them over (one `SCM_RIGHTS`
@@ -190,6 +193,12 @@ pub struct ExecutorConfig {
     /// listener the broker takes.
     #[serde(default)]
     pub forkable: bool,
+    /// A stateful kernel restored from a paused one's image (on [`KERNEL_IMAGE_FD`]) instead
+    /// of a fresh interpreter: once every layer is in force (the Run filter installed by the
+    /// stage, as for a command) and the broker has answered `ready` with `start`, the stage
+    /// becomes the image and says `restored`.
+    #[serde(default)]
+    pub restore_image: bool,
 }
 
 /// The two workloads a stage can start.

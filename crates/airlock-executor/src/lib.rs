@@ -23,9 +23,11 @@ mod container;
 mod enter;
 mod exit_status;
 mod guest_code;
+pub mod kernel_image;
 pub mod machine_init;
 mod refusal;
 pub mod stage;
+mod stage_restore;
 mod supervise;
 pub mod zygote;
 

@@ -21,7 +21,7 @@ use crate::attest::Attestation;
 use crate::channel::{Channel, First};
 use crate::config::{
     AssembleConfig, ExecutorConfig, Joining, Mode, ProcessStdio, EGRESS_CHANNEL_FD,
-    MACHINE_NAMESPACES, PROCESS_STDIO_FD, SANDBOX_CHANNEL_FD, SANDBOX_USERNS_FD,
+    KERNEL_IMAGE_FD, MACHINE_NAMESPACES, PROCESS_STDIO_FD, SANDBOX_CHANNEL_FD, SANDBOX_USERNS_FD,
 };
 use crate::container;
 use crate::enter::{enter_own_root, join_sandbox};
@@ -298,6 +298,7 @@ struct Staged {
     socket: OwnedFd,
     filter: Option<OwnedFd>,
     code: Option<OwnedFd>,
+    image: Option<OwnedFd>,
 }
 
 /// The bootstrap's code object, if the broker sent one that fits a pipe.
@@ -380,10 +381,16 @@ fn prepare(
         }
         None => None,
     };
+    let image = if cfg.restore_image {
+        Some(fdpass::take_inherited(KERNEL_IMAGE_FD).layer("kernel image")?)
+    } else {
+        None
+    };
     Ok(Staged {
         socket,
         filter,
         code,
+        image,
     })
 }
 
@@ -424,6 +431,7 @@ fn set_up_stdio(cfg: &ExecutorConfig) -> Result<(), Refusal> {
 struct Placed {
     filter: Option<OwnedFd>,
     code: Option<OwnedFd>,
+    image: Option<OwnedFd>,
 }
 
 fn place(staged: Staged) -> Result<(Channel, Placed), Refusal> {
@@ -436,8 +444,18 @@ fn place(staged: Staged) -> Result<(Channel, Placed), Refusal> {
         Some(f) => Some(airlock_jail::fd::dup_to(f.as_fd(), GUEST_CODE_FD).layer("fds")?),
         None => None,
     };
-    drop(staged);
-    Ok((Channel::from_owned(socket), Placed { filter, code }))
+    let image = staged.image;
+    drop(staged.filter);
+    drop(staged.code);
+    drop(staged.socket);
+    Ok((
+        Channel::from_owned(socket),
+        Placed {
+            filter,
+            code,
+            image,
+        },
+    ))
 }
 
 /// rlimits, fds, Landlock, capabilities, no_new_privs.
@@ -448,6 +466,9 @@ fn lock_down(cfg: &ExecutorConfig, placed: &Placed) -> Result<(), Refusal> {
     }
     if placed.code.is_some() {
         keep.push(GUEST_CODE_FD);
+    }
+    if placed.image.is_some() {
+        keep.push(KERNEL_IMAGE_FD);
     }
     process::close_fds_except(&keep).layer("fds")?;
     rlimits::apply(&rlimits::Rlimits {
@@ -489,6 +510,9 @@ fn start(
     process::reset_signal_dispositions().layer("signals")?;
     let env = cstrings(cfg.env.iter().map(|(k, v)| format!("{k}={v}")))?;
     match &cfg.mode {
+        Mode::Python { .. } if cfg.restore_image => {
+            crate::stage_restore::restore_kernel(guest, cfg, placed.image.as_ref(), network(cfg))
+        }
         Mode::Python { interpreter, .. } => {
             if cfg.untrusted_interpreter {
                 // An image's interpreter runs before its bootstrap could install anything: the

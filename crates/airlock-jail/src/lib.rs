@@ -21,6 +21,7 @@ pub mod fd;
 pub mod fdpass;
 pub mod fsmount;
 pub mod identity;
+pub mod image;
 pub mod landlock;
 pub mod mounts;
 pub mod net;

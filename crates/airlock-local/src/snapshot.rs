@@ -35,24 +35,24 @@ impl LocalSandbox {
         manifest: impl FnOnce(Option<&Value>) -> Vec<u8>,
     ) -> Result<Made, SandboxError> {
         let fs = self.fs().await?;
-        let saved = {
-            let mut kernel = self.run_lock.lock().await;
-            match kernel.as_mut() {
-                Some(k) => k
-                    .save(store.dir())
-                    .await
-                    .map_err(|e| backend(e.to_string()))?,
-                None => None,
-            }
+        // Held until the state is written: an imaged kernel is read from its memory then.
+        let mut kernel = self.run_lock.lock().await;
+        let saved = match kernel.as_mut() {
+            Some(k) => k
+                .save(store.dir())
+                .await
+                .map_err(|e| backend(e.to_string()))?,
+            None => None,
         };
         let report = saved
             .as_ref()
             .map(|s| json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.len }));
         let manifest = manifest(report.as_ref());
-        let state = saved.map(|s| s.file);
+        let state = saved.map(|s| s.bytes);
         let written = tokio::task::spawn_blocking(move || write(&store, &fs, &manifest, state))
             .await
             .map_err(|e| backend(format!("snapshot task failed: {e}")))??;
+        drop(kernel);
         Ok(Made {
             id: written.info.id,
             bytes: written.info.stored_bytes,
@@ -85,7 +85,7 @@ fn write(
     store: &Store,
     fs: &SandboxFs,
     manifest: &[u8],
-    state: Option<std::fs::File>,
+    state: Option<Box<dyn std::io::Read + Send>>,
 ) -> Result<airlock_snapshot::Written, SandboxError> {
     // Read as the server: a root server reads whatever the sandbox's files' modes say, and
     // the store's files must be its own (the owner's ids are only for making files).
@@ -94,7 +94,7 @@ fn write(
         dirs: &DATA_DIRS,
     };
     let mut state = state;
-    let kernel = state.as_mut().map(|f| f as &mut dyn std::io::Read);
+    let kernel = state.as_mut().map(|f| f.as_mut() as &mut dyn std::io::Read);
     store
         .write(manifest, Some(tree), kernel, &Bounds::default())
         .map_err(|e| backend(e.to_string()))

@@ -14,6 +14,7 @@ mod door;
 mod fork;
 mod guard;
 mod ids;
+mod image;
 mod live;
 mod procs;
 mod seal;
@@ -155,11 +156,20 @@ impl Kernel {
         let lost = self.unguard().await.or_else(|| self.lost.take());
         let mut restore = None;
         if self.live.is_none() {
-            match start::start(&spec, &mut cancel, started, self.forkable).await {
+            let image = self.restore.as_ref().filter(|f| image::is_image(f));
+            let image = match image.map(std::fs::File::try_clone).transpose() {
+                Ok(image) => image,
+                Err(e) => {
+                    let msg = format!("the paused kernel's image could not be opened: {e}");
+                    return RunResult::not_started(ErrorCode::InternalError, msg);
+                }
+            };
+            let imaged = image.is_some();
+            match start::start(&spec, &mut cancel, started, self.forkable, image).await {
                 Ok(live) => self.live = Some(live),
                 Err(result) => return result,
             }
-            restore = self.restore.take();
+            restore = self.restore.take().filter(|_| !imaged);
         }
         let Some(live) = self.live.as_mut() else {
             return RunResult::not_started(ErrorCode::InternalError, "the kernel did not start");
@@ -201,6 +211,19 @@ impl Kernel {
             return self.pending_state();
         };
         let cap = live.limits.memory_bytes.saturating_mul(2);
+        match imaged(live, cap).await {
+            Ok(s) => return Ok(Some(s)),
+            Err(image::ImageError::NotImageable(why)) => {
+                tracing::debug!(reason = %why, "a kernel is pickled instead of imaged");
+            }
+            Err(image::ImageError::Broken(why)) => {
+                self.shut_down().await;
+                return Err(StateError::Broken(why));
+            }
+        }
+        let Some(live) = self.live.as_mut() else {
+            return Ok(None);
+        };
         match state::save(live, cap, spool, SAVE_TIMEOUT).await {
             Ok(s) => Ok(Some(s)),
             Err(e @ (StateError::Refused(_) | StateError::Spool(_))) => Err(e),
@@ -237,7 +260,7 @@ impl Kernel {
         let len = file.seek(SeekFrom::End(0))?;
         file.seek(SeekFrom::Start(0))?;
         Ok(Some(SavedState {
-            file,
+            bytes: Box::new(file),
             len,
             saved: Vec::new(),
             not_saved: std::collections::BTreeMap::new(),
@@ -250,6 +273,29 @@ impl Kernel {
             live.end().await;
         }
     }
+}
+
+/// The kernel's process image (its facts asked, then read from outside while it stays
+/// stopped); it is watched again afterwards.
+async fn imaged(live: &mut Live, cap: u64) -> Result<SavedState, image::ImageError> {
+    let facts = image::facts(live).await?;
+    let procs = live.procs();
+    let pid = procs
+        .pids()
+        .first()
+        .copied()
+        .ok_or_else(|| image::ImageError::Broken("its process is gone".into()))?;
+    let reader = tokio::task::spawn_blocking(move || image::capture(pid, &facts, cap).map(|r| (r, facts)))
+        .await
+        .map_err(|e| image::ImageError::Broken(e.to_string()))?;
+    let (reader, facts) = reader?;
+    live.guard = Some(guard::Guard::start(procs, live.limits.memory_bytes));
+    Ok(SavedState {
+        len: reader.len,
+        bytes: Box::new(reader),
+        saved: facts.saved,
+        not_saved: std::collections::BTreeMap::new(),
+    })
 }
 
 /// One branch of a copy-on-write fork: its own filesystem, and a kernel serving cells in it.

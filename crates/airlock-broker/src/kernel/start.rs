@@ -25,6 +25,7 @@ pub(super) async fn start(
     cancel: &mut Cancel,
     started: Instant,
     forkable: bool,
+    image: Option<std::fs::File>,
 ) -> Result<Live, RunResult> {
     let interpreter = match &cell.workload {
         Workload::Python { interpreter, .. } => interpreter.clone(),
@@ -41,7 +42,20 @@ pub(super) async fn start(
     let mut prepared = prepare::prepare(&spec, run_probe)
         .await
         .map_err(|r| verdict::before_spawn(r, started))?;
+    let restoring = image.is_some();
+    let mut image = image;
+    if let Some(f) = image.as_mut() {
+        use std::io::Seek;
+        // The stage reads it from where the shared offset is: its start.
+        f.rewind().map_err(|e| {
+            let msg = format!("the paused kernel's image could not be read: {e}");
+            RunResult::not_started(airlock_protocol::ErrorCode::InternalError, msg)
+        })?;
+    }
+    prepared.config.restore_image = restoring;
+    prepared.kernel_image = image;
     let forkable = forkable
+        && !restoring
         && prepared.config.machine.is_none()
         && prepared.config.egress_proxy_port.is_none();
     if forkable {
@@ -52,7 +66,7 @@ pub(super) async fn start(
         .map_err(|r| verdict::before_spawn(r, started))?;
     let deadline = tokio::time::Instant::from_std(started + cell.limits.timeout);
     let end = tokio::select! {
-        r = attest(&mut launched, cell.limits.cpu_millicores.is_some(), forkable) => r,
+        r = attest(&mut launched, cell.limits.cpu_millicores.is_some(), forkable, restoring) => r,
         () = tokio::time::sleep_until(deadline) => Err(End::Timeout),
         () = cancel => Err(End::Cancelled),
     };
@@ -72,7 +86,12 @@ pub(super) async fn start(
 
 /// Wait for the guest's `ready`, check its attestation, settle the cgroup; a forkable
 /// kernel's door, its listener taken from the guest.
-async fn attest(l: &mut Launched, cpu: bool, forkable: bool) -> Result<Option<Door>, End> {
+async fn attest(
+    l: &mut Launched,
+    cpu: bool,
+    forkable: bool,
+    restoring: bool,
+) -> Result<Option<Door>, End> {
     let broker_ns: BTreeMap<String, String> = own_namespaces();
     match l.recv().await {
         Some(Message::Notification(n)) if n.method == "ready" => {
@@ -81,6 +100,9 @@ async fn attest(l: &mut Launched, cpu: bool, forkable: bool) -> Result<Option<Do
                 End::Refused(format!("the sandbox could not prove its isolation: {why}"))
             })?;
             l.attached(cpu).await.map_err(End::Refused)?;
+            if restoring {
+                return restored(l).await.map(|()| None);
+            }
             match (forkable, listener) {
                 (false, None) => Ok(None),
                 (true, Some(fd)) => take_door(l, fd).map(Some).map_err(End::Refused),
@@ -101,6 +123,28 @@ async fn attest(l: &mut Launched, cpu: bool, forkable: bool) -> Result<Option<Do
         }
         None => Err(End::Refused(
             "the executor exited before proving its isolation (see stderr)".into(),
+        )),
+    }
+}
+
+/// Let an attested restoring stage go on, and wait until it has become the paused kernel
+/// (its first words as the kernel are `restored`).
+async fn restored(l: &mut Launched) -> Result<(), End> {
+    if !l.send(Message::notification("start", None)) {
+        return Err(End::Refused("the restoring stage's socket closed".into()));
+    }
+    match l.recv().await {
+        Some(Message::Notification(n)) if n.method == "restored" => Ok(()),
+        Some(Message::Notification(n)) if n.method == "refused" => Err(End::Refused(format!(
+            "the paused kernel could not be restored: {}",
+            refusal_of(n.params)
+        ))),
+        Some(other) => Err(End::Protocol(format!(
+            "unexpected message: {}",
+            describe(&other)
+        ))),
+        None => Err(End::Refused(
+            "the paused kernel could not be restored (its process ended; see stderr)".into(),
         )),
     }
 }

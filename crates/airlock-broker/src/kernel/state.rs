@@ -27,16 +27,26 @@ use crate::run::supervise::WATCHDOG_PERIOD;
 const LOAD_CHUNK: usize = ((1 << 20) - 4096) / 4 * 3;
 
 /// What a kernel's `save` gave.
-#[derive(Debug)]
 pub struct SavedState {
-    /// The pickled scope (opaque), in an unnamed spool file, positioned at its start.
-    pub file: File,
+    /// The state's bytes: the pickled scope (opaque) in an unnamed spool file from its
+    /// start, or the kernel's process image read from its memory as it is taken
+    /// (`image.rs`; the kernel must stay stopped until it is read).
+    pub bytes: Box<dyn std::io::Read + Send>,
     /// Its length.
     pub len: u64,
     /// The names kept (at most 1000 listed).
     pub saved: Vec<String>,
     /// The names left out, and why (an open file, a generator, ...).
     pub not_saved: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for SavedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SavedState")
+            .field("len", &self.len)
+            .field("saved", &self.saved.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a kernel's state could not be saved.
@@ -201,7 +211,7 @@ fn answered(spool: Spool, outcome: Result<Value, String>) -> Result<SavedState, 
     let Spool { mut file, len, .. } = spool;
     file.seek(SeekFrom::Start(0))?;
     Ok(SavedState {
-        file,
+        bytes: Box::new(file),
         len,
         saved,
         not_saved,

@@ -66,6 +66,7 @@ pub(crate) async fn prepare(spec: &RunSpec, probe: RunProbe) -> Result<Prepared,
             _ => None,
         },
         forkable: false,
+        restore_image: false,
     };
     if config.machine.is_some() && config.egress_proxy_port.is_some() {
         return Err(not_started(
@@ -82,6 +83,7 @@ pub(crate) async fn prepare(spec: &RunSpec, probe: RunProbe) -> Result<Prepared,
         sandbox,
         output: spec.output.clone(),
         restricted: spec.restricted.clone(),
+        kernel_image: None,
     })
 }
 

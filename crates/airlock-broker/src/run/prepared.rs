@@ -29,6 +29,9 @@ pub struct Prepared {
     pub output: Option<OutputTap>,
     /// The restricted language profile (Python mode).
     pub restricted: Option<Restricted>,
+    /// A paused kernel's image to restore ([`ExecutorConfig::restore_image`]), handed to the
+    /// stage on `KERNEL_IMAGE_FD`.
+    pub kernel_image: Option<std::fs::File>,
 }
 
 /// Where a run's root comes from.

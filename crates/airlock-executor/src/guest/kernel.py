@@ -30,9 +30,11 @@ def _kernel(rid, params):
         with _Quiet():
             _send_body(_answer_body(rid, result))
             msg = _read_frame()
-        while msg.get("method") in ("save", "fork"):  # between cells: a snapshot, a fork
+        while msg.get("method") in ("save", "fork", "image_facts"):  # between cells
             if msg.get("method") == "save":
                 msg = _answer_save(msg.get("id"), scope)
+            elif msg.get("method") == "image_facts":  # before the broker images this process
+                msg = _answer_save(msg.get("id"), scope, _image_facts)
             else:  # in a branch this is its first request after the fork
                 msg = _answer_fork(msg.get("id"), msg.get("params") or {})
         if msg.get("method") != "execute" or not isinstance((msg.get("params") or {}).get("cell"), int):
@@ -55,10 +57,11 @@ def _answer_body(rid, result):
     return body
 
 
-def _answer_save(rid, scope):
-    """Stream the scope to the broker, answer, and read the next request."""
+def _answer_save(rid, scope, how=None):
+    """Stream the scope to the broker (or say what imaging this process needs), answer, and
+    read the next request."""
     try:
-        answer = {"result": _save(scope)}
+        answer = {"result": (how or _save)(scope)}
     except BaseException as exc:
         answer = {"error": {"code": -32603, "message": ("%s: %s" % (type(exc).__name__, exc))[:500]}}
     answer.update({"jsonrpc": "2.0", "id": rid})

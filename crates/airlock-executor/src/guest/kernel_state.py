@@ -33,6 +33,33 @@ def _save(scope):
     return {"bytes": out.total, "saved": kept[:1000], "not_saved": dropped}
 
 
+def _image_facts(scope):
+    """What the broker cannot read from outside before it images this (stopped) process: the
+    kernel's signal actions and mask, glibc's restartable-sequence area, the working directory
+    and the names the image keeps. The broker reads registers, maps and memory itself."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = libc.syscall
+    call.restype = ctypes.c_long
+    act = (ctypes.c_uint64 * 4)()
+    actions = []
+    for sig in range(1, 65):
+        if sig not in (9, 19) and call(ctypes.c_long(13), ctypes.c_long(sig), None, act,
+                                       ctypes.c_long(8)) == 0:
+            actions.append([sig, act[0], act[1], act[2], act[3]])
+    mask = ctypes.c_uint64()
+    call(ctypes.c_long(14), ctypes.c_long(0), None, ctypes.byref(mask), ctypes.c_long(8))
+    try:
+        rseq = [ctypes.c_long.in_dll(libc, "__rseq_offset").value,
+                ctypes.c_uint.in_dll(libc, "__rseq_size").value]
+    except ValueError:  # a glibc before 2.35 registers none
+        rseq = None
+    modules, values = _split_scope(scope)
+    return {"sigactions": actions, "sigmask": mask.value, "rseq": rseq, "cwd": os.getcwd(),
+            "saved": sorted(list(values) + list(modules))[:1000]}
+
+
 def _split_scope(scope):
     """The scope's own names: modules (by the name to import them again) and the rest."""
     import types

@@ -1,0 +1,400 @@
+//! A kernel's state carried as its process image instead of pickled (see
+//! `airlock_executor::kernel_image` for the format, `airlock_jail::image` for how a fresh,
+//! fully sandboxed stage becomes it). Between cells the broker asks the kernel for what only
+//! it can say (its signal actions, glibc's rseq area, its working directory), stops it, reads
+//! its registers, maps and memory from outside, and streams the image into the store as it
+//! reads. A kernel it cannot image faithfully — a thread, a descriptor beyond its own four, a
+//! shared mapping, a file mapped that is gone — is pickled as before.
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
+
+use airlock_executor::kernel_image::{encode_header, Header, Kind, Region, MAX_REGIONS};
+use airlock_protocol::Message;
+use serde_json::Value;
+
+use super::live::Live;
+use super::procs::Procs;
+use super::signals::{signal_kernel, stop_kernel, SIGCONT};
+
+/// True if `state` (a spooled kernel state, read from its start) is an image, not a pickle.
+pub(super) fn is_image(state: &std::fs::File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut magic = [0u8; 16];
+    state.read_exact_at(&mut magic, 0).is_ok() && &magic == airlock_executor::kernel_image::MAGIC
+}
+
+/// Why a kernel is not imaged (it is pickled instead), or its imaging failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// Something of the kernel an image would not carry (it stays as it was).
+    #[error("{0}")]
+    NotImageable(String),
+    /// The exchange broke; the kernel must be ended.
+    #[error("the kernel could not be imaged: {0}")]
+    Broken(String),
+}
+
+/// What the kernel said of itself before it was imaged.
+#[derive(Debug)]
+pub(super) struct Facts {
+    sigactions: Vec<[u64; 5]>,
+    sigmask: u64,
+    rseq: Option<(i64, u32)>,
+    cwd: String,
+    /// The names the image keeps.
+    pub(super) saved: Vec<String>,
+}
+
+/// How long the kernel gets to say its facts.
+const FACTS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Ask the (stopped) kernel for its facts; it is stopped again afterwards.
+pub(super) async fn facts(live: &mut Live) -> Result<Facts, ImageError> {
+    let procs = live.procs();
+    let Procs::Stage(_) = procs else {
+        return Err(ImageError::NotImageable("a branch of a fork".into()));
+    };
+    signal_kernel(procs, SIGCONT);
+    let id = super::ids::request_id("image-facts");
+    if !live
+        .launched
+        .send(Message::request(id.clone(), "image_facts", None))
+    {
+        return Err(ImageError::Broken("its socket is closed".into()));
+    }
+    let answer = tokio::time::timeout(FACTS_TIMEOUT, async {
+        match live.launched.recv().await {
+            Some(Message::Response(r)) if r.id.as_ref() == Some(&id) => Ok(r.outcome),
+            Some(_) => Err(ImageError::Broken("an unexpected message".into())),
+            None => Err(ImageError::Broken("its socket closed".into())),
+        }
+    })
+    .await
+    .map_err(|_| ImageError::Broken("no answer in time".into()))??;
+    if !stop_kernel(procs).await {
+        return Err(ImageError::Broken("it would not stop afterwards".into()));
+    }
+    let v = answer.map_err(|e| ImageError::NotImageable(e.message.chars().take(300).collect()))?;
+    parse_facts(&v).ok_or_else(|| ImageError::Broken("malformed facts".into()))
+}
+
+fn parse_facts(v: &Value) -> Option<Facts> {
+    let sigactions = v["sigactions"]
+        .as_array()?
+        .iter()
+        .take(64)
+        .map(|a| {
+            let a = a.as_array()?;
+            let mut out = [0u64; 5];
+            for (o, x) in out.iter_mut().zip(a) {
+                *o = x.as_u64()?;
+            }
+            Some(out)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let rseq = match &v["rseq"] {
+        Value::Array(a) if a.len() == 2 => {
+            Some((a[0].as_i64()?, u32::try_from(a[1].as_u64()?).ok()?))
+        }
+        _ => None,
+    };
+    let saved = v["saved"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(|s| s.chars().take(200).collect()))
+                .take(1000)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Facts {
+        sigactions,
+        sigmask: v["sigmask"].as_u64()?,
+        rseq,
+        cwd: v["cwd"].as_str()?.chars().take(4096).collect(),
+        saved,
+    })
+}
+
+/// A stopped kernel's image, read from its memory as the store asks for bytes.
+pub struct ImageReader {
+    header: std::io::Cursor<Vec<u8>>,
+    /// `(address, length)` of every filled range, in stream order.
+    ranges: Vec<(u64, u64)>,
+    next: usize,
+    done_in_range: u64,
+    pid: i32,
+    pidfd: OwnedFd,
+    /// The whole stream's length.
+    pub len: u64,
+}
+
+/// Image the stopped kernel `pid` (its facts already taken); at most `cap` bytes of memory.
+pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, ImageError> {
+    let not = |why: &str| ImageError::NotImageable(why.to_string());
+    let pidfd = airlock_jail::pidfd::open(pid).map_err(|e| not(&e.to_string()))?;
+    let status = proc_text(pid, "status", 64 << 10)?;
+    if field(&status, "Threads:") != Some("1") {
+        return Err(not("it has more than one thread"));
+    }
+    check_fds(pid)?;
+    let registers = airlock_jail::image::registers_of_stopped(pid)
+        .map_err(|e| not(&format!("its registers could not be read: {e}")))?;
+    let maps = proc_text(pid, "maps", 16 << 20)?;
+    let mut regions = Vec::new();
+    for line in maps.lines() {
+        if let Some(r) = region(pid, line)? {
+            regions.extend(split_by_presence(pid, r)?);
+        }
+        if regions.len() > MAX_REGIONS {
+            return Err(not("it has too many mappings"));
+        }
+    }
+    let ranges: Vec<(u64, u64)> = regions
+        .iter()
+        .filter(|r| r.fill)
+        .map(|r| (r.start, r.end - r.start))
+        .collect();
+    let bytes: u64 = ranges.iter().map(|r| r.1).sum();
+    if bytes > cap {
+        return Err(not("its memory is larger than the bound"));
+    }
+    let header = Header {
+        regions,
+        registers: registers.gpr,
+        fs_base: registers.fs_base,
+        layout: layout(pid, &maps)?,
+        sigactions: facts.sigactions.clone(),
+        sigmask: facts.sigmask,
+        rseq: facts
+            .rseq
+            .map(|(offset, size)| (registers.fs_base.wrapping_add_signed(offset), size.max(32))),
+        cwd: facts.cwd.clone(),
+    };
+    let header = encode_header(&header);
+    let len = header.len() as u64 + bytes;
+    Ok(ImageReader {
+        header: std::io::Cursor::new(header),
+        ranges,
+        next: 0,
+        done_in_range: 0,
+        pid,
+        pidfd,
+        len,
+    })
+}
+
+impl Read for ImageReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.header.read(buf)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        let Some(&(start, len)) = self.ranges.get(self.next) else {
+            // The pid still names the process imaged: nothing was read from a successor.
+            airlock_jail::pidfd::send_signal(self.pidfd.as_fd(), 0)
+                .map_err(|e| std::io::Error::other(format!("the kernel ended while imaged: {e}")))?;
+            return Ok(0);
+        };
+        let want = usize::try_from(len - self.done_in_range)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let got = airlock_jail::image::read_memory(self.pid, start + self.done_in_range, &mut buf[..want])
+            .map_err(std::io::Error::other)?;
+        if got == 0 {
+            return Err(std::io::Error::other("the kernel's memory could not be read"));
+        }
+        self.done_in_range += got as u64;
+        if self.done_in_range == len {
+            self.next += 1;
+            self.done_in_range = 0;
+        }
+        Ok(got)
+    }
+}
+
+fn proc_text(pid: i32, file: &str, limit: u64) -> Result<String, ImageError> {
+    let path = format!("/proc/{pid}/{file}");
+    let f = std::fs::File::open(&path).map_err(|e| ImageError::Broken(format!("{path}: {e}")))?;
+    let mut text = String::new();
+    f.take(limit)
+        .read_to_string(&mut text)
+        .map_err(|e| ImageError::Broken(format!("{path}: {e}")))?;
+    Ok(text)
+}
+
+fn field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
+}
+
+/// Exactly its own four descriptors: stdin, stdout, stderr and the broker's socket (a
+/// restored kernel gets new ones at the same numbers; anything else it held would be gone).
+fn check_fds(pid: i32) -> Result<(), ImageError> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map_err(|e| ImageError::Broken(format!("its fds: {e}")))?;
+    let fds: BTreeSet<String> = dir
+        .take(64)
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    let own: BTreeSet<String> = ["0", "1", "2", "3"].map(String::from).into();
+    if fds == own {
+        Ok(())
+    } else {
+        Err(ImageError::NotImageable(
+            "it holds a file or socket of its own".into(),
+        ))
+    }
+}
+
+/// One line of `/proc/PID/maps` as a region (None: `[vsyscall]`, the same everywhere).
+fn region(pid: i32, line: &str) -> Result<Option<Region>, ImageError> {
+    let bad = || ImageError::Broken(format!("an unreadable mapping: {line:.200}"));
+    let mut f = line.splitn(6, ' ');
+    let (start, end) = f.next().and_then(|r| r.split_once('-')).ok_or_else(bad)?;
+    let perms = f.next().ok_or_else(bad)?.as_bytes();
+    let offset = f.next().ok_or_else(bad)?;
+    let _dev = f.next();
+    let inode = f.next().ok_or_else(bad)?;
+    let name = f.next().unwrap_or("").trim_start();
+    let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad());
+    let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
+    if perms.len() < 4 {
+        return Err(bad());
+    }
+    let shared = perms[3] == b's';
+    if shared && (perms[1] == b'w' || inode == "0") {
+        return Err(ImageError::NotImageable("it has a writable shared mapping".into()));
+    }
+    let prot = u32::from(perms[0] == b'r')
+        | u32::from(perms[1] == b'w') << 1
+        | u32::from(perms[2] == b'x') << 2;
+    let readable = perms[0] == b'r';
+    let (kind, fill) = match name {
+        "[vsyscall]" => return Ok(None),
+        "[vdso]" | "[vvar]" | "[vvar_vclock]" => (
+            Kind::Special {
+                name: name.to_string(),
+            },
+            false,
+        ),
+        "[stack]" => (Kind::Stack, readable),
+        _ if inode != "0" && name.starts_with('/') => {
+            if name.ends_with(" (deleted)") {
+                return Err(ImageError::NotImageable(
+                    "it maps a file that was deleted".into(),
+                ));
+            }
+            let (size, mtime) = file_identity(pid, name)?;
+            let code = perms[1] != b'w' && perms[2] == b'x';
+            (
+                Kind::File {
+                    path: name.to_string(),
+                    offset,
+                    size,
+                    mtime,
+                    shared,
+                },
+                readable && !code && !shared,
+            )
+        }
+        "" | "[heap]" => (Kind::Anon, readable),
+        _ => return Err(ImageError::NotImageable(format!("it maps {name:.100}"))),
+    };
+    Ok(Some(Region {
+        start,
+        end,
+        prot,
+        kind,
+        fill,
+    }))
+}
+
+/// The size and modification time of `path` as the kernel sees it (through its root).
+fn file_identity(pid: i32, path: &str) -> Result<(u64, (i64, i64)), ImageError> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/{pid}/root{path}"))
+        .map_err(|e| ImageError::NotImageable(format!("{path:.100}: {e}")))?;
+    Ok((m.size(), (m.mtime(), m.mtime_nsec())))
+}
+
+/// Split an anonymous region where its pages start or stop being present (pages never
+/// touched carry no bytes and cost a restored kernel no memory).
+fn split_by_presence(pid: i32, r: Region) -> Result<Vec<Region>, ImageError> {
+    if !r.fill || !matches!(r.kind, Kind::Anon) {
+        return Ok(vec![r]);
+    }
+    let present = presence(pid, r.start, r.end)?;
+    let mut out: Vec<Region> = Vec::new();
+    let mut at = r.start;
+    for (i, p) in present.iter().enumerate() {
+        let page = r.start + (i as u64) * 4096;
+        let last = out.last_mut().filter(|l| l.fill == *p && l.end == page);
+        match last {
+            Some(l) => l.end = page + 4096,
+            None => out.push(Region {
+                start: page,
+                end: page + 4096,
+                fill: *p,
+                ..r.clone()
+            }),
+        }
+        at = page + 4096;
+    }
+    debug_assert_eq!(at, r.end);
+    Ok(out)
+}
+
+/// For each page of `[start, end)`: present in memory or swapped out (`/proc/PID/pagemap`).
+fn presence(pid: i32, start: u64, end: u64) -> Result<Vec<bool>, ImageError> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(format!("/proc/{pid}/pagemap"))
+        .map_err(|e| ImageError::Broken(format!("pagemap: {e}")))?;
+    let pages = usize::try_from((end - start) / 4096).unwrap_or(0);
+    let mut raw = vec![0u8; pages * 8];
+    f.read_exact_at(&mut raw, start / 4096 * 8)
+        .map_err(|e| ImageError::Broken(format!("pagemap: {e}")))?;
+    Ok(raw
+        .chunks_exact(8)
+        .map(|e| {
+            let v = u64::from_le_bytes(e.try_into().unwrap_or_default());
+            v & (3 << 62) != 0
+        })
+        .collect())
+}
+
+/// The kernel's view of the process's layout (`/proc/PID/stat` fields 26–28, 45–51, and the
+/// heap's end as brk).
+fn layout(pid: i32, maps: &str) -> Result<[u64; 11], ImageError> {
+    let stat = proc_text(pid, "stat", 8 << 10)?;
+    let bad = || ImageError::Broken("an unreadable stat".into());
+    let after = &stat[stat.rfind(')').ok_or_else(bad)? + 2..];
+    let fields: Vec<u64> = after
+        .split_ascii_whitespace()
+        .map(|x| x.parse::<i64>().map_or(0, |v| v.cast_unsigned()))
+        .collect();
+    let get = |n: usize| fields.get(n - 3).copied().ok_or_else(bad);
+    let start_brk = get(47)?;
+    let brk = maps
+        .lines()
+        .find(|l| l.ends_with("[heap]"))
+        .and_then(|l| u64::from_str_radix(l.split('-').nth(1)?.split(' ').next()?, 16).ok())
+        .unwrap_or(start_brk);
+    Ok([
+        get(26)?,
+        get(27)?,
+        get(45)?,
+        get(46)?,
+        start_brk,
+        brk,
+        get(28)?,
+        get(48)?,
+        get(49)?,
+        get(50)?,
+        get(51)?,
+    ])
+}
