@@ -178,13 +178,59 @@ fn plan_region(r: &Region) -> Result<PlanRegion, ImageError> {
     })
 }
 
+/// The frames of the restore's exchange on the socket: the stage's `mapped` (every region
+/// mapped, the broker may write their bytes), the broker's `filled`, the stage's `restored`.
+#[derive(Debug)]
+pub struct Frames {
+    /// `mapped`, as sent.
+    pub mapped: Vec<u8>,
+    /// The length of `filled` as the broker sends it.
+    pub filled_len: usize,
+    /// `restored`, as sent.
+    pub restored: Vec<u8>,
+}
+
+/// Method names of [`Frames`].
+pub const MAPPED: &str = "mapped";
+/// See [`MAPPED`].
+pub const FILLED: &str = "filled";
+/// See [`MAPPED`].
+pub const RESTORED: &str = "restored";
+
+/// A notification with no params, framed as sent.
+pub fn frame(method: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let msg = airlock_protocol::Message::notification(method, None);
+    // Writing into a Vec cannot fail.
+    let _ = airlock_protocol::write_message(&mut out, &msg);
+    out
+}
+
+impl Frames {
+    /// The three frames.
+    #[must_use]
+    pub fn new() -> Frames {
+        Frames {
+            mapped: frame(MAPPED),
+            filled_len: frame(FILLED).len(),
+            restored: frame(RESTORED),
+        }
+    }
+}
+
+impl Default for Frames {
+    fn default() -> Self {
+        Frames::new()
+    }
+}
+
 /// The jail's plan for `header` over `regions` (from [`plan_regions`]).
 pub fn plan<'a>(
     header: &Header,
     regions: &'a [PlanRegion],
     sigactions: &'a [SigAction],
-    source: BorrowedFd<'a>,
-    done: (BorrowedFd<'a>, &'a [u8]),
+    socket: BorrowedFd<'a>,
+    frames: &'a Frames,
 ) -> Plan<'a> {
     Plan {
         regions,
@@ -196,8 +242,10 @@ pub fn plan<'a>(
         sigactions,
         sigmask: header.sigmask,
         rseq: header.rseq,
-        source,
-        done,
+        socket,
+        mapped: &frames.mapped,
+        filled_len: frames.filled_len,
+        done: &frames.restored,
     }
 }
 

@@ -1,9 +1,11 @@
 //! A stage that restores a paused kernel instead of starting an interpreter: the Run filter
 //! goes on first (as a command's Exec filter does), the stage attests, waits for `start`,
-//! reads the image's header and becomes the image (`airlock_jail::image::restore`), which
-//! says `restored` on the socket just before the kernel's own code runs again.
+//! reads the image's header (the broker sends only that down [`crate::config::KERNEL_IMAGE_FD`])
+//! and becomes the image (`airlock_jail::image::restore`): it maps the regions, says
+//! `mapped`, waits for the broker's `filled` (the broker wrote the bytes in meanwhile) and
+//! says `restored` just before the kernel's own code runs again.
 use std::convert::Infallible;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use airlock_jail::seccomp;
 use airlock_protocol::Message;
@@ -13,9 +15,6 @@ use crate::channel::Channel;
 use crate::config::ExecutorConfig;
 use crate::kernel_image;
 use crate::refusal::{Layer, Refusal};
-
-/// The notification a restored kernel's first words are.
-pub const RESTORED_METHOD: &str = "restored";
 
 /// Become the kernel in `image`. Returns only on failure (before anything of this process
 /// was changed; past that point a failure ends it).
@@ -51,16 +50,9 @@ pub(crate) fn restore_kernel(
     let _ = std::env::set_current_dir(&header.cwd);
     let regions = kernel_image::plan_regions(&header).layer("kernel image")?;
     let sigactions = kernel_image::sigactions(&header);
-    let mut done = Vec::new();
-    let restored = Message::notification(RESTORED_METHOD, None);
-    airlock_protocol::write_message(&mut done, &restored).layer("socket")?;
-    let plan = kernel_image::plan(
-        &header,
-        &regions,
-        &sigactions,
-        source.as_fd(),
-        (guest.fd(), &done),
-    );
+    drop(source);
+    let frames = kernel_image::Frames::new();
+    let plan = kernel_image::plan(&header, &regions, &sigactions, guest.fd(), &frames);
     match airlock_jail::image::restore(&plan) {
         Ok(never) => match never {},
         Err(e) => Err(Refusal {

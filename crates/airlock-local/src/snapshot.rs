@@ -4,6 +4,7 @@
 //! sandbox's owner; the kernel's bytes are the sandbox's own and only a kernel reads them.
 use std::sync::Arc;
 
+use airlock_broker::kernel::{starts_as_image, ImageSource};
 use airlock_broker::SandboxFs;
 use airlock_router::SandboxError;
 use airlock_snapshot::{Bounds, Snapshot, SnapshotId, Store, Tree};
@@ -71,11 +72,13 @@ impl LocalSandbox {
         let fs = self.fs().await?;
         let mut kernel = self.run_lock.lock().await;
         let stateful = kernel.is_some();
-        let state = tokio::task::spawn_blocking(move || restore(&fs, &snapshot, stateful, &spool))
+        let state = tokio::task::spawn_blocking(move || restore(&fs, snapshot, stateful, &spool))
             .await
             .map_err(|e| backend(format!("restore task failed: {e}")))??;
-        if let (Some(state), Some(k)) = (state, kernel.as_mut()) {
-            k.restore_on_start(state);
+        match (state, kernel.as_mut()) {
+            (Some(Pending::Pickled(state)), Some(k)) => k.restore_on_start(state),
+            (Some(Pending::Image(image)), Some(k)) => k.become_on_start(image),
+            _ => {}
         }
         Ok(())
     }
@@ -100,12 +103,34 @@ fn write(
         .map_err(|e| backend(e.to_string()))
 }
 
+/// A kernel state waiting for the sandbox's first cell.
+enum Pending {
+    /// Pickled, spooled to an unnamed file.
+    Pickled(std::fs::File),
+    /// A process image, read from the snapshot itself when the kernel starts.
+    Image(Arc<dyn ImageSource>),
+}
+
+/// A snapshot's kernel image, streamed from the verified, open snapshot file.
+#[derive(Debug)]
+struct SnapshotImage(Arc<Snapshot>);
+
+impl ImageSource for SnapshotImage {
+    fn open(&self) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+        match self.0.kernel_state() {
+            Ok(Some(state)) => Ok(Box::new(state)),
+            Ok(None) => Err(std::io::Error::other("the snapshot holds no kernel state")),
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
+}
+
 fn restore(
     fs: &SandboxFs,
-    snapshot: &Snapshot,
+    snapshot: Arc<Snapshot>,
     stateful: bool,
     spool: &std::path::Path,
-) -> Result<Option<std::fs::File>, SandboxError> {
+) -> Result<Option<Pending>, SandboxError> {
     let bounds = Bounds::default();
     SandboxFs::as_owner_of(fs.owner(), fs.data(), |data| {
         snapshot.restore_into(data, &bounds)
@@ -113,6 +138,15 @@ fn restore(
     .map_err(|e| backend(e.to_string()))?;
     if !stateful {
         return Ok(None);
+    }
+    let Some(mut state) = snapshot
+        .kernel_state()
+        .map_err(|e| backend(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    if starts_as_image(&mut state) {
+        return Ok(Some(Pending::Image(Arc::new(SnapshotImage(snapshot)))));
     }
     // Spooled to an unnamed file beside the store: the broker never holds a state in memory.
     let Some(mut state) = snapshot
@@ -125,5 +159,5 @@ fn restore(
         |e: std::io::Error| backend(format!("the kernel's state could not be spooled: {e}"));
     let mut file = tempfile::tempfile_in(spool).map_err(failed)?;
     std::io::copy(&mut state, &mut file).map_err(failed)?;
-    Ok(Some(file))
+    Ok(Some(Pending::Pickled(file)))
 }

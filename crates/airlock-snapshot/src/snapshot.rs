@@ -21,14 +21,14 @@ use crate::verify::open_verified;
 #[derive(Debug)]
 pub struct Snapshot {
     info: SnapshotInfo,
-    file: File,
+    file: std::sync::Arc<File>,
     body_len: u64,
     manifest: Vec<u8>,
     has_kernel_state: bool,
 }
 
 /// The payload reader over a verified body.
-type Payload<'a> = Input<Decoder<At<'a>>>;
+type Payload = Input<Decoder<At>>;
 
 impl Store {
     /// Opens and verifies the snapshot `id`: [`SnapshotError::NotFound`] when there is none;
@@ -41,7 +41,7 @@ impl Store {
         let v = open_verified(&self.snapshots, id, &self.key)?;
         let mut snapshot = Snapshot {
             info: SnapshotInfo::of(id.clone(), &v.meta),
-            file: v.file,
+            file: std::sync::Arc::new(v.file),
             body_len: v.body_len,
             manifest: Vec::new(),
             has_kernel_state: false,
@@ -80,15 +80,20 @@ impl Snapshot {
         self.has_kernel_state
     }
 
-    fn payload(&self) -> Payload<'_> {
+    fn payload(&self) -> Payload {
         let start = HEADER_LEN as u64;
-        let at = At::new(&self.file, start, start + self.body_len);
+        let at = At::new(
+            std::sync::Arc::clone(&self.file),
+            start,
+            start + self.body_len,
+        );
         Input::new(Decoder::new(at))
     }
 
-    /// The kernel state as a reader (`None`: none was written). A read error is
-    /// `InvalidData` carrying the [`SnapshotError`].
-    pub fn kernel_state(&self) -> Result<Option<KernelState<'_>>> {
+    /// The kernel state as a reader (`None`: none was written), which holds the open file
+    /// itself (it outlives this value). A read error is `InvalidData` carrying the
+    /// [`SnapshotError`].
+    pub fn kernel_state(&self) -> Result<Option<KernelState>> {
         if !self.has_kernel_state {
             return Ok(None);
         }
@@ -129,13 +134,13 @@ impl Snapshot {
 
 /// The kernel state of a [`Snapshot`], read chunk by chunk.
 #[derive(Debug)]
-pub struct KernelState<'a> {
-    input: Payload<'a>,
+pub struct KernelState {
+    input: Payload,
     left: usize,
     done: bool,
 }
 
-impl Read for KernelState<'_> {
+impl Read for KernelState {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.left == 0 {
             if self.done || buf.is_empty() {

@@ -18,11 +18,130 @@ use super::live::Live;
 use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
 
-/// True if `state` (a spooled kernel state, read from its start) is an image, not a pickle.
-pub(super) fn is_image(state: &std::fs::File) -> bool {
-    use std::os::unix::fs::FileExt;
+/// Where a paused kernel's image is read from, as often as a kernel is started from it (a
+/// verified snapshot, held open): the broker never spools or holds it.
+pub trait ImageSource: Send + Sync + std::fmt::Debug {
+    /// A reader over the image, from its first byte.
+    fn open(&self) -> std::io::Result<Box<dyn Read + Send>>;
+}
+
+/// True if `state` starts as an image does (a pickled state starts otherwise).
+pub fn starts_as_image(state: &mut dyn Read) -> bool {
     let mut magic = [0u8; 16];
-    state.read_exact_at(&mut magic, 0).is_ok() && &magic == airlock_executor::kernel_image::MAGIC
+    state.read_exact(&mut magic).is_ok() && &magic == airlock_executor::kernel_image::MAGIC
+}
+
+/// The rest of an image once its header went down the stage's pipe: its filled ranges'
+/// bytes, written into the restoring process once it has mapped them ([`Fill::write_into`]).
+pub(super) struct Fill {
+    reader: Box<dyn Read + Send>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl std::fmt::Debug for Fill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fill")
+            .field("ranges", &self.ranges.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Open `source`: its header goes down a pipe for the restoring stage (which reads it on
+/// `KERNEL_IMAGE_FD`), the rest waits in the [`Fill`].
+pub(super) fn feed(source: &dyn ImageSource) -> std::io::Result<(OwnedFd, Fill)> {
+    let mut reader = source.open()?;
+    let header =
+        airlock_executor::kernel_image::read_header(&mut reader).map_err(std::io::Error::other)?;
+    let ranges = header
+        .regions
+        .iter()
+        .filter(|r| r.fill)
+        .map(|r| (r.start, r.end.saturating_sub(r.start)))
+        .collect();
+    let bytes = encode_header(&header);
+    let (pipe, mut writer) = std::io::pipe()?;
+    // Written from a thread: a header larger than the pipe would block until the stage reads.
+    std::thread::Builder::new()
+        .name("kernel-image".into())
+        .spawn(move || {
+            let _ = std::io::Write::write_all(&mut writer, &bytes);
+        })?;
+    Ok((OwnedFd::from(pipe), Fill { reader, ranges }))
+}
+
+impl Fill {
+    /// Write every filled range's bytes into `pid` (mapped writable by now), in order: this
+    /// thread writes while another decodes the next buffers from the snapshot.
+    pub(super) fn write_into(self, pid: i32) -> std::io::Result<()> {
+        const BUF: usize = 1 << 20;
+        let Fill { mut reader, ranges } = self;
+        let (full, filled) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(2);
+        let (empty, spare) = std::sync::mpsc::channel::<Vec<u8>>();
+        let total: u64 = ranges.iter().map(|r| r.1).sum();
+        let decoder = std::thread::Builder::new()
+            .name("kernel-image".into())
+            .spawn(move || {
+                let mut left = total;
+                while left > 0 {
+                    let mut buf = spare.try_recv().unwrap_or_else(|_| vec![0u8; BUF]);
+                    let n = usize::try_from(left).unwrap_or(BUF).min(BUF);
+                    buf.resize(n, 0);
+                    let read = reader.read_exact(&mut buf).map(|()| buf);
+                    let failed = read.is_err();
+                    if full.send(read).is_err() || failed {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+            })?;
+        let mut pending: &[u8] = &[];
+        let mut current = Vec::new();
+        for (start, len) in ranges {
+            let mut done = 0u64;
+            while done < len {
+                if pending.is_empty() {
+                    if !current.is_empty() {
+                        let _ = empty.send(std::mem::take(&mut current));
+                    }
+                    current = filled
+                        .recv()
+                        .map_err(|_| std::io::Error::other("the image ended early"))??;
+                    pending = &[];
+                }
+                let src: &[u8] = if pending.is_empty() {
+                    &current
+                } else {
+                    pending
+                };
+                let want = usize::try_from(len - done)
+                    .unwrap_or(usize::MAX)
+                    .min(src.len());
+                let n = airlock_jail::image::write_memory(pid, start + done, &src[..want])
+                    .map_err(std::io::Error::other)?;
+                if n == 0 {
+                    return Err(std::io::Error::other("the restoring process took no bytes"));
+                }
+                done += n as u64;
+                pending = &src[n..];
+            }
+        }
+        drop(filled);
+        let _ = decoder.join();
+        Ok(())
+    }
+}
+
+/// The length of the image `source` holds (its header says).
+pub(super) fn image_len(source: &dyn ImageSource) -> std::io::Result<u64> {
+    let header = airlock_executor::kernel_image::read_header(source.open()?)
+        .map_err(std::io::Error::other)?;
+    let filled: u64 = header
+        .regions
+        .iter()
+        .filter(|r| r.fill)
+        .map(|r| r.end.saturating_sub(r.start))
+        .sum();
+    Ok(encode_header(&header).len() as u64 + filled)
 }
 
 /// Why a kernel is not imaged (it is pickled instead), or its imaging failed.
@@ -194,17 +313,24 @@ impl Read for ImageReader {
         }
         let Some(&(start, len)) = self.ranges.get(self.next) else {
             // The pid still names the process imaged: nothing was read from a successor.
-            airlock_jail::pidfd::send_signal(self.pidfd.as_fd(), 0)
-                .map_err(|e| std::io::Error::other(format!("the kernel ended while imaged: {e}")))?;
+            airlock_jail::pidfd::send_signal(self.pidfd.as_fd(), 0).map_err(|e| {
+                std::io::Error::other(format!("the kernel ended while imaged: {e}"))
+            })?;
             return Ok(0);
         };
         let want = usize::try_from(len - self.done_in_range)
             .unwrap_or(usize::MAX)
             .min(buf.len());
-        let got = airlock_jail::image::read_memory(self.pid, start + self.done_in_range, &mut buf[..want])
-            .map_err(std::io::Error::other)?;
+        let got = airlock_jail::image::read_memory(
+            self.pid,
+            start + self.done_in_range,
+            &mut buf[..want],
+        )
+        .map_err(std::io::Error::other)?;
         if got == 0 {
-            return Err(std::io::Error::other("the kernel's memory could not be read"));
+            return Err(std::io::Error::other(
+                "the kernel's memory could not be read",
+            ));
         }
         self.done_in_range += got as u64;
         if self.done_in_range == len {
@@ -268,7 +394,9 @@ fn region(pid: i32, line: &str) -> Result<Option<Region>, ImageError> {
     }
     let shared = perms[3] == b's';
     if shared && (perms[1] == b'w' || inode == "0") {
-        return Err(ImageError::NotImageable("it has a writable shared mapping".into()));
+        return Err(ImageError::NotImageable(
+            "it has a writable shared mapping".into(),
+        ));
     }
     let prot = u32::from(perms[0] == b'r')
         | u32::from(perms[1] == b'w') << 1

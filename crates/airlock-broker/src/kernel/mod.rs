@@ -32,6 +32,7 @@ use live::{Cell, Live};
 
 pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
 pub use fork::ForkError;
+pub use image::{starts_as_image, ImageSource};
 pub use state::{SavedState, StateError};
 
 use crate::result::RunResult;
@@ -50,8 +51,10 @@ pub struct Kernel {
     /// says `kernel_restarted`.
     lost: Option<String>,
     cells: i64,
-    /// A paused sandbox's state, loaded by the next kernel that starts.
+    /// A paused sandbox's pickled state, loaded by the next kernel that starts.
     restore: Option<std::fs::File>,
+    /// A paused sandbox's kernel image, which the next kernel that starts becomes.
+    image: Option<std::sync::Arc<dyn ImageSource>>,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -156,20 +159,19 @@ impl Kernel {
         let lost = self.unguard().await.or_else(|| self.lost.take());
         let mut restore = None;
         if self.live.is_none() {
-            let image = self.restore.as_ref().filter(|f| image::is_image(f));
-            let image = match image.map(std::fs::File::try_clone).transpose() {
+            let image = match self.image.as_deref().map(image::feed).transpose() {
                 Ok(image) => image,
                 Err(e) => {
-                    let msg = format!("the paused kernel's image could not be opened: {e}");
+                    let msg = format!("the paused kernel's image could not be read: {e}");
                     return RunResult::not_started(ErrorCode::InternalError, msg);
                 }
             };
-            let imaged = image.is_some();
             match start::start(&spec, &mut cancel, started, self.forkable, image).await {
                 Ok(live) => self.live = Some(live),
                 Err(result) => return result,
             }
-            restore = self.restore.take().filter(|_| !imaged);
+            self.image = None;
+            restore = self.restore.take();
         }
         let Some(live) = self.live.as_mut() else {
             return RunResult::not_started(ErrorCode::InternalError, "the kernel did not start");
@@ -250,9 +252,24 @@ impl Kernel {
         self.restore = Some(state);
     }
 
+    /// A resumed sandbox's kernel image: the next kernel that starts is it.
+    pub fn become_on_start(&mut self, image: std::sync::Arc<dyn ImageSource>) {
+        self.image = Some(image);
+    }
+
     /// The state a resumed sandbox has not loaded yet, as a snapshot takes it.
     fn pending_state(&self) -> Result<Option<SavedState>, StateError> {
         use std::io::{Seek, SeekFrom};
+        if let Some(image) = &self.image {
+            let len = image::image_len(image.as_ref())?;
+            let bytes = image.open()?;
+            return Ok(Some(SavedState {
+                bytes,
+                len,
+                saved: Vec::new(),
+                not_saved: std::collections::BTreeMap::new(),
+            }));
+        }
         let Some(f) = &self.restore else {
             return Ok(None);
         };
@@ -285,9 +302,10 @@ async fn imaged(live: &mut Live, cap: u64) -> Result<SavedState, image::ImageErr
         .first()
         .copied()
         .ok_or_else(|| image::ImageError::Broken("its process is gone".into()))?;
-    let reader = tokio::task::spawn_blocking(move || image::capture(pid, &facts, cap).map(|r| (r, facts)))
-        .await
-        .map_err(|e| image::ImageError::Broken(e.to_string()))?;
+    let reader =
+        tokio::task::spawn_blocking(move || image::capture(pid, &facts, cap).map(|r| (r, facts)))
+            .await
+            .map_err(|e| image::ImageError::Broken(e.to_string()))?;
     let (reader, facts) = reader?;
     live.guard = Some(guard::Guard::start(procs, live.limits.memory_bytes));
     Ok(SavedState {

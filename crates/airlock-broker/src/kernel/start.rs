@@ -9,6 +9,7 @@ use airlock_executor::attest::own_namespaces;
 use airlock_protocol::Message;
 
 use super::door::Door;
+use super::image::Fill;
 use super::live::Live;
 use crate::result::RunResult;
 use crate::run::cold::run_probe;
@@ -18,6 +19,7 @@ use crate::run::launched::Launched;
 use crate::run::spec::{Cancel, RunSpec, Workload};
 use crate::run::verdict::{self, End, Observed};
 use crate::run::{prepare, teardown};
+use airlock_executor::kernel_image::{FILLED, MAPPED, RESTORED};
 
 /// Start a kernel for `cell`; Err is the cell's result (refused, timed out, cancelled).
 pub(super) async fn start(
@@ -25,7 +27,7 @@ pub(super) async fn start(
     cancel: &mut Cancel,
     started: Instant,
     forkable: bool,
-    image: Option<std::fs::File>,
+    image: Option<(std::os::fd::OwnedFd, Fill)>,
 ) -> Result<Live, RunResult> {
     let interpreter = match &cell.workload {
         Workload::Python { interpreter, .. } => interpreter.clone(),
@@ -43,17 +45,9 @@ pub(super) async fn start(
         .await
         .map_err(|r| verdict::before_spawn(r, started))?;
     let restoring = image.is_some();
-    let mut image = image;
-    if let Some(f) = image.as_mut() {
-        use std::io::Seek;
-        // The stage reads it from where the shared offset is: its start.
-        f.rewind().map_err(|e| {
-            let msg = format!("the paused kernel's image could not be read: {e}");
-            RunResult::not_started(airlock_protocol::ErrorCode::InternalError, msg)
-        })?;
-    }
+    let (pipe, mut fill) = image.unzip();
     prepared.config.restore_image = restoring;
-    prepared.kernel_image = image;
+    prepared.kernel_image = pipe;
     let forkable = forkable
         && !restoring
         && prepared.config.machine.is_none()
@@ -66,7 +60,7 @@ pub(super) async fn start(
         .map_err(|r| verdict::before_spawn(r, started))?;
     let deadline = tokio::time::Instant::from_std(started + cell.limits.timeout);
     let end = tokio::select! {
-        r = attest(&mut launched, cell.limits.cpu_millicores.is_some(), forkable, restoring) => r,
+        r = attest(&mut launched, cell.limits.cpu_millicores.is_some(), forkable, fill.take()) => r,
         () = tokio::time::sleep_until(deadline) => Err(End::Timeout),
         () = cancel => Err(End::Cancelled),
     };
@@ -90,7 +84,7 @@ async fn attest(
     l: &mut Launched,
     cpu: bool,
     forkable: bool,
-    restoring: bool,
+    fill: Option<Fill>,
 ) -> Result<Option<Door>, End> {
     let broker_ns: BTreeMap<String, String> = own_namespaces();
     match l.recv().await {
@@ -100,8 +94,8 @@ async fn attest(
                 End::Refused(format!("the sandbox could not prove its isolation: {why}"))
             })?;
             l.attached(cpu).await.map_err(End::Refused)?;
-            if restoring {
-                return restored(l).await.map(|()| None);
+            if let Some(fill) = fill {
+                return restored(l, fill).await.map(|()| None);
             }
             match (forkable, listener) {
                 (false, None) => Ok(None),
@@ -127,14 +121,36 @@ async fn attest(
     }
 }
 
-/// Let an attested restoring stage go on, and wait until it has become the paused kernel
-/// (its first words as the kernel are `restored`).
-async fn restored(l: &mut Launched) -> Result<(), End> {
+/// Let an attested restoring stage go on: once it has mapped the image's regions, write their
+/// bytes in, let it finish, and wait until it has become the paused kernel (its first words
+/// as the kernel are `restored`).
+async fn restored(l: &mut Launched, fill: Fill) -> Result<(), End> {
     if !l.send(Message::notification("start", None)) {
         return Err(End::Refused("the restoring stage's socket closed".into()));
     }
+    expect(l, MAPPED).await?;
+    let pid = airlock_jail::procfs::descendants(l.stage_pid())
+        .first()
+        .copied()
+        .ok_or_else(|| End::Refused("the restoring process was not found".into()))?;
+    tokio::task::spawn_blocking(move || fill.write_into(pid))
+        .await
+        .map_err(|e| End::Internal(e.to_string()))?
+        .map_err(|e| {
+            End::Refused(format!(
+                "the paused kernel's memory could not be written: {e}"
+            ))
+        })?;
+    if !l.send(Message::notification(FILLED, None)) {
+        return Err(End::Refused("the restoring stage's socket closed".into()));
+    }
+    expect(l, RESTORED).await
+}
+
+/// The restoring stage's next word must be `method`.
+async fn expect(l: &mut Launched, method: &str) -> Result<(), End> {
     match l.recv().await {
-        Some(Message::Notification(n)) if n.method == "restored" => Ok(()),
+        Some(Message::Notification(n)) if n.method == method => Ok(()),
         Some(Message::Notification(n)) if n.method == "refused" => Err(End::Refused(format!(
             "the paused kernel could not be restored: {}",
             refusal_of(n.params)

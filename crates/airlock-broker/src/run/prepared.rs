@@ -31,7 +31,7 @@ pub struct Prepared {
     pub restricted: Option<Restricted>,
     /// A paused kernel's image to restore ([`ExecutorConfig::restore_image`]), handed to the
     /// stage on `KERNEL_IMAGE_FD`.
-    pub kernel_image: Option<std::fs::File>,
+    pub kernel_image: Option<std::os::fd::OwnedFd>,
 }
 
 /// Where a run's root comes from.

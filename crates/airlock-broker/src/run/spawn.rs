@@ -135,7 +135,7 @@ pub(super) fn spawn(
     };
     let egress = egress::attach(&mut maps, p, limits)?;
     if let Some(image) = &p.kernel_image {
-        let fd = OwnedFd::from(image.try_clone()?);
+        let fd = image.try_clone()?;
         maps.push((fd, airlock_executor::config::KERNEL_IMAGE_FD));
     }
     let (child, stdout, stderr) = match via {

@@ -76,10 +76,16 @@ pub struct Plan<'a> {
     pub sigmask: u64,
     /// Its restartable-sequence area (the address and length glibc registered), if any.
     pub rseq: Option<(u64, u32)>,
-    /// The regions' bytes, read in order.
-    pub source: BorrowedFd<'a>,
-    /// Written whole to `done.0` once restored, just before the image resumes.
-    pub done: (BorrowedFd<'a>, &'a [u8]),
+    /// The socket to the broker.
+    pub socket: BorrowedFd<'a>,
+    /// Written whole to the socket once every region is mapped: the broker then writes the
+    /// filled regions' bytes into this process ([`super::write_memory`]) and answers with
+    /// `filled_len` bytes, read and dropped.
+    pub mapped: &'a [u8],
+    /// See [`Plan::mapped`].
+    pub filled_len: usize,
+    /// Written whole to the socket once restored, just before the image resumes.
+    pub done: &'a [u8],
 }
 
 /// Highest user address on x86_64 (4-level paging), exclusive.
@@ -304,7 +310,7 @@ fn plan_size(plan: &Plan<'_>) -> usize {
         .sum();
     let arrays = plan.regions.len() * (size_of::<RawRegion>() + 2 * size_of::<Range>() + 16)
         + 8 * size_of::<Move>();
-    (paths + arrays + plan.done.1.len() + FRAME_LEN + size_of::<Raw>() + 4096)
+    (paths + arrays + plan.done.len() + plan.mapped.len() + FRAME_LEN + size_of::<Raw>() + 4096)
         .next_multiple_of(4096)
 }
 
@@ -390,7 +396,11 @@ impl Area {
                     shared,
                 } => {
                     let at = self.put(path.as_bytes_with_nul())?;
-                    let kind = if *shared { swap::SHARED_FILE } else { swap::FILE };
+                    let kind = if *shared {
+                        swap::SHARED_FILE
+                    } else {
+                        swap::FILE
+                    };
                     (kind, *offset, at as usize as *const u8)
                 }
             };
@@ -405,7 +415,8 @@ impl Area {
             });
         }
         let frame = self.put(&sigframe(&plan.registers, plan.sigmask))?;
-        let done = self.put(plan.done.1)?;
+        let done = self.put(plan.done)?;
+        let mapped = self.put(plan.mapped)?;
         let l = &plan.layout;
         let mut mm = [0u64; 13];
         mm[..11].copy_from_slice(l);
@@ -419,10 +430,12 @@ impl Area {
             n_moves: moves.len(),
             regions: self.put_slice(&regions)? as usize as *const RawRegion,
             n_regions: regions.len(),
-            source_fd: plan.source.as_raw_fd() as u64,
-            done_fd: plan.done.0.as_raw_fd() as u64,
+            socket: plan.socket.as_raw_fd() as u64,
+            mapped: mapped as usize as *const u8,
+            mapped_len: plan.mapped.len(),
+            filled_len: plan.filled_len,
             done: done as usize as *const u8,
-            done_len: plan.done.1.len(),
+            done_len: plan.done.len(),
             mm,
             rseq_area,
             rseq_len,
