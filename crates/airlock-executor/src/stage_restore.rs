@@ -51,6 +51,10 @@ pub(crate) fn restore_kernel(
     let regions = kernel_image::plan_regions(&header).layer("kernel image")?;
     let sigactions = kernel_image::sigactions(&header);
     drop(source);
+    // The kernel had exactly its stdin, stdout, stderr and socket (the broker images no other):
+    // the image fd, the filter's and the code's pipes go before it runs again.
+    airlock_jail::process::close_fds_except(&[0, 1, 2, crate::stage::GUEST_SOCKET_FD])
+        .layer("fds")?;
     let frames = kernel_image::Frames::new();
     let plan = kernel_image::plan(&header, &regions, &sigactions, guest.fd(), &frames);
     match airlock_jail::image::restore(&plan) {

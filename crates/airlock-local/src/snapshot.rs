@@ -47,7 +47,7 @@ impl LocalSandbox {
         };
         let report = saved
             .as_ref()
-            .map(|s| json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.len }));
+            .map(|s| json!({ "saved": s.saved, "not_saved": s.not_saved, "bytes": s.len, "carried": s.carried }));
         let manifest = manifest(report.as_ref());
         let state = saved.map(|s| s.bytes);
         let written = tokio::task::spawn_blocking(move || write(&store, &fs, &manifest, state))

@@ -168,7 +168,7 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
                     // (idle reclaim, the drain) never loses a sandbox to it.
                     Ok(sid) => match sbs.reserve_snapshot(&conn.info.tenant) {
                         Err(r) => Err(r.to_error()),
-                        Ok(_quota) => sbs.pause(&sid).await,
+                        Ok(quota) => sbs.pause_within(&sid, Some(quota)).await,
                     },
                     Err(e) => Err(e),
                 };

@@ -16,6 +16,7 @@ use airlock_snapshot::{Snapshot, SnapshotId};
 use serde_json::{json, Value};
 
 use crate::sandbox_life::now_ms;
+use crate::snapshot_reservations::SnapshotReservation;
 use crate::sandboxes::{lock, Held, Sandboxes};
 use crate::state_dir::{PausedRecord, StateDir};
 use crate::wire_spec::CreateParams;
@@ -126,6 +127,17 @@ impl Sandboxes {
     /// counted against a `max_snapshots` here: a client's pause reserves its place first
     /// ([`Sandboxes::reserve_snapshot`]), the server's own (idle reclaim, the drain) do not.
     pub async fn pause(&self, id: &str) -> Result<Value, ErrorObject> {
+        self.pause_within(id, None).await
+    }
+
+    /// [`Sandboxes::pause`] holding a client's place in its tenant's `max_snapshots`, given
+    /// back the moment its paused record counts instead (holding it past that would count the
+    /// pause twice while the sandbox is torn down, and refuse a concurrent capture that fits).
+    pub(crate) async fn pause_within(
+        &self,
+        id: &str,
+        quota: Option<SnapshotReservation<'_>>,
+    ) -> Result<Value, ErrorObject> {
         let state = self.state()?;
         let held = match self.get(id) {
             Err(_) if self.is_paused(id) => {
@@ -147,6 +159,7 @@ impl Sandboxes {
         };
         state.record_paused(&record).map_err(internal)?;
         lock(&self.paused).insert(held.id.clone(), record);
+        drop(quota);
         // Live until now: a dispose that came meanwhile wins, and the pause is undone.
         let ended = self.end_live(&held).await;
         claim.keep();

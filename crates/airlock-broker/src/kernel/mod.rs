@@ -268,6 +268,7 @@ impl Kernel {
                 len,
                 saved: Vec::new(),
                 not_saved: std::collections::BTreeMap::new(),
+                carried: "image",
             }));
         }
         let Some(f) = &self.restore else {
@@ -281,6 +282,7 @@ impl Kernel {
             len,
             saved: Vec::new(),
             not_saved: std::collections::BTreeMap::new(),
+            carried: "pickle",
         }))
     }
 
@@ -313,6 +315,7 @@ async fn imaged(live: &mut Live, cap: u64) -> Result<SavedState, image::ImageErr
         bytes: Box::new(reader),
         saved: facts.saved,
         not_saved: std::collections::BTreeMap::new(),
+        carried: "image",
     })
 }
 

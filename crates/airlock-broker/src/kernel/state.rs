@@ -38,6 +38,8 @@ pub struct SavedState {
     pub saved: Vec<String>,
     /// The names left out, and why (an open file, a generator, ...).
     pub not_saved: BTreeMap<String, String>,
+    /// How the state is carried: `"image"` (the kernel's process image) or `"pickle"`.
+    pub carried: &'static str,
 }
 
 impl std::fmt::Debug for SavedState {
@@ -215,6 +217,7 @@ fn answered(spool: Spool, outcome: Result<Value, String>) -> Result<SavedState, 
         len,
         saved,
         not_saved,
+        carried: "pickle",
     })
 }
 

@@ -10,6 +10,7 @@ mod faults;
 mod fork_cow;
 mod fork_cow_redteam;
 mod health;
+mod images;
 mod kernel;
 mod lifetimes;
 mod logs;

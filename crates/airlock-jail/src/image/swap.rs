@@ -3,6 +3,11 @@
 //! thread-local storage, no allocation). Every failure past this point ends the process
 //! (`exit_group` with a code saying where); the broker sees a kernel that never said it was
 //! restored.
+//!
+//! Nothing here may call into libc, even implicitly: no struct or array copied or
+//! initialised by value (which can be lowered to `memcpy`/`memset`, through a libc unmapped
+//! by then); fields are read through references, and the crate is built optimised in debug
+//! builds too (`Cargo.toml`), where unoptimised code calls even `ptr::add` out of line.
 
 /// The plan as this code reads it (built by [`super::restore`], inside the region it runs on).
 #[repr(C)]
@@ -125,13 +130,13 @@ pub(super) unsafe extern "C" fn run(plan: *const Raw) -> ! {
     unsafe {
         let p = &*plan;
         for i in 0..p.n_unmap {
-            let r = *p.unmap.add(i);
+            let r = &*p.unmap.add(i);
             if sys(SYS_MUNMAP, r.start, r.end - r.start, 0, 0, 0, 0) != 0 {
                 die(EXIT_UNMAP);
             }
         }
         for i in 0..p.n_moves {
-            let m = *p.moves.add(i);
+            let m = &*p.moves.add(i);
             // MREMAP_MAYMOVE | MREMAP_FIXED
             if m.from != m.to && sys(SYS_MREMAP, m.from, m.len, m.len, 3, m.to, 0) != m.to as i64 {
                 die(EXIT_MOVE);
@@ -142,19 +147,11 @@ pub(super) unsafe extern "C" fn run(plan: *const Raw) -> ! {
         }
         // The broker writes the filled regions' bytes into them (process_vm_writev) meanwhile.
         write_all(p.socket, p.mapped, p.mapped_len, EXIT_DONE);
-        let mut sink = [0u8; 64];
+        // Read into the spent `mapped` frame: no buffer on this stack needs initialising.
         let mut left = p.filled_len;
         while left > 0 {
-            let want = if left < sink.len() { left } else { sink.len() };
-            let n = sys(
-                SYS_READ,
-                p.socket,
-                sink.as_mut_ptr() as u64,
-                want as u64,
-                0,
-                0,
-                0,
-            );
+            let want = if left < p.mapped_len { left } else { p.mapped_len };
+            let n = sys(SYS_READ, p.socket, p.mapped as u64, want as u64, 0, 0, 0);
             if n <= 0 {
                 die(EXIT_FILLED);
             }

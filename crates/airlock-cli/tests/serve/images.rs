@@ -1,0 +1,218 @@
+//! A paused kernel carried as its process image (`airlock_jail::image`): the restored kernel
+//! is inside every layer of a fresh sandbox (checked from the host's `/proc`, and by attacks
+//! from inside it), holds nothing of the restore, and what an image cannot carry is pickled
+//! instead and said so. Each as root and as the unprivileged `airlock-test`.
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::snapshots::{cell, kernel_pid, ok, stateful, StateDir, IDENTITIES};
+use super::support::*;
+
+/// Variables pickling cannot carry and an image does: a generator part-way, a lambda, a frame.
+const STATE: &str = "import sys\n\
+gen = (i * 3 for i in range(4))\n\
+first = next(gen)\n\
+twice = lambda v: 2 * v\n\
+frame = sys._getframe()\n\
+x = 41";
+
+fn status_field(pid: i32, name: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn ns(pid: i32, which: &str) -> String {
+    std::fs::read_link(format!("/proc/{pid}/ns/{which}"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+fn fds(pid: i32) -> BTreeSet<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect()
+}
+
+async fn pause(c: &mut WsClient, sid: &str) -> serde_json::Value {
+    let p = ok(c, "sandbox.pause", json!({ "sandbox_id": sid })).await;
+    assert_eq!(p["state"], "paused", "{p}");
+    p
+}
+
+async fn resumed_inside_every_layer(user: Option<&str>) {
+    let state = StateDir::new(user);
+    let server = state.serve_cow(user, false);
+    let mut c = server.connect().await;
+    let sid = stateful(&mut c).await;
+    cell(&mut c, &sid, STATE).await;
+    let p = pause(&mut c, &sid).await;
+    assert_eq!(p["kernel"]["carried"], "image", "{user:?}: {p}");
+    // The host listens on loopback; the restored kernel will try to reach it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+
+    // Any call resumes it: the generator goes on, the lambda and the frame are there.
+    let out = cell(
+        &mut c,
+        &sid,
+        "print(first, list(gen), twice(x), frame.f_code.co_name)",
+    )
+    .await;
+    assert_eq!(out, "0 [3, 6, 9] 82 <module>\n", "{user:?}");
+
+    let pid = kernel_pid(&mut c, server.pid(), &sid).await;
+    assert_eq!(status_field(pid, "Seccomp:"), "2", "{user:?}: seccomp");
+    assert_eq!(status_field(pid, "NoNewPrivs:"), "1", "{user:?}");
+    assert_eq!(status_field(pid, "CapEff:"), "0000000000000000", "{user:?}");
+    assert_eq!(status_field(pid, "CapPrm:"), "0000000000000000", "{user:?}");
+    assert_eq!(status_field(pid, "Threads:"), "1", "{user:?}");
+    for which in ["user", "mnt", "pid", "net", "ipc", "uts", "cgroup"] {
+        assert_ne!(
+            ns(pid, which),
+            ns(server.pid(), which),
+            "{user:?}: the restored kernel shares the server's {which} namespace"
+        );
+    }
+    // Nothing of the restore is left open: its stdin, stdout, stderr and socket only.
+    let want: BTreeSet<String> = ["0", "1", "2", "3"].map(String::from).into();
+    assert_eq!(fds(pid), want, "{user:?}: fds");
+
+    // From inside: the layers hold. No write outside its own files, no host file, no network.
+    let attack = format!(
+        "import os, socket\n\
+         out = []\n\
+         for path in ('/usr/airlock-image-escape', '/etc/airlock-image-escape'):\n\
+         \x20   try:\n\
+         \x20       open(path, 'w').write('x'); out.append('wrote ' + path)\n\
+         \x20   except OSError as e:\n\
+         \x20       out.append(e.errno)\n\
+         try:\n\
+         \x20   s = socket.create_connection(('127.0.0.1', {port}), timeout=1); out.append('connected')\n\
+         except OSError as e:\n\
+         \x20   out.append('no network')\n\
+         try:\n\
+         \x20   os.unshare(os.CLONE_NEWUSER); out.append('unshared')\n\
+         except (OSError, AttributeError) as e:\n\
+         \x20   out.append('no unshare')\n\
+         print(out)"
+    );
+    let out = cell(&mut c, &sid, &attack).await;
+    assert!(!out.contains("wrote") && !out.contains("connected"), "{user:?}: {out}");
+    assert!(out.contains("no network") && !out.contains("'unshared'"), "{user:?}: {out}");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "{user:?}: the host listener got a connection"
+    );
+    for path in ["/usr/airlock-image-escape", "/etc/airlock-image-escape"] {
+        assert!(!std::path::Path::new(path).exists(), "{user:?}: {path}");
+    }
+    // It is a kernel like any other: a second pause carries it again, and it resumes again.
+    let p = pause(&mut c, &sid).await;
+    assert_eq!(p["kernel"]["carried"], "image", "{user:?}: {p}");
+    assert_eq!(cell(&mut c, &sid, "print(twice(x))").await, "82\n", "{user:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_image_is_a_kernel_inside_every_layer_of_a_fresh_sandbox() {
+    for user in IDENTITIES {
+        resumed_inside_every_layer(user).await;
+    }
+}
+
+/// What each kernel holds, and how its state must be carried.
+const NOT_IMAGEABLE: [(&str, &str); 3] = [
+    // An open file: a restored kernel would have none at that number.
+    ("held = open('/work/f', 'w')", "held"),
+    // A thread: an image carries one.
+    (
+        "import threading, time\nt = threading.Thread(target=time.sleep, args=(60,), daemon=True)\nt.start()",
+        "t",
+    ),
+    // A writable shared mapping.
+    ("import mmap\nshared = mmap.mmap(-1, 4096)", "shared"),
+];
+
+async fn pickled_instead(user: Option<&str>) {
+    let state = StateDir::new(user);
+    let server = state.serve_cow(user, false);
+    let mut c = server.connect().await;
+    for (setup, name) in NOT_IMAGEABLE {
+        let sid = stateful(&mut c).await;
+        cell(&mut c, &sid, &format!("{setup}\nx = 41")).await;
+        let p = pause(&mut c, &sid).await;
+        assert_eq!(p["kernel"]["carried"], "pickle", "{user:?}: {setup}: {p}");
+        assert!(
+            p["kernel"]["not_saved"][name].is_string(),
+            "{user:?}: {setup}: {p}"
+        );
+        assert_eq!(cell(&mut c, &sid, "print(x + 1)").await, "42\n", "{user:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kernel_an_image_cannot_carry_is_pickled_and_says_so() {
+    for user in IDENTITIES {
+        pickled_instead(user).await;
+    }
+}
+
+/// The kernel lies about itself before it is imaged: its `image_facts` answer names signal
+/// actions for signals that do not exist or cannot be caught, a handler at a wild address, a
+/// restartable-sequence area at address 0 and a working directory outside its root. The lies
+/// reach only a sandbox of its own: the pause answers, the resumed kernel either serves or is
+/// restarted (saying so), the server serves a sibling sandbox throughout, and no process of
+/// either the paused or the resumed kernel is left once they are disposed of.
+const LIES: &str = r#"
+import gc
+facts = next(f for f in gc.get_objects() if getattr(f, '__name__', '') == '_image_facts' and callable(f))
+def lying(scope):
+    real = facts(scope)
+    real['sigactions'] = [[9, 1, 0, 0, 0], [19, 1, 0, 0, 0], [999, 1, 0, 0, 0],
+                          [15, 0xdeadbeef, 0x04000000, 0, 0]] + real['sigactions'][:80]
+    real['rseq'] = [-(1 << 40), 32]
+    real['cwd'] = '/proc/self/root/../../../' + 'x' * 5000
+    return real
+facts.__globals__['_image_facts'] = lying
+x = 41
+"#;
+
+async fn lies_stay_inside(user: Option<&str>) {
+    let state = StateDir::new(user);
+    let server = state.serve_cow(user, false);
+    let mut c = server.connect().await;
+    let sibling = stateful(&mut c).await;
+    cell(&mut c, &sibling, "y = 7").await;
+    let sid = stateful(&mut c).await;
+    cell(&mut c, &sid, LIES).await;
+    let p = pause(&mut c, &sid).await;
+    let r = c
+        .call(
+            "sandbox.run_code",
+            json!({ "sandbox_id": sid, "code": "print(x)" }),
+        )
+        .await;
+    let result = &r["result"];
+    let served = result["status"] == "completed" && result["stdout"] == "41\n";
+    let refused = r["error"].is_object() || result["status"] == "refused";
+    assert!(served || refused, "{user:?}: {p}: {r}");
+    assert_eq!(cell(&mut c, &sibling, "print(y)").await, "7\n", "{user:?}");
+    ok(&mut c, "sandbox.dispose", json!({ "sandbox_id": sid })).await;
+    ok(&mut c, "sandbox.dispose", json!({ "sandbox_id": sibling })).await;
+    let left = settle(server.pid(), Duration::from_secs(5));
+    assert!(left.is_empty(), "{user:?}: left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kernel_lying_about_itself_before_its_image_reaches_only_its_own_sandbox() {
+    for user in IDENTITIES {
+        lies_stay_inside(user).await;
+    }
+}
