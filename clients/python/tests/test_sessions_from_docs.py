@@ -252,7 +252,8 @@ async def snapshots_pause_resume_fork(server):
 
         snap = ok(await rpc.call("sandbox.snapshot", {"sandbox_id": sid}))
         assert snap["sandbox_id"] == sid and len(snap["snapshot_id"]) == 64 and snap["bytes"] > 0
-        assert "x" in snap["kernel"]["saved"] and "g" in snap["kernel"]["not_saved"], snap
+        # Carried as the kernel's process image: the generator too.
+        assert snap["kernel"]["carried"] == "image" and {"x", "g"} <= set(snap["kernel"]["saved"]), snap
 
         made = ok(await rpc.call("sandbox.create", {"from_snapshot": snap["snapshot_id"]}))
         copy = made["sandbox_id"]

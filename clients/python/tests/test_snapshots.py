@@ -72,6 +72,8 @@ async def test_snapshot_then_a_sandbox_made_from_it(client):
         assert isinstance(snap.kernel, KernelReport) and snap.kernel.bytes > 0
         assert {"x", "add", "Point", "p", "json", "threading"} <= set(snap.kernel.saved)
         # What cannot be carried is named, with why.
+        # An interpreter holding an open file is pickled, not imaged, and says so.
+        assert snap.kernel.carried == "pickle"
         assert set(snap.kernel.not_saved) == {"gen", "fh", "lock"}
         assert "generator" in snap.kernel.not_saved["gen"]
         # The sandbox goes on, and a later change is not in the snapshot.

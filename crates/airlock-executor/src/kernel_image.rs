@@ -265,3 +265,79 @@ pub fn sigactions(header: &Header) -> Vec<SigAction> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            regions: vec![Region {
+                start: 0x1000,
+                end: 0x3000,
+                prot: 3,
+                kind: Kind::Anon,
+                fill: true,
+            }],
+            registers: [7; 18],
+            fs_base: 0x7000,
+            layout: [1; 11],
+            sigactions: vec![[2, 0x1234, 0, 0, 0]],
+            sigmask: 0,
+            rseq: Some((0x7800, 32)),
+            cwd: "/work".into(),
+        }
+    }
+
+    #[test]
+    fn a_header_reads_back_as_written_and_leaves_the_stream_at_its_bytes() {
+        let mut bytes = encode_header(&header());
+        bytes.extend_from_slice(b"FILL");
+        let mut cursor = std::io::Cursor::new(bytes);
+        assert_eq!(read_header(&mut cursor).unwrap(), header());
+        let mut rest = Vec::new();
+        cursor.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"FILL");
+    }
+
+    #[test]
+    fn what_is_not_an_image_or_too_large_is_refused_before_it_is_parsed() {
+        let pickle = b"\x80\x05pickled state, not an image".to_vec();
+        assert!(matches!(
+            read_header(&pickle[..]),
+            Err(ImageError::Malformed(_))
+        ));
+        let mut huge = MAGIC.to_vec();
+        huge.extend_from_slice(&(MAX_HEADER + 1).to_le_bytes());
+        assert!(matches!(
+            read_header(&huge[..]),
+            Err(ImageError::Malformed(_))
+        ));
+        let mut cut = encode_header(&header());
+        cut.truncate(cut.len() - 3);
+        assert!(matches!(read_header(&cut[..]), Err(ImageError::Io(_))));
+    }
+
+    #[test]
+    fn a_mapped_file_that_changed_is_refused_naming_it() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib.so");
+        std::fs::write(&path, b"the library").unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        let mut h = header();
+        h.regions[0].kind = Kind::File {
+            path: path.display().to_string(),
+            offset: 0,
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            shared: false,
+        };
+        assert!(plan_regions(&h).is_ok());
+        std::fs::write(&path, b"another library, longer").unwrap();
+        match plan_regions(&h) {
+            Err(ImageError::Changed(p)) => assert_eq!(p, path.display().to_string()),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -5,7 +5,7 @@
 //! `mapped`, waits for the broker's `filled` (the broker wrote the bytes in meanwhile) and
 //! says `restored` just before the kernel's own code runs again.
 use std::convert::Infallible;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use airlock_jail::seccomp;
 use airlock_protocol::Message;
@@ -53,8 +53,7 @@ pub(crate) fn restore_kernel(
     drop(source);
     // The kernel had exactly its stdin, stdout, stderr and socket (the broker images no other):
     // the image fd, the filter's and the code's pipes go before it runs again.
-    airlock_jail::process::close_fds_except(&[0, 1, 2, crate::stage::GUEST_SOCKET_FD])
-        .layer("fds")?;
+    airlock_jail::process::close_fds_except(&[0, 1, 2, guest.fd().as_raw_fd()]).layer("fds")?;
     let frames = kernel_image::Frames::new();
     let plan = kernel_image::plan(&header, &regions, &sigactions, guest.fd(), &frames);
     match airlock_jail::image::restore(&plan) {

@@ -16,8 +16,8 @@ use airlock_snapshot::{Snapshot, SnapshotId};
 use serde_json::{json, Value};
 
 use crate::sandbox_life::now_ms;
-use crate::snapshot_reservations::SnapshotReservation;
 use crate::sandboxes::{lock, Held, Sandboxes};
+use crate::snapshot_reservations::SnapshotReservation;
 use crate::state_dir::{PausedRecord, StateDir};
 use crate::wire_spec::CreateParams;
 

@@ -132,14 +132,18 @@ class SandboxRecord:
 
 @dataclass(frozen=True)
 class KernelReport:
-    """What a snapshot kept of a stateful sandbox's interpreter: `saved` names the variables
-    carried (picklable values; functions and classes defined in cells, by value; modules, as
-    names re-imported on restore), `not_saved` maps each one left behind to why (an open file,
-    a socket, a thread, a generator, ...); `bytes` is the size of the saved state."""
+    """What a snapshot kept of a stateful sandbox's interpreter. `carried` says how: "image"
+    (the interpreter's process image: every variable as it was) or "pickle" (an interpreter
+    holding an open file or socket, a thread or a shared mapping: picklable values; functions
+    and classes defined in cells, by value; modules, as names re-imported on restore).
+    `saved` names the variables carried, `not_saved` maps each one left behind to why (an open
+    file, a socket, a thread, a generator, ...; always empty for an image); `bytes` is the size
+    of the saved state."""
 
     saved: List[str]
     not_saved: Dict[str, str]
     bytes: int
+    carried: str = "pickle"
 
     @classmethod
     def from_wire(cls, v: Any) -> Optional["KernelReport"]:
@@ -147,7 +151,8 @@ class KernelReport:
             return None
         return cls(saved=[str(n) for n in v.get("saved") or []],
                    not_saved={str(k): str(w) for k, w in _obj(v.get("not_saved")).items()},
-                   bytes=_ms(v.get("bytes")))
+                   bytes=_ms(v.get("bytes")),
+                   carried=str(v.get("carried") or "pickle"))
 
 
 @dataclass(frozen=True)

@@ -262,8 +262,9 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
     let registers = airlock_jail::image::registers_of_stopped(pid)
         .map_err(|e| not(&format!("its registers could not be read: {e}")))?;
     let maps = proc_text(pid, "maps", 16 << 20)?;
+    let stage = stage_binary();
     let mut regions = Vec::new();
-    for line in maps.lines() {
+    for line in maps.lines().filter(|l| !maps_file(l, stage)) {
         if let Some(r) = region(pid, line)? {
             regions.extend(split_by_presence(pid, r)?);
         }
@@ -339,6 +340,37 @@ impl Read for ImageReader {
         }
         Ok(got)
     }
+}
+
+/// The airlock binary's device and inode: a kernel restored from an image keeps the code of
+/// the stage that restored it mapped (`airlock_jail::image`), which the next image leaves out.
+fn stage_binary() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
+    Some((m.dev(), m.ino()))
+}
+
+/// glibc's `makedev`: the `st_dev` of a device `major:minor` as maps prints it.
+fn makedev(major: u32, minor: u32) -> u64 {
+    let (major, minor) = (u64::from(major), u64::from(minor));
+    ((major & 0xffff_f000) << 32)
+        | ((major & 0xfff) << 8)
+        | ((minor & 0xffff_ff00) << 12)
+        | (minor & 0xff)
+}
+
+/// Whether a maps line is a mapping of `file` (device, inode).
+fn maps_file(line: &str, file: Option<(u64, u64)>) -> bool {
+    let Some((dev, ino)) = file else {
+        return false;
+    };
+    let mut f = line.split_ascii_whitespace().skip(3);
+    let parsed = f.next().and_then(|d| d.split_once(':')).and_then(|(a, b)| {
+        let major = u32::from_str_radix(a, 16).ok()?;
+        let minor = u32::from_str_radix(b, 16).ok()?;
+        Some((makedev(major, minor), f.next()?.parse::<u64>().ok()?))
+    });
+    parsed == Some((dev, ino))
 }
 
 fn proc_text(pid: i32, file: &str, limit: u64) -> Result<String, ImageError> {

@@ -105,8 +105,14 @@ async fn resumed_inside_every_layer(user: Option<&str>) {
          print(out)"
     );
     let out = cell(&mut c, &sid, &attack).await;
-    assert!(!out.contains("wrote") && !out.contains("connected"), "{user:?}: {out}");
-    assert!(out.contains("no network") && !out.contains("'unshared'"), "{user:?}: {out}");
+    assert!(
+        !out.contains("wrote") && !out.contains("connected"),
+        "{user:?}: {out}"
+    );
+    assert!(
+        out.contains("no network") && !out.contains("'unshared'"),
+        "{user:?}: {out}"
+    );
     assert!(
         matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "{user:?}: the host listener got a connection"
@@ -117,7 +123,11 @@ async fn resumed_inside_every_layer(user: Option<&str>) {
     // It is a kernel like any other: a second pause carries it again, and it resumes again.
     let p = pause(&mut c, &sid).await;
     assert_eq!(p["kernel"]["carried"], "image", "{user:?}: {p}");
-    assert_eq!(cell(&mut c, &sid, "print(twice(x))").await, "82\n", "{user:?}");
+    assert_eq!(
+        cell(&mut c, &sid, "print(twice(x))").await,
+        "82\n",
+        "{user:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1665,7 +1665,11 @@ save.__globals__['_save'] = flood
 #[tokio::test(flavor = "multi_thread")]
 async fn a_huge_kernel_state_never_sits_in_the_servers_memory() {
     huge_state(&format!("{EVIL_SAVE}\n_held = open('/dev/null')"), "pickle").await;
-    huge_state("import os\nheld = [os.urandom(1 << 20) for _ in range(400)]", "image").await;
+    huge_state(
+        "import os\nheld = [os.urandom(1 << 20) for _ in range(400)]",
+        "image",
+    )
+    .await;
 }
 
 async fn huge_state(setup: &str, carried: &str) {
@@ -1707,6 +1711,10 @@ async fn huge_state(setup: &str, carried: &str) {
     );
     let ids = forked["sandbox_ids"].as_array().unwrap();
     let probe = "print(len(held) if 'held' in globals() else 'pickled')";
-    let want = if carried == "image" { "400\n" } else { "pickled\n" };
+    let want = if carried == "image" {
+        "400\n"
+    } else {
+        "pickled\n"
+    };
     assert_eq!(cell(&mut c, ids[0].as_str().unwrap(), probe).await, want);
 }

@@ -150,7 +150,11 @@ pub(super) unsafe extern "C" fn run(plan: *const Raw) -> ! {
         // Read into the spent `mapped` frame: no buffer on this stack needs initialising.
         let mut left = p.filled_len;
         while left > 0 {
-            let want = if left < p.mapped_len { left } else { p.mapped_len };
+            let want = if left < p.mapped_len {
+                left
+            } else {
+                p.mapped_len
+            };
             let n = sys(SYS_READ, p.socket, p.mapped as u64, want as u64, 0, 0, 0);
             if n <= 0 {
                 die(EXIT_FILLED);
