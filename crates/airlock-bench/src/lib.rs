@@ -512,14 +512,14 @@ fn snapshot_rows(rows: &mut Vec<Row>, opts: &Options, runs: usize) {
         .collect();
     rows.extend([
         Row::measured(PAUSE, "airlock sandbox.pause", "ms", of(|r| r.pause_ms),
-            "files and the pickled kernel state to the durable store (LZ4, SHA-256, fsync), then every process and byte freed"),
+            "files and the kernel's process image (read from its memory) to the durable store (LZ4, SHA-256, fsync), then every process and byte freed"),
         Row::measured(PAUSE, "airlock sandbox.pause, per GB of the kernel's RSS", "s/GB", per_gb, "the same, divided by the kernel's RSS"),
         Row::published(PAUSE, "E2B pause", "s/GB", 4.0, "E2B: ~4 s per GB of memory (memory snapshot of a microVM)"),
         Row::measured(RESUME, "airlock resume + first cell", "ms", of(|r| r.resume_ms),
-            "any call on the paused id: a fresh sandbox under the same id, files restored, kernel started and the state unpickled"),
+            "any call on the paused id: a fresh sandbox under the same id, files restored, its attested stage become the paused kernel (the image written into it)"),
         Row::published(RESUME, "E2B resume", "ms", 1000.0, "E2B: ~1 s"),
         Row::measured(FORK, "airlock sandbox.fork", "ms", of(|r| r.fork_ms_per_branch),
-            "each branch a fresh sandbox restored from a snapshot of the parent"),
+            "each branch a fresh sandbox restored from a snapshot of the parent (its kernel's image)"),
         Row::published(FORK, "Morph Cloud branch", "ms", 250.0, "Morph: under 250 ms"),
         Row::published(FORK, "Mitos warm fork", "ms", 27.0, "Mitos (forking Firecracker VMs): ~27 ms to activate a warm fork"),
         Row::measured(FORK_MEMORY, "airlock branch", "MiB", pss,

@@ -6,7 +6,7 @@ use airlock_jail::dirfd::DirFd;
 use crate::bounds::Bounds;
 use crate::decode::Decoder;
 use crate::error::Result;
-use crate::payload::{Input, CHUNK_LEN};
+use crate::payload::{Input, KernelAt, CHUNK_LEN};
 use crate::restore::{restore_payload, RestoreInfo};
 
 /// Parses `body` (the bytes after a snapshot's header) as [`crate::Snapshot`] does: the
@@ -14,8 +14,10 @@ use crate::restore::{restore_payload, RestoreInfo};
 pub fn read_body(body: &[u8]) -> Result<u64> {
     let mut input = Input::new(Decoder::new(body));
     input.manifest()?;
-    if !input.kernel_present()? {
-        return Ok(0);
+    match input.kernel_at()? {
+        KernelAt::Absent => return Ok(0),
+        KernelAt::Here => {}
+        KernelAt::AfterTree => input.skip_tree()?,
     }
     let mut total = 0u64;
     let mut buf = vec![0u8; CHUNK_LEN];

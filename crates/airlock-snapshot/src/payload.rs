@@ -1,9 +1,10 @@
 //! The payload the body's blocks carry: records, length-prefixed, little-endian.
 //!
 //! ```text
-//! payload  := manifest kernel tree
+//! payload  := manifest kernel tree after
 //! manifest := len:u32 bytes                      (at most MAX_MANIFEST)
-//! kernel   := 0:u8 | 1:u8 chunks                 (absent | present)
+//! kernel   := 0:u8 | 1:u8 chunks | 2:u8          (absent | here | after the tree)
+//! after    := chunks                             (only after kernel 2)
 //! chunks   := (len:u32 bytes)* 0:u32             (1 <= len <= CHUNK_LEN)
 //! tree     := entry* 'E' entries:u64 bytes:u64
 //! entry    := 'D' name meta      a directory: the entries up to its 'U' are inside it
@@ -80,9 +81,26 @@ pub(crate) fn put_manifest(w: &mut impl Write, manifest: &[u8]) -> io::Result<()
     w.write_all(manifest)
 }
 
-/// Writes whether kernel state follows.
-pub(crate) fn put_kernel_marker(w: &mut impl Write, present: bool) -> io::Result<()> {
-    w.write_all(&[u8::from(present)])
+/// Where a payload's kernel state is. Snapshots are written with it after the tree (a restore
+/// of the files then never decodes it); those written before December 2026 have it before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KernelAt {
+    /// None.
+    Absent,
+    /// Right here, before the tree.
+    Here,
+    /// After the tree.
+    AfterTree,
+}
+
+/// Writes where the kernel state is.
+pub(crate) fn put_kernel_marker(w: &mut impl Write, at: KernelAt) -> io::Result<()> {
+    let b = match at {
+        KernelAt::Absent => 0,
+        KernelAt::Here => 1,
+        KernelAt::AfterTree => 2,
+    };
+    w.write_all(&[b])
 }
 
 /// Writes one content chunk (`bytes` non-empty, at most [`CHUNK_LEN`]).
@@ -181,12 +199,41 @@ impl<R: Read> Input<R> {
         self.bytes(len)
     }
 
-    /// Whether kernel state follows.
-    pub(crate) fn kernel_present(&mut self) -> Result<bool> {
+    /// Where the kernel state is.
+    pub(crate) fn kernel_at(&mut self) -> Result<KernelAt> {
         match self.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
+            0 => Ok(KernelAt::Absent),
+            1 => Ok(KernelAt::Here),
+            2 => Ok(KernelAt::AfterTree),
             b => Err(SnapshotError::malformed(format!("kernel-state marker {b}"))),
+        }
+    }
+
+    /// Reads past the tree, checking only its framing (a restore checks the rest).
+    pub(crate) fn skip_tree(&mut self) -> Result<()> {
+        loop {
+            match self.u8()? {
+                tag::DIR => {
+                    self.name()?;
+                    self.meta()?;
+                }
+                tag::UP => {}
+                tag::FILE => {
+                    self.name()?;
+                    self.meta()?;
+                    self.skip_chunks()?;
+                }
+                tag::LINK => {
+                    self.name()?;
+                    self.target()?;
+                }
+                tag::END => {
+                    self.u64()?;
+                    self.u64()?;
+                    return Ok(());
+                }
+                t => return Err(SnapshotError::malformed(format!("a record tagged {t}"))),
+            }
         }
     }
 
@@ -285,6 +332,61 @@ mod tests {
         }
     }
 
+    /// The kernel state is found before the tree (snapshots written before December 2026)
+    /// and after it (since): reading past the tree reaches it, and a tree read with its
+    /// records reaches the same place.
+    #[test]
+    fn kernel_state_is_read_before_or_after_the_tree() {
+        let m = EntryMeta {
+            mode: 0o755,
+            mtime: 1,
+            mtime_nsec: 0,
+        };
+        let tree = |out: &mut Vec<u8>| {
+            put_entry(out, tag::DIR, b"work", m).unwrap();
+            put_entry(out, tag::FILE, b"f", m).unwrap();
+            put_chunk(out, b"file bytes").unwrap();
+            put_chunks_end(out).unwrap();
+            put_link(out, b"l", b"f").unwrap();
+            out.push(tag::UP);
+            put_end(out, 3, 10).unwrap();
+        };
+        let state = |out: &mut Vec<u8>| {
+            put_chunk(out, b"state").unwrap();
+            put_chunks_end(out).unwrap();
+        };
+        for at in [KernelAt::Here, KernelAt::AfterTree] {
+            let mut out = Vec::new();
+            put_manifest(&mut out, b"{}").unwrap();
+            put_kernel_marker(&mut out, at).unwrap();
+            if at == KernelAt::Here {
+                state(&mut out);
+            }
+            tree(&mut out);
+            if at == KernelAt::AfterTree {
+                state(&mut out);
+            }
+            let mut inp = Input::new(&out[..]);
+            inp.manifest().unwrap();
+            assert_eq!(inp.kernel_at().unwrap(), at);
+            if at == KernelAt::AfterTree {
+                inp.skip_tree().unwrap();
+            }
+            assert_eq!(inp.chunk_len().unwrap(), 5, "{at:?}");
+            let mut b = [0u8; 5];
+            inp.read_some(&mut b).unwrap();
+            assert_eq!(&b, b"state");
+            assert_eq!(inp.chunk_len().unwrap(), 0);
+        }
+        let mut bad = Vec::new();
+        put_manifest(&mut bad, b"{}").unwrap();
+        bad.push(3);
+        assert!(Input::new(&bad[..]).manifest().is_ok());
+        let mut inp = Input::new(&bad[..]);
+        inp.manifest().unwrap();
+        assert!(inp.kernel_at().is_err());
+    }
+
     #[test]
     fn records_round_trip() {
         let mut out = Vec::new();
@@ -302,7 +404,7 @@ mod tests {
         put_end(&mut out, 2, 4).unwrap();
         let mut inp = Input::new(&out[..]);
         assert_eq!(inp.manifest().unwrap(), b"{}");
-        assert!(inp.kernel_present().unwrap());
+        assert_eq!(inp.kernel_at().unwrap(), KernelAt::Here);
         assert_eq!(inp.chunk_len().unwrap(), 5);
         let mut b = [0u8; 5];
         inp.read_some(&mut b).unwrap();

@@ -21,7 +21,7 @@ use airlock_jail::dirfd::{DirFd, FileKind};
 
 use crate::bounds::{Bounds, Budget};
 use crate::error::{Result, SnapshotError};
-use crate::payload::{tag, EntryMeta, Input, CHUNK_LEN};
+use crate::payload::{tag, EntryMeta, Input, KernelAt, CHUNK_LEN};
 
 /// What a restore made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,17 +62,20 @@ pub(crate) fn restore_payload<R: Read>(
     bounds: &Bounds,
 ) -> Result<RestoreInfo> {
     input.manifest()?;
-    if input.kernel_present()? {
+    let at = input.kernel_at()?;
+    if at == KernelAt::Here {
         input.skip_chunks()?;
     }
-    restore_tree(input, root, bounds)
+    restore_tree(input, root, bounds, at == KernelAt::AfterTree)
 }
 
-/// Restores the tree records `input` holds (positioned after the kernel state) beneath `root`.
+/// Restores the tree records `input` holds (positioned at them) beneath `root`; with
+/// `then_kernel`, kernel state follows the tree (unread), else the payload ends with it.
 pub(crate) fn restore_tree<R: Read>(
     input: Input<R>,
     root: &DirFd,
     bounds: &Bounds,
+    then_kernel: bool,
 ) -> Result<RestoreInfo> {
     let mut r = Restore {
         input,
@@ -85,7 +88,7 @@ pub(crate) fn restore_tree<R: Read>(
     loop {
         let t = r.input.u8()?;
         if t == tag::END {
-            return r.end();
+            return r.end(then_kernel);
         }
         r.record(t)?;
     }
@@ -133,7 +136,7 @@ impl<R: Read> Restore<'_, R> {
     }
 
     /// The 'E' record: the counts must match and nothing may follow.
-    fn end(mut self) -> Result<RestoreInfo> {
+    fn end(mut self, then_kernel: bool) -> Result<RestoreInfo> {
         if !self.stack.is_empty() {
             return Err(SnapshotError::malformed("the tree ends inside a directory"));
         }
@@ -144,7 +147,9 @@ impl<R: Read> Restore<'_, R> {
                 "the tree's counts do not match its records",
             ));
         }
-        self.input.expect_end()?;
+        if !then_kernel {
+            self.input.expect_end()?;
+        }
         Ok(self.info)
     }
 

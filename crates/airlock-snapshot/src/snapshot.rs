@@ -11,7 +11,7 @@ use crate::decode::Decoder;
 use crate::error::{Result, SnapshotError};
 use crate::format::HEADER_LEN;
 use crate::id::SnapshotId;
-use crate::payload::Input;
+use crate::payload::{Input, KernelAt};
 use crate::restore::{restore_payload, RestoreInfo};
 use crate::store::{SnapshotInfo, Store};
 use crate::verify::open_verified;
@@ -48,7 +48,7 @@ impl Store {
         };
         let mut input = snapshot.payload();
         let manifest = input.manifest()?;
-        let has_kernel_state = input.kernel_present()?;
+        let has_kernel_state = input.kernel_at()? != KernelAt::Absent;
         snapshot.manifest = manifest;
         snapshot.has_kernel_state = has_kernel_state;
         Ok(snapshot)
@@ -99,7 +99,9 @@ impl Snapshot {
         }
         let mut input = self.payload();
         input.manifest()?;
-        input.kernel_present()?;
+        if input.kernel_at()? == KernelAt::AfterTree {
+            input.skip_tree()?;
+        }
         Ok(Some(KernelState {
             input,
             left: 0,

@@ -99,7 +99,7 @@ impl Store {
     }
 }
 
-/// The payload: manifest, kernel state, tree.
+/// The payload: manifest, the kernel state's marker, tree, kernel state.
 fn write_payload<W: Write>(
     out: &mut W,
     manifest: &[u8],
@@ -108,13 +108,17 @@ fn write_payload<W: Write>(
     budget: &mut Budget,
 ) -> Result<Captured> {
     payload::put_manifest(out, manifest).map_err(write_err)?;
-    payload::put_kernel_marker(out, kernel_state.is_some()).map_err(write_err)?;
-    let kernel_bytes = match kernel_state {
+    let at = if kernel_state.is_some() {
+        payload::KernelAt::AfterTree
+    } else {
+        payload::KernelAt::Absent
+    };
+    payload::put_kernel_marker(out, at).map_err(write_err)?;
+    let mut captured = capture_tree(tree, out, budget)?;
+    captured.kernel_bytes = match kernel_state {
         Some(r) => copy_kernel(r, out, budget.bounds.max_kernel_bytes)?,
         None => 0,
     };
-    let mut captured = capture_tree(tree, out, budget)?;
-    captured.kernel_bytes = kernel_bytes;
     Ok(captured)
 }
 

@@ -125,7 +125,7 @@ impl Crafted {
     pub(crate) fn new() -> Crafted {
         let mut c = Crafted::default();
         payload::put_manifest(&mut c.bytes, b"{}").unwrap();
-        payload::put_kernel_marker(&mut c.bytes, false).unwrap();
+        payload::put_kernel_marker(&mut c.bytes, payload::KernelAt::Absent).unwrap();
         c
     }
 
