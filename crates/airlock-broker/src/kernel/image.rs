@@ -71,9 +71,14 @@ pub(super) fn feed(source: &dyn ImageSource) -> std::io::Result<(OwnedFd, Fill)>
 
 impl Fill {
     /// Write every filled range's bytes into `pid` (mapped writable by now), in order: this
-    /// thread writes while another decodes the next buffers from the snapshot.
-    pub(super) fn write_into(self, pid: i32) -> std::io::Result<()> {
+    /// thread writes while another decodes the next buffers from the snapshot. `pid` must be
+    /// a child of `parent` (the restoring stage's supervisor); the bytes go through its
+    /// `/proc/PID/mem`, opened once while that process is known to hold the pid, so that if it
+    /// dies meanwhile they go nowhere, never into a process that reused its pid.
+    pub(super) fn write_into(self, pid: i32, parent: i32) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
         const BUF: usize = 1 << 20;
+        let mem = memory_of_child(pid, parent)?;
         let Fill { mut reader, ranges } = self;
         let (full, filled) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(2);
         let (empty, spare) = std::sync::mpsc::channel::<Vec<u8>>();
@@ -116,8 +121,7 @@ impl Fill {
                 let want = usize::try_from(len - done)
                     .unwrap_or(usize::MAX)
                     .min(src.len());
-                let n = airlock_jail::image::write_memory(pid, start + done, &src[..want])
-                    .map_err(std::io::Error::other)?;
+                let n = mem.write_at(&src[..want], start + done)?;
                 if n == 0 {
                     return Err(std::io::Error::other("the restoring process took no bytes"));
                 }
@@ -129,6 +133,29 @@ impl Fill {
         let _ = decoder.join();
         Ok(())
     }
+}
+
+/// `/proc/PID/mem` of `pid`, opened for writing, checked to be the memory of a child of
+/// `parent`: the pidfd is opened first and found alive last, so the pid named that one process
+/// throughout (a pid is not reused while its process or zombie lives).
+fn memory_of_child(pid: i32, parent: i32) -> std::io::Result<std::fs::File> {
+    let pidfd = airlock_jail::pidfd::open(pid).map_err(std::io::Error::other)?;
+    let mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let ppid = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1)?.parse::<i32>().ok());
+    if ppid != Some(parent) {
+        return Err(std::io::Error::other(
+            "the restoring process is not the stage's child",
+        ));
+    }
+    airlock_jail::pidfd::send_signal(pidfd.as_fd(), 0).map_err(|e| {
+        std::io::Error::other(format!("the restoring process ended: {e}"))
+    })?;
+    Ok(mem)
 }
 
 /// The length of the image `source` holds (its header says).

@@ -129,11 +129,12 @@ async fn restored(l: &mut Launched, fill: Fill) -> Result<(), End> {
         return Err(End::Refused("the restoring stage's socket closed".into()));
     }
     expect(l, MAPPED).await?;
-    let pid = airlock_jail::procfs::descendants(l.stage_pid())
+    let stage = l.stage_pid();
+    let pid = airlock_jail::procfs::descendants(stage)
         .first()
         .copied()
         .ok_or_else(|| End::Refused("the restoring process was not found".into()))?;
-    tokio::task::spawn_blocking(move || fill.write_into(pid))
+    tokio::task::spawn_blocking(move || fill.write_into(pid, stage))
         .await
         .map_err(|e| End::Internal(e.to_string()))?
         .map_err(|e| {
