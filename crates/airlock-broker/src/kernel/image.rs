@@ -152,9 +152,8 @@ fn memory_of_child(pid: i32, parent: i32) -> std::io::Result<std::fs::File> {
             "the restoring process is not the stage's child",
         ));
     }
-    airlock_jail::pidfd::send_signal(pidfd.as_fd(), 0).map_err(|e| {
-        std::io::Error::other(format!("the restoring process ended: {e}"))
-    })?;
+    airlock_jail::pidfd::send_signal(pidfd.as_fd(), 0)
+        .map_err(|e| std::io::Error::other(format!("the restoring process ended: {e}")))?;
     Ok(mem)
 }
 
@@ -189,9 +188,15 @@ pub(super) struct Facts {
     sigmask: u64,
     rseq: Option<(i64, u32)>,
     cwd: String,
+    /// Each file it maps: its size and mtime as the kernel sees it (the broker resolves no
+    /// path the sandbox controls).
+    files: std::collections::BTreeMap<String, (u64, (i64, i64))>,
     /// The names the image keeps.
     pub(super) saved: Vec<String>,
 }
+
+/// Most mapped files a kernel's facts may name.
+const MAX_FILES: usize = 4096;
 
 /// How long the kernel gets to say its facts.
 const FACTS_TIMEOUT: Duration = Duration::from_secs(30);
@@ -255,7 +260,19 @@ fn parse_facts(v: &Value) -> Option<Facts> {
                 .collect()
         })
         .unwrap_or_default();
+    let files = v["files"]
+        .as_object()?
+        .iter()
+        .take(MAX_FILES)
+        .map(|(path, id)| {
+            let id = id.as_array()?;
+            let n = |i: usize| id.get(i).and_then(Value::as_i64);
+            let size = u64::try_from(n(0)?).ok()?;
+            Some((path.chars().take(4096).collect(), (size, (n(1)?, n(2)?))))
+        })
+        .collect::<Option<_>>()?;
     Some(Facts {
+        files,
         sigactions,
         sigmask: v["sigmask"].as_u64()?,
         rseq,
@@ -286,13 +303,19 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
         return Err(not("it has more than one thread"));
     }
     check_fds(pid)?;
-    let registers = airlock_jail::image::registers_of_stopped(pid)
-        .map_err(|e| not(&format!("its registers could not be read: {e}")))?;
+    let registers = airlock_jail::image::registers_of_stopped(pid).map_err(|e| {
+        // ETIMEDOUT: it would not stop for the tracer and was ended.
+        if e.errno() == Some(110) {
+            ImageError::Broken(e.to_string())
+        } else {
+            not(&format!("its registers could not be read: {e}"))
+        }
+    })?;
     let maps = proc_text(pid, "maps", 16 << 20)?;
     let stage = stage_binary();
     let mut regions = Vec::new();
     for line in maps.lines().filter(|l| !maps_file(l, stage)) {
-        if let Some(r) = region(pid, line)? {
+        if let Some(r) = region(facts, line)? {
             regions.extend(split_by_presence(pid, r)?);
         }
         if regions.len() > MAX_REGIONS {
@@ -437,7 +460,7 @@ fn check_fds(pid: i32) -> Result<(), ImageError> {
 }
 
 /// One line of `/proc/PID/maps` as a region (None: `[vsyscall]`, the same everywhere).
-fn region(pid: i32, line: &str) -> Result<Option<Region>, ImageError> {
+fn region(facts: &Facts, line: &str) -> Result<Option<Region>, ImageError> {
     let bad = || ImageError::Broken(format!("an unreadable mapping: {line:.200}"));
     let mut f = line.splitn(6, ' ');
     let (start, end) = f.next().and_then(|r| r.split_once('-')).ok_or_else(bad)?;
@@ -476,7 +499,11 @@ fn region(pid: i32, line: &str) -> Result<Option<Region>, ImageError> {
                     "it maps a file that was deleted".into(),
                 ));
             }
-            let (size, mtime) = file_identity(pid, name)?;
+            let Some(&(size, mtime)) = facts.files.get(name) else {
+                return Err(ImageError::NotImageable(format!(
+                    "it maps {name:.100}, which it did not report"
+                )));
+            };
             let code = perms[1] != b'w' && perms[2] == b'x';
             (
                 Kind::File {
@@ -499,14 +526,6 @@ fn region(pid: i32, line: &str) -> Result<Option<Region>, ImageError> {
         kind,
         fill,
     }))
-}
-
-/// The size and modification time of `path` as the kernel sees it (through its root).
-fn file_identity(pid: i32, path: &str) -> Result<(u64, (i64, i64)), ImageError> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(format!("/proc/{pid}/root{path}"))
-        .map_err(|e| ImageError::NotImageable(format!("{path:.100}: {e}")))?;
-    Ok((m.size(), (m.mtime(), m.mtime_nsec())))
 }
 
 /// Split an anonymous region where its pages start or stop being present (pages never

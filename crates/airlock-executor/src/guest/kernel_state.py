@@ -55,9 +55,20 @@ def _image_facts(scope):
                 ctypes.c_uint.in_dll(libc, "__rseq_size").value]
     except ValueError:  # a glibc before 2.35 registers none
         rseq = None
+    files = {}
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(None, 5)
+            path = fields[5].strip() if len(fields) == 6 else ""
+            if path.startswith("/") and path not in files:
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue  # the broker finds it unreported and pickles instead
+                files[path] = [st.st_size, int(st.st_mtime_ns // 10**9), int(st.st_mtime_ns % 10**9)]
     modules, values = _split_scope(scope)
     return {"sigactions": actions, "sigmask": mask.value, "rseq": rseq, "cwd": os.getcwd(),
-            "saved": sorted(list(values) + list(modules))[:1000]}
+            "files": files, "saved": sorted(list(values) + list(modules))[:1000]}
 
 
 def _split_scope(scope):

@@ -13,12 +13,16 @@ pub struct Registers {
     pub fs_base: u64,
 }
 
+/// How long a seized process gets to stop for the tracer before it is killed.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `-ERESTARTSYS`, `-ERESTARTNOINTR`, `-ERESTARTNOHAND`: a system call the stop interrupted,
 /// which the kernel would restart.
 const RESTARTABLE: [i64; 3] = [-512, -513, -514];
 
 /// The registers of `pid`, which must be stopped (group-stop: a broker's `SIGSTOP`) and
-/// stays so. The calling thread seizes it, interrupts it, reads and lets it go; every step
+/// stays so. A process that does not stop for the tracer within two seconds is killed (and
+/// its error's errno is `ETIMEDOUT`). The calling thread seizes it, interrupts it, reads and lets it go; every step
 /// happens on this one thread, as ptrace requires. A system call the stop interrupted is
 /// set to run again (its `rip` back over the `syscall` instruction, `rax` its number), so the
 /// restored process re-enters the call it was blocked in.
@@ -56,8 +60,27 @@ fn interrupt_and_read(pid: i32) -> Result<libc::user_regs_struct> {
     let interrupted = unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, pid, 0usize, 0usize) };
     crate::sys::check_long(interrupted, "ptrace interrupt")?;
     let mut status = 0;
-    // SAFETY: a valid out-pointer; the tracee is ours to wait for while seized.
-    let waited = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+    let until = std::time::Instant::now() + STOP_WAIT;
+    let waited = loop {
+        // SAFETY: a valid out-pointer; the tracee is ours to wait for while seized.
+        let w = unsafe { libc::waitpid(pid, &mut status, libc::__WALL | libc::WNOHANG) };
+        if w != 0 || std::time::Instant::now() > until {
+            break w;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    if waited == 0 {
+        // It would not stop (a thread parked where a stop cannot reach it): it is ended, and
+        // reaped from this tracer's side, so nothing stays attached to it.
+        // SAFETY: integer arguments only; SIGKILL ends even a traced process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // SAFETY: as above; it is dying, so this returns.
+        unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        return Err(JailError::Sys {
+            op: "ptrace stop",
+            source: std::io::Error::from_raw_os_error(libc::ETIMEDOUT),
+        });
+    }
     if waited != pid || !libc::WIFSTOPPED(status) {
         return Err(JailError::InvalidInput(format!(
             "the process {pid} did not stop for the tracer (status {status:#x})"
