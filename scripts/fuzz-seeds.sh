@@ -224,3 +224,20 @@ seed tokens_file comment "" "# nothing yet
 seed trace_meta meta "" '{"sandbox_id":"sb-1","_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"a=b"}}'
 seed trace_meta bad "" '{"_meta":{"traceparent":"ff-00000000000000000000000000000000-0000000000000000-00"}}'
 
+
+# kernel_image_header: a header as the broker writes it (magic, u64 length, JSON): anonymous,
+# file, special and stack regions.
+mkdir -p corpus/kernel_image_header
+python3 - >corpus/kernel_image_header/regions <<'PY'
+import json, struct, sys
+r = lambda s, e, p, k, f: {"start": s, "end": e, "prot": p, "kind": k, "fill": f}
+h = {"regions": [r(4096, 8192, 3, {"type": "anon"}, True),
+                 r(8192, 12288, 5, {"type": "file", "path": "/usr/lib/x.so", "offset": 0,
+                                    "size": 10, "mtime": [1, 2], "shared": False}, False),
+                 r(12288, 16384, 1, {"type": "special", "name": "[vdso]"}, False),
+                 r(16384, 20480, 3, {"type": "stack"}, True)],
+     "registers": [0] * 18, "fs_base": 0, "layout": [0] * 11, "sigactions": [[2, 1, 0, 0, 0]],
+     "sigmask": 0, "rseq": [4096, 32], "cwd": "/work"}
+b = json.dumps(h).encode()
+sys.stdout.buffer.write(b"AIRLOCK-IMAGE/1\n" + struct.pack("<Q", len(b)) + b)
+PY
