@@ -111,21 +111,3 @@ pub fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> Result<usize> {
     let n = crate::sys::check_long(n as libc::c_long, "process_vm_readv")?;
     Ok(usize::try_from(n).unwrap_or(0))
 }
-
-/// Write `buf` into `pid`'s memory at `addr` (`process_vm_writev`): the count written (the
-/// pages must be mapped writable; they are charged to that process's memory cgroup).
-pub fn write_memory(pid: i32, addr: u64, buf: &[u8]) -> Result<usize> {
-    let local = libc::iovec {
-        iov_base: buf.as_ptr().cast_mut().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` covers exactly `buf`, which the kernel only reads; `remote` is written
-    // in the other process, checked by the kernel.
-    let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
-    let n = crate::sys::check_long(n as libc::c_long, "process_vm_writev")?;
-    Ok(usize::try_from(n).unwrap_or(0))
-}

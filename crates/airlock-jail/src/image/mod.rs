@@ -5,7 +5,7 @@
 //! again at once) and its memory (`process_vm_readv`). [`restore`]: a fresh process, already
 //! inside every layer of a sandbox (namespaces, Landlock, seccomp, no capabilities), unmaps
 //! everything of its own but the code doing the work, maps the image's regions at their
-//! addresses, lets the broker write their bytes in ([`write_memory`]), moves its vDSO where
+//! addresses, lets the broker write their bytes in (through its `/proc/PID/mem`), moves its vDSO where
 //! the image had it, sets the
 //! kernel's view of its memory layout (`PR_SET_MM_MAP`, no capability needed), its signal
 //! actions and restartable-sequence area, and loads the image's registers with
@@ -23,5 +23,5 @@ mod capture;
 mod restore;
 mod swap;
 
-pub use capture::{read_memory, registers_of_stopped, write_memory, Registers};
+pub use capture::{read_memory, registers_of_stopped, Registers};
 pub use restore::{restore, Plan, PlanRegion, RegionKind, SigAction};

@@ -79,7 +79,7 @@ pub struct Plan<'a> {
     /// The socket to the broker.
     pub socket: BorrowedFd<'a>,
     /// Written whole to the socket once every region is mapped: the broker then writes the
-    /// filled regions' bytes into this process ([`super::write_memory`]) and answers with
+    /// filled regions' bytes into this process (its `/proc/PID/mem`) and answers with
     /// `filled_len` bytes, read and dropped.
     pub mapped: &'a [u8],
     /// See [`Plan::mapped`].

@@ -145,7 +145,7 @@ pub(super) unsafe extern "C" fn run(plan: *const Raw) -> ! {
         for i in 0..p.n_regions {
             map_region(&*p.regions.add(i));
         }
-        // The broker writes the filled regions' bytes into them (process_vm_writev) meanwhile.
+        // The broker writes the filled regions' bytes into them (/proc/PID/mem) meanwhile.
         write_all(p.socket, p.mapped, p.mapped_len, EXIT_DONE);
         // Read into the spent `mapped` frame: no buffer on this stack needs initialising.
         let mut left = p.filled_len;
