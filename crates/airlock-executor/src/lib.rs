@@ -15,6 +15,7 @@ pub mod assemble;
 mod assemble_error;
 mod assemble_image;
 pub mod attest;
+mod attested_start;
 mod bind_source;
 mod branch;
 pub mod channel;

@@ -14,10 +14,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use airlock_jail::{caps, fdpass, identity, landlock, mounts, ns, process, rlimits, seccomp};
-use airlock_protocol::Message;
 
 use crate::assemble;
-use crate::attest::Attestation;
 use crate::channel::{Channel, First};
 use crate::config::{
     AssembleConfig, ExecutorConfig, Joining, Mode, ProcessStdio, EGRESS_CHANNEL_FD,
@@ -531,21 +529,11 @@ fn start(
             Err(exec(interpreter, &argv, &env))
         }
         Mode::Command { program, argv } => {
-            seccomp::install_for(seccomp::Profile::Exec, network(cfg)).layer("seccomp")?;
-            let proof = Attestation::collect().layer("attestation")?;
-            guest
-                .notify("ready", serde_json::to_value(&proof).layer("attestation")?)
-                .layer("socket")?;
-            match guest.next_message().layer("socket")? {
-                Message::Notification(n) if n.method == "start" => {}
-                other => {
-                    let message = format!("expected start, got {other:?}");
-                    return Err(Refusal {
-                        layer: "protocol",
-                        message,
-                    });
-                }
-            }
+            crate::attested_start::filter_attest_and_wait(
+                guest,
+                seccomp::Profile::Exec,
+                network(cfg),
+            )?;
             // The command itself gets no channel to the broker; refusals still can use it.
             process::set_cloexec(GUEST_SOCKET_FD, true).layer("fds")?;
             let argv = cstrings(argv.iter().cloned())?;

@@ -8,9 +8,7 @@ use std::convert::Infallible;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use airlock_jail::seccomp;
-use airlock_protocol::Message;
 
-use crate::attest::Attestation;
 use crate::channel::Channel;
 use crate::config::ExecutorConfig;
 use crate::kernel_image;
@@ -30,20 +28,7 @@ pub(crate) fn restore_kernel(
             message: "no image was handed over".into(),
         });
     };
-    seccomp::install_for(seccomp::Profile::Run, network).layer("seccomp")?;
-    let proof = Attestation::collect().layer("attestation")?;
-    guest
-        .notify("ready", serde_json::to_value(&proof).layer("attestation")?)
-        .layer("socket")?;
-    match guest.next_message().layer("socket")? {
-        Message::Notification(n) if n.method == "start" => {}
-        other => {
-            return Err(Refusal {
-                layer: "protocol",
-                message: format!("expected start, got {other:?}"),
-            })
-        }
-    }
+    crate::attested_start::filter_attest_and_wait(guest, seccomp::Profile::Run, network)?;
     let mut source = std::fs::File::from(image.try_clone().layer("kernel image")?);
     let header = kernel_image::read_header(&mut source).layer("kernel image")?;
     // Best effort, as a shell's `cd` to a directory that is gone: the kernel asks again.

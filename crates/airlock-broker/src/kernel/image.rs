@@ -251,15 +251,7 @@ fn parse_facts(v: &Value) -> Option<Facts> {
         }
         _ => None,
     };
-    let saved = v["saved"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|n| n.as_str().map(|s| s.chars().take(200).collect()))
-                .take(1000)
-                .collect()
-        })
-        .unwrap_or_default();
+    let saved = super::state::saved_names(v);
     let files = v["files"]
         .as_object()?
         .iter()

@@ -181,6 +181,19 @@ impl Spool {
     }
 }
 
+/// The names a kernel says it kept (`saved`), bounded: at most 1000, each within 200 chars.
+pub(super) fn saved_names(v: &Value) -> Vec<String> {
+    v["saved"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(|s| s.chars().take(200).collect()))
+                .take(1000)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The kernel's answer: what it kept must be what it sent.
 fn answered(spool: Spool, outcome: Result<Value, String>) -> Result<SavedState, StateError> {
     let v = outcome.map_err(|m| StateError::Refused(m.chars().take(500).collect()))?;
@@ -189,15 +202,7 @@ fn answered(spool: Spool, outcome: Result<Value, String>) -> Result<SavedState, 
             "its answer does not match what it sent".into(),
         ));
     }
-    let saved = v["saved"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|n| n.as_str().map(|s| s.chars().take(200).collect()))
-                .take(1000)
-                .collect()
-        })
-        .unwrap_or_default();
+    let saved = saved_names(&v);
     let not_saved = v["not_saved"]
         .as_object()
         .map(|o| {
