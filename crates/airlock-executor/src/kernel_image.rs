@@ -129,6 +129,22 @@ pub fn read_header(mut source: impl Read) -> Result<Header, ImageError> {
     Ok(header)
 }
 
+impl Header {
+    /// `(address, length)` of each region whose bytes follow the header, in stream order.
+    pub fn filled(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.regions
+            .iter()
+            .filter(|r| r.fill)
+            .map(|r| (r.start, r.end.saturating_sub(r.start)))
+    }
+
+    /// The length of the whole image: the encoded header and every filled region's bytes.
+    #[must_use]
+    pub fn stream_len(&self) -> u64 {
+        encode_header(self).len() as u64 + self.filled().map(|(_, len)| len).sum::<u64>()
+    }
+}
+
 /// The header as bytes: [`MAGIC`], length, JSON.
 pub fn encode_header(header: &Header) -> Vec<u8> {
     let json = serde_json::to_vec(header).unwrap_or_default();

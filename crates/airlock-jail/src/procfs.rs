@@ -89,13 +89,64 @@ pub fn tree_rss_bytes(root: i32) -> u64 {
 /// The wait status (`waitpid(2)`'s encoding) of `pid` once it has exited and until it is
 /// reaped (a zombie's `exit_code`, field 52 of its `stat`); None while it runs or once gone.
 pub fn exit_status(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    let mut fields = rest.split_whitespace();
-    if !matches!(fields.next()?, "Z" | "X") {
+    let fields = stat_fields(pid)?;
+    if !matches!(fields.first()?.as_str(), "Z" | "X") {
         return None;
     }
-    fields.nth(48)?.parse().ok()
+    fields.get(52 - 3)?.parse().ok()
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name, read bounded: field `n` of
+/// proc(5) (counted from 1) is at index `n - 3`, the state first. None once it is gone.
+pub fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = read_bounded(&PathBuf::from(format!("/proc/{pid}/stat")), STATUS_LIMIT).ok()?;
+    // The name is in parentheses and may itself contain them: the fields follow the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// One line of `/proc/<pid>/maps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First byte.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// `rwxp` / `rwxs`, as printed.
+    pub perms: [u8; 4],
+    /// Offset into the file.
+    pub offset: u64,
+    /// The file's device, as `st_dev`.
+    pub dev: u64,
+    /// The file's inode (0 for anonymous memory).
+    pub inode: u64,
+    /// The path or pseudo-name (`[heap]`, `[vdso]`, ...), empty for anonymous memory.
+    pub name: String,
+}
+
+/// Parse one line of `/proc/<pid>/maps` (a name keeps its inner spaces; the kernel escapes
+/// newlines in it). None for a line that is not one.
+pub fn maps_line(line: &str) -> Option<Mapping> {
+    let mut fields = line.splitn(6, ' ');
+    let (start, end) = fields.next()?.split_once('-')?;
+    let perms: [u8; 4] = fields.next()?.as_bytes().try_into().ok()?;
+    let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
+    let (major, minor) = fields.next()?.split_once(':')?;
+    let inode = fields.next()?.parse().ok()?;
+    let name = fields.next().unwrap_or("").trim_start().to_string();
+    let dev = libc::makedev(
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    );
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        perms,
+        offset,
+        dev,
+        inode,
+        name,
+    })
 }
 
 /// Whether `/proc/<pid>` exists (true for a zombie that has not been reaped yet).
@@ -145,4 +196,44 @@ pub fn ns_pids(pid: i32) -> Vec<i64> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod maps_tests {
+    use super::*;
+
+    #[test]
+    fn a_maps_line_keeps_its_name_whole_and_its_device_as_st_dev() {
+        let m = maps_line("7f00-7f02 r-xp 00001000 fe:01 4242   /work/a lib (x).so").unwrap();
+        assert_eq!(
+            (m.start, m.end, m.offset, m.inode),
+            (0x7f00, 0x7f02, 0x1000, 4242)
+        );
+        assert_eq!(&m.perms, b"r-xp");
+        assert_eq!(m.dev, libc::makedev(0xfe, 0x01));
+        assert_eq!(m.name, "/work/a lib (x).so");
+        let v = maps_line("ffff-10000 r--p 00000000 00:00 0 [vvar]").unwrap();
+        assert_eq!((v.inode, v.name.as_str()), (0, "[vvar]"));
+        assert_eq!(
+            maps_line("5000-6000 rw-p 00000000 00:00 0").unwrap().name,
+            ""
+        );
+        for bad in [
+            "",
+            "5000 rw-p 0 00:00 0",
+            "5000-6000 rwp 00000000 00:00 0",
+            "x-y rw-p 0 0:0 0",
+        ] {
+            assert!(maps_line(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stat_fields_count_from_the_state() {
+        let own = stat_fields(i32::try_from(std::process::id()).unwrap()).unwrap();
+        assert_eq!(own[0], "R", "{own:?}");
+        // Field 4 is the parent's pid.
+        let parent = std::os::unix::process::parent_id().to_string();
+        assert_eq!(own[4 - 3], parent);
+    }
 }

@@ -4,7 +4,7 @@
 //! sandbox's owner; the kernel's bytes are the sandbox's own and only a kernel reads them.
 use std::sync::Arc;
 
-use airlock_broker::kernel::{starts_as_image, ImageSource};
+use airlock_broker::kernel::{peek_image, ImageSource};
 use airlock_broker::SandboxFs;
 use airlock_router::SandboxError;
 use airlock_snapshot::{Bounds, Snapshot, SnapshotId, Store, Tree};
@@ -145,19 +145,14 @@ fn restore(
     else {
         return Ok(None);
     };
-    if starts_as_image(&mut state) {
+    let failed =
+        |e: std::io::Error| backend(format!("the kernel's state could not be spooled: {e}"));
+    let (image, head) = peek_image(&mut state).map_err(failed)?;
+    if image {
         return Ok(Some(Pending::Image(Arc::new(SnapshotImage(snapshot)))));
     }
     // Spooled to an unnamed file beside the store: the broker never holds a state in memory.
-    let Some(mut state) = snapshot
-        .kernel_state()
-        .map_err(|e| backend(e.to_string()))?
-    else {
-        return Ok(None);
-    };
-    let failed =
-        |e: std::io::Error| backend(format!("the kernel's state could not be spooled: {e}"));
     let mut file = tempfile::tempfile_in(spool).map_err(failed)?;
-    std::io::copy(&mut state, &mut file).map_err(failed)?;
+    std::io::copy(&mut std::io::Read::chain(&head[..], state), &mut file).map_err(failed)?;
     Ok(Some(Pending::Pickled(file)))
 }

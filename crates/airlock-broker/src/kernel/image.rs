@@ -11,6 +11,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use airlock_executor::kernel_image::{encode_header, Header, Kind, Region, MAX_REGIONS};
+use airlock_jail::procfs::{maps_line, Mapping};
 use airlock_protocol::Message;
 use serde_json::Value;
 
@@ -25,10 +26,13 @@ pub trait ImageSource: Send + Sync + std::fmt::Debug {
     fn open(&self) -> std::io::Result<Box<dyn Read + Send>>;
 }
 
-/// True if `state` starts as an image does (a pickled state starts otherwise).
-pub fn starts_as_image(state: &mut dyn Read) -> bool {
-    let mut magic = [0u8; 16];
-    state.read_exact(&mut magic).is_ok() && &magic == airlock_executor::kernel_image::MAGIC
+/// The first bytes of `state` (as many as an image's magic), and whether they are an image's
+/// (a pickled state starts otherwise): the caller goes on with them chained before the rest.
+pub fn peek_image(state: &mut dyn Read) -> std::io::Result<(bool, Vec<u8>)> {
+    let magic = airlock_executor::kernel_image::MAGIC;
+    let mut head = Vec::with_capacity(magic.len());
+    state.take(magic.len() as u64).read_to_end(&mut head)?;
+    Ok((head.as_slice() == magic, head))
 }
 
 /// The rest of an image once its header went down the stage's pipe: its filled ranges'
@@ -46,18 +50,19 @@ impl std::fmt::Debug for Fill {
     }
 }
 
-/// Open `source`: its header goes down a pipe for the restoring stage (which reads it on
-/// `KERNEL_IMAGE_FD`), the rest waits in the [`Fill`].
-pub(super) fn feed(source: &dyn ImageSource) -> std::io::Result<(OwnedFd, Fill)> {
+/// Open `source` and read its header: the header, and a reader at its first filled byte.
+fn open_header(source: &dyn ImageSource) -> std::io::Result<(Header, Box<dyn Read + Send>)> {
     let mut reader = source.open()?;
     let header =
         airlock_executor::kernel_image::read_header(&mut reader).map_err(std::io::Error::other)?;
-    let ranges = header
-        .regions
-        .iter()
-        .filter(|r| r.fill)
-        .map(|r| (r.start, r.end.saturating_sub(r.start)))
-        .collect();
+    Ok((header, reader))
+}
+
+/// Open `source`: its header goes down a pipe for the restoring stage (which reads it on
+/// `KERNEL_IMAGE_FD`), the rest waits in the [`Fill`].
+pub(super) fn feed(source: &dyn ImageSource) -> std::io::Result<(OwnedFd, Fill)> {
+    let (header, reader) = open_header(source)?;
+    let ranges = header.filled().collect();
     let bytes = encode_header(&header);
     let (pipe, mut writer) = std::io::pipe()?;
     // Written from a thread: a header larger than the pipe would block until the stage reads.
@@ -143,10 +148,9 @@ fn memory_of_child(pid: i32, parent: i32) -> std::io::Result<std::fs::File> {
     let mem = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/{pid}/mem"))?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let ppid = stat
-        .rsplit_once(") ")
-        .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1)?.parse::<i32>().ok());
+    // Field 4 of its stat: the parent's pid.
+    let ppid =
+        airlock_jail::procfs::stat_fields(pid).and_then(|f| f.get(4 - 3)?.parse::<i32>().ok());
     if ppid != Some(parent) {
         return Err(std::io::Error::other(
             "the restoring process is not the stage's child",
@@ -157,17 +161,12 @@ fn memory_of_child(pid: i32, parent: i32) -> std::io::Result<std::fs::File> {
     Ok(mem)
 }
 
-/// The length of the image `source` holds (its header says).
-pub(super) fn image_len(source: &dyn ImageSource) -> std::io::Result<u64> {
-    let header = airlock_executor::kernel_image::read_header(source.open()?)
-        .map_err(std::io::Error::other)?;
-    let filled: u64 = header
-        .regions
-        .iter()
-        .filter(|r| r.fill)
-        .map(|r| r.end.saturating_sub(r.start))
-        .sum();
-    Ok(encode_header(&header).len() as u64 + filled)
+/// The whole image `source` holds, from its first byte, and its length (its header says),
+/// read in one pass.
+pub(super) fn whole(source: &dyn ImageSource) -> std::io::Result<(u64, Box<dyn Read + Send>)> {
+    let (header, rest) = open_header(source)?;
+    let head = std::io::Cursor::new(encode_header(&header));
+    Ok((header.stream_len(), Box::new(head.chain(rest))))
 }
 
 /// Why a kernel is not imaged (it is pickled instead), or its imaging failed.
@@ -290,8 +289,7 @@ pub struct ImageReader {
 pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, ImageError> {
     let not = |why: &str| ImageError::NotImageable(why.to_string());
     let pidfd = airlock_jail::pidfd::open(pid).map_err(|e| not(&e.to_string()))?;
-    let status = proc_text(pid, "status", 64 << 10)?;
-    if field(&status, "Threads:") != Some("1") {
+    if airlock_jail::procfs::thread_count(pid) != Some(1) {
         return Err(not("it has more than one thread"));
     }
     check_fds(pid)?;
@@ -303,25 +301,16 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
             not(&format!("its registers could not be read: {e}"))
         }
     })?;
-    let maps = proc_text(pid, "maps", 16 << 20)?;
+    let maps = mappings(pid)?;
     let stage = stage_binary();
     let mut regions = Vec::new();
-    for line in maps.lines().filter(|l| !maps_file(l, stage)) {
-        if let Some(r) = region(facts, line)? {
+    for m in maps.iter().filter(|m| Some((m.dev, m.inode)) != stage) {
+        if let Some(r) = region(facts, m)? {
             regions.extend(split_by_presence(pid, r)?);
         }
         if regions.len() > MAX_REGIONS {
             return Err(not("it has too many mappings"));
         }
-    }
-    let ranges: Vec<(u64, u64)> = regions
-        .iter()
-        .filter(|r| r.fill)
-        .map(|r| (r.start, r.end - r.start))
-        .collect();
-    let bytes: u64 = ranges.iter().map(|r| r.1).sum();
-    if bytes > cap {
-        return Err(not("its memory is larger than the bound"));
     }
     let header = Header {
         regions,
@@ -335,10 +324,13 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
             .map(|(offset, size)| (registers.fs_base.wrapping_add_signed(offset), size.max(32))),
         cwd: facts.cwd.clone(),
     };
-    let header = encode_header(&header);
-    let len = header.len() as u64 + bytes;
+    let ranges: Vec<(u64, u64)> = header.filled().collect();
+    if ranges.iter().map(|r| r.1).sum::<u64>() > cap {
+        return Err(not("its memory is larger than the bound"));
+    }
+    let len = header.stream_len();
     Ok(ImageReader {
-        header: std::io::Cursor::new(header),
+        header: std::io::Cursor::new(encode_header(&header)),
         ranges,
         next: 0,
         done_in_range: 0,
@@ -392,29 +384,6 @@ fn stage_binary() -> Option<(u64, u64)> {
     Some((m.dev(), m.ino()))
 }
 
-/// glibc's `makedev`: the `st_dev` of a device `major:minor` as maps prints it.
-fn makedev(major: u32, minor: u32) -> u64 {
-    let (major, minor) = (u64::from(major), u64::from(minor));
-    ((major & 0xffff_f000) << 32)
-        | ((major & 0xfff) << 8)
-        | ((minor & 0xffff_ff00) << 12)
-        | (minor & 0xff)
-}
-
-/// Whether a maps line is a mapping of `file` (device, inode).
-fn maps_file(line: &str, file: Option<(u64, u64)>) -> bool {
-    let Some((dev, ino)) = file else {
-        return false;
-    };
-    let mut f = line.split_ascii_whitespace().skip(3);
-    let parsed = f.next().and_then(|d| d.split_once(':')).and_then(|(a, b)| {
-        let major = u32::from_str_radix(a, 16).ok()?;
-        let minor = u32::from_str_radix(b, 16).ok()?;
-        Some((makedev(major, minor), f.next()?.parse::<u64>().ok()?))
-    });
-    parsed == Some((dev, ino))
-}
-
 fn proc_text(pid: i32, file: &str, limit: u64) -> Result<String, ImageError> {
     let path = format!("/proc/{pid}/{file}");
     let f = std::fs::File::open(&path).map_err(|e| ImageError::Broken(format!("{path}: {e}")))?;
@@ -423,13 +392,6 @@ fn proc_text(pid: i32, file: &str, limit: u64) -> Result<String, ImageError> {
         .read_to_string(&mut text)
         .map_err(|e| ImageError::Broken(format!("{path}: {e}")))?;
     Ok(text)
-}
-
-fn field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(name))
-        .map(str::trim)
 }
 
 /// Exactly its own four descriptors: stdin, stdout, stderr and the broker's socket (a
@@ -451,23 +413,22 @@ fn check_fds(pid: i32) -> Result<(), ImageError> {
     }
 }
 
-/// One line of `/proc/PID/maps` as a region (None: `[vsyscall]`, the same everywhere).
-fn region(facts: &Facts, line: &str) -> Result<Option<Region>, ImageError> {
-    let bad = || ImageError::Broken(format!("an unreadable mapping: {line:.200}"));
-    let mut f = line.splitn(6, ' ');
-    let (start, end) = f.next().and_then(|r| r.split_once('-')).ok_or_else(bad)?;
-    let perms = f.next().ok_or_else(bad)?.as_bytes();
-    let offset = f.next().ok_or_else(bad)?;
-    let _dev = f.next();
-    let inode = f.next().ok_or_else(bad)?;
-    let name = f.next().unwrap_or("").trim_start();
-    let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad());
-    let (start, end, offset) = (hex(start)?, hex(end)?, hex(offset)?);
-    if perms.len() < 4 {
-        return Err(bad());
-    }
+/// The kernel's mappings (`/proc/PID/maps`, at most 16 MiB of it).
+fn mappings(pid: i32) -> Result<Vec<Mapping>, ImageError> {
+    let maps = proc_text(pid, "maps", 16 << 20)?;
+    maps.lines()
+        .map(|line| {
+            maps_line(line)
+                .ok_or_else(|| ImageError::Broken(format!("an unreadable mapping: {line:.200}")))
+        })
+        .collect()
+}
+
+/// One mapping as a region (None: `[vsyscall]`, the same everywhere).
+fn region(facts: &Facts, m: &Mapping) -> Result<Option<Region>, ImageError> {
+    let (perms, name) = (&m.perms, m.name.as_str());
     let shared = perms[3] == b's';
-    if shared && (perms[1] == b'w' || inode == "0") {
+    if shared && (perms[1] == b'w' || m.inode == 0) {
         return Err(ImageError::NotImageable(
             "it has a writable shared mapping".into(),
         ));
@@ -485,7 +446,7 @@ fn region(facts: &Facts, line: &str) -> Result<Option<Region>, ImageError> {
             false,
         ),
         "[stack]" => (Kind::Stack, readable),
-        _ if inode != "0" && name.starts_with('/') => {
+        _ if m.inode != 0 && name.starts_with('/') => {
             if name.ends_with(" (deleted)") {
                 return Err(ImageError::NotImageable(
                     "it maps a file that was deleted".into(),
@@ -500,7 +461,7 @@ fn region(facts: &Facts, line: &str) -> Result<Option<Region>, ImageError> {
             (
                 Kind::File {
                     path: name.to_string(),
-                    offset,
+                    offset: m.offset,
                     size,
                     mtime,
                     shared,
@@ -512,8 +473,8 @@ fn region(facts: &Facts, line: &str) -> Result<Option<Region>, ImageError> {
         _ => return Err(ImageError::NotImageable(format!("it maps {name:.100}"))),
     };
     Ok(Some(Region {
-        start,
-        end,
+        start: m.start,
+        end: m.end,
         prot,
         kind,
         fill,
@@ -567,21 +528,21 @@ fn presence(pid: i32, start: u64, end: u64) -> Result<Vec<bool>, ImageError> {
 
 /// The kernel's view of the process's layout (`/proc/PID/stat` fields 26–28, 45–51, and the
 /// heap's end as brk).
-fn layout(pid: i32, maps: &str) -> Result<[u64; 11], ImageError> {
-    let stat = proc_text(pid, "stat", 8 << 10)?;
-    let bad = || ImageError::Broken("an unreadable stat".into());
-    let after = &stat[stat.rfind(')').ok_or_else(bad)? + 2..];
-    let fields: Vec<u64> = after
-        .split_ascii_whitespace()
-        .map(|x| x.parse::<i64>().map_or(0, |v| v.cast_unsigned()))
-        .collect();
-    let get = |n: usize| fields.get(n - 3).copied().ok_or_else(bad);
+fn layout(pid: i32, maps: &[Mapping]) -> Result<[u64; 11], ImageError> {
+    let fields = airlock_jail::procfs::stat_fields(pid)
+        .ok_or_else(|| ImageError::Broken("its stat is gone".into()))?;
+    let get = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|x| x.parse::<i64>().ok())
+            .map(i64::cast_unsigned)
+            .ok_or_else(|| ImageError::Broken(format!("an unreadable stat field {n}")))
+    };
     let start_brk = get(47)?;
     let brk = maps
-        .lines()
-        .find(|l| l.ends_with("[heap]"))
-        .and_then(|l| u64::from_str_radix(l.split('-').nth(1)?.split(' ').next()?, 16).ok())
-        .unwrap_or(start_brk);
+        .iter()
+        .find(|m| m.name == "[heap]")
+        .map_or(start_brk, |m| m.end);
     Ok([
         get(26)?,
         get(27)?,

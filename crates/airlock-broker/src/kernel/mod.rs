@@ -32,7 +32,7 @@ use live::{Cell, Live};
 
 pub use display::{MAX_BYTES as MAX_DISPLAY_BYTES, MAX_ITEMS as MAX_DISPLAY_ITEMS};
 pub use fork::ForkError;
-pub use image::{starts_as_image, ImageSource};
+pub use image::{peek_image, ImageSource};
 pub use state::{SavedState, StateError};
 
 use crate::result::RunResult;
@@ -261,8 +261,7 @@ impl Kernel {
     fn pending_state(&self) -> Result<Option<SavedState>, StateError> {
         use std::io::{Seek, SeekFrom};
         if let Some(image) = &self.image {
-            let len = image::image_len(image.as_ref())?;
-            let bytes = image.open()?;
+            let (len, bytes) = image::whole(image.as_ref())?;
             return Ok(Some(SavedState {
                 bytes,
                 len,

@@ -7,6 +7,7 @@ use std::os::unix::fs::MetadataExt;
 
 use super::capture::Registers;
 use super::swap::{self, Move, Range, Raw, RawRegion};
+use crate::procfs::{maps_line, Mapping};
 use crate::{JailError, Result};
 
 /// What a region of the image is.
@@ -259,44 +260,12 @@ fn unregister_rseq() {
     }
 }
 
-/// A mapping of the calling process.
-struct Mapping {
-    start: u64,
-    end: u64,
-    dev: u64,
-    inode: u64,
-    name: String,
-}
-
 fn own_mappings() -> Result<Vec<Mapping>> {
     let text = crate::sys::read_bounded(std::path::Path::new("/proc/self/maps"), 4 << 20)
         .map_err(|e| JailError::io("read /proc/self/maps", e))?;
     text.lines()
-        .map(|line| {
-            parse_mapping(line).ok_or_else(|| JailError::InvalidInput(format!("maps: {line}")))
-        })
+        .map(|line| maps_line(line).ok_or_else(|| JailError::InvalidInput(format!("maps: {line}"))))
         .collect()
-}
-
-fn parse_mapping(line: &str) -> Option<Mapping> {
-    let mut fields = line.splitn(6, ' ');
-    let (start, end) = fields.next()?.split_once('-')?;
-    let _perms = fields.next()?;
-    let _offset = fields.next()?;
-    let (major, minor) = fields.next()?.split_once(':')?;
-    let inode = fields.next()?.parse().ok()?;
-    let name = fields.next().unwrap_or("").trim_start().to_string();
-    let dev = libc::makedev(
-        u32::from_str_radix(major, 16).ok()?,
-        u32::from_str_radix(minor, 16).ok()?,
-    );
-    Some(Mapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        dev,
-        inode,
-        name,
-    })
 }
 
 fn plan_size(plan: &Plan<'_>) -> usize {
