@@ -180,6 +180,15 @@ pub enum ImageError {
     Broken(String),
 }
 
+impl From<super::pages::PagesError> for ImageError {
+    fn from(e: super::pages::PagesError) -> Self {
+        match e {
+            super::pages::PagesError::TooMany => ImageError::NotImageable(e.to_string()),
+            super::pages::PagesError::Unreadable(why) => ImageError::Broken(why),
+        }
+    }
+}
+
 /// What the kernel said of itself before it was imaged.
 #[derive(Debug)]
 pub(super) struct Facts {
@@ -306,7 +315,7 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
     let mut regions = Vec::new();
     for m in maps.iter().filter(|m| Some((m.dev, m.inode)) != stage) {
         if let Some(r) = region(facts, m)? {
-            regions.extend(split_by_presence(pid, r)?);
+            regions.extend(super::pages::carried(pid, r)?);
         }
         if regions.len() > MAX_REGIONS {
             return Err(not("it has too many mappings"));
@@ -479,51 +488,6 @@ fn region(facts: &Facts, m: &Mapping) -> Result<Option<Region>, ImageError> {
         kind,
         fill,
     }))
-}
-
-/// Split an anonymous region where its pages start or stop being present (pages never
-/// touched carry no bytes and cost a restored kernel no memory).
-fn split_by_presence(pid: i32, r: Region) -> Result<Vec<Region>, ImageError> {
-    if !r.fill || !matches!(r.kind, Kind::Anon) {
-        return Ok(vec![r]);
-    }
-    let present = presence(pid, r.start, r.end)?;
-    let mut out: Vec<Region> = Vec::new();
-    let mut at = r.start;
-    for (i, p) in present.iter().enumerate() {
-        let page = r.start + (i as u64) * 4096;
-        let last = out.last_mut().filter(|l| l.fill == *p && l.end == page);
-        match last {
-            Some(l) => l.end = page + 4096,
-            None => out.push(Region {
-                start: page,
-                end: page + 4096,
-                fill: *p,
-                ..r.clone()
-            }),
-        }
-        at = page + 4096;
-    }
-    debug_assert_eq!(at, r.end);
-    Ok(out)
-}
-
-/// For each page of `[start, end)`: present in memory or swapped out (`/proc/PID/pagemap`).
-fn presence(pid: i32, start: u64, end: u64) -> Result<Vec<bool>, ImageError> {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::File::open(format!("/proc/{pid}/pagemap"))
-        .map_err(|e| ImageError::Broken(format!("pagemap: {e}")))?;
-    let pages = usize::try_from((end - start) / 4096).unwrap_or(0);
-    let mut raw = vec![0u8; pages * 8];
-    f.read_exact_at(&mut raw, start / 4096 * 8)
-        .map_err(|e| ImageError::Broken(format!("pagemap: {e}")))?;
-    Ok(raw
-        .chunks_exact(8)
-        .map(|e| {
-            let v = u64::from_le_bytes(e.try_into().unwrap_or_default());
-            v & (3 << 62) != 0
-        })
-        .collect())
 }
 
 /// The kernel's view of the process's layout (`/proc/PID/stat` fields 26–28, 45–51, and the

@@ -16,6 +16,7 @@ mod guard;
 mod ids;
 mod image;
 mod live;
+mod pages;
 mod procs;
 mod seal;
 mod signals;

@@ -226,3 +226,75 @@ async fn a_kernel_lying_about_itself_before_its_image_reaches_only_its_own_sandb
         lies_stay_inside(user).await;
     }
 }
+
+/// Memory the kernel only read: 400 MiB of anonymous memory that holds the kernel's zero page
+/// (its RSS counts none of it) with one page written, and a 64 MiB file of its own mapped
+/// privately and read through (its pages stay the file's).
+const READ_ONLY_MEMORY: &str = r#"
+import ctypes, mmap, os
+zeros = mmap.mmap(-1, 400 << 20, flags=mmap.MAP_PRIVATE)
+assert zeros.find(b'\x01') == -1
+zeros[100 << 20] = 7
+with open('blob', 'wb') as f:
+    f.write(os.urandom(1 << 20) * 64)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+fd = os.open('blob', os.O_RDONLY)
+blob = libc.mmap(None, 64 << 20, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
+os.close(fd)
+first = sum(ctypes.string_at(blob + at, 1)[0] for at in range(0, 64 << 20, 4096))
+"#;
+
+/// What the kernel `pid` holds in memory, in KiB (`VmRSS`).
+fn rss_kib(pid: i32) -> u64 {
+    status_field(pid, "VmRSS:")
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+async fn restored_no_larger(user: Option<&str>) {
+    let state = StateDir::new(user);
+    let server = state.serve_cow(user, false);
+    let mut c = server.connect().await;
+    let spec = json!({ "stateful": true, "limits": { "memory_mb": 256 } });
+    let sid = super::snapshots::sandbox(&mut c, spec).await;
+    cell(&mut c, &sid, READ_ONLY_MEMORY).await;
+    let paused = rss_kib(kernel_pid(&mut c, server.pid(), &sid).await);
+    let forked = ok(
+        &mut c,
+        "sandbox.fork",
+        json!({ "sandbox_id": sid, "count": 1 }),
+    )
+    .await;
+    let branch = forked["sandbox_ids"][0].as_str().unwrap().to_owned();
+    // The branch's first cell restores the image (a memory limit would end it here).
+    let restored = rss_kib(kernel_pid(&mut c, server.pid(), &branch).await);
+    assert!(
+        restored < paused + (16 << 10),
+        "{user:?}: the restored kernel holds {restored} KiB, the paused one {paused} KiB"
+    );
+    let probe = "print(zeros[100 << 20], zeros.find(b'\\x07'), \
+                 sum(ctypes.string_at(blob + at, 1)[0] for at in range(0, 64 << 20, 4096)) == first)";
+    let want = format!("7 {} True\n", 100 << 20);
+    assert_eq!(cell(&mut c, &branch, probe).await, want, "{user:?}");
+    let snap = ok(&mut c, "sandbox.snapshot", json!({ "sandbox_id": sid })).await;
+    assert_eq!(snap["kernel"]["carried"], "image", "{user:?}: {snap}");
+    assert!(
+        snap["kernel"]["bytes"].as_u64().unwrap() < 64 << 20,
+        "{user:?}: an image of memory only read carries its bytes: {snap}"
+    );
+}
+
+/// Memory a kernel only read is carried as what it is, not as bytes: the image stays small
+/// and a restored branch holds no more memory than its parent (before, the zero page became
+/// 400 MiB of the branch's own and its 256 MiB limit ended it at its first cell).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restored_kernel_holds_no_more_memory_than_the_paused_one() {
+    for user in IDENTITIES {
+        restored_no_larger(user).await;
+    }
+}
