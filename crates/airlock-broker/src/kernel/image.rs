@@ -183,7 +183,9 @@ pub enum ImageError {
 impl From<super::pages::PagesError> for ImageError {
     fn from(e: super::pages::PagesError) -> Self {
         match e {
-            super::pages::PagesError::TooMany => ImageError::NotImageable(e.to_string()),
+            super::pages::PagesError::TooMany | super::pages::PagesError::Hidden => {
+                ImageError::NotImageable(e.to_string())
+            }
             super::pages::PagesError::Unreadable(why) => ImageError::Broken(why),
         }
     }

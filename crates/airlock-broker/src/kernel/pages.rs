@@ -14,6 +14,9 @@ pub(super) enum PagesError {
     /// Its memory splits into more regions than an image may have.
     #[error("it has too many mappings")]
     TooMany,
+    /// It holds memory of its own it made unreadable.
+    #[error("it holds memory it made unreadable (PROT_NONE), which an image cannot read back")]
+    Hidden,
     /// Its pagemap or memory could not be read.
     #[error("{0}")]
     Unreadable(String),
@@ -21,6 +24,7 @@ pub(super) enum PagesError {
 
 const PAGE: u64 = 4096;
 const PAGE_LEN: usize = 4096;
+const PROT_READ: u32 = 1;
 /// Pagemap entries read at once (512 KiB).
 const CHUNK_PAGES: u64 = 64 << 10;
 /// `/proc/PID/pagemap` bits (Documentation/admin-guide/mm/pagemap.rst).
@@ -55,21 +59,42 @@ fn page(entry: u64) -> Page {
 
 /// The pages a region carries: an anonymous one is split where they start and stop; a private
 /// file mapping is carried whole if any page of it is the process's own, else not at all.
+/// Memory of its own the process made unreadable (`PROT_NONE`) cannot be read back into an
+/// image: [`PagesError::Hidden`], never a restore without it.
 pub(super) fn carried(pid: i32, r: Region) -> Result<Vec<Region>, PagesError> {
+    let private = match &r.kind {
+        Kind::Anon => true,
+        Kind::File { shared, .. } => !shared,
+        _ => false,
+    };
+    if !private {
+        return Ok(vec![r]);
+    }
+    if r.prot & PROT_READ == 0 {
+        return match any_own(pid, &r)? {
+            true => Err(PagesError::Hidden),
+            false => Ok(vec![Region { fill: false, ..r }]),
+        };
+    }
     match r.kind {
-        Kind::Anon if r.fill => split(pid, r),
-        Kind::File { shared: false, .. } if r.prot & 1 != 0 => {
+        Kind::Anon => split(pid, r),
+        _ => {
             let fill = any_own(pid, &r)?;
             Ok(vec![Region { fill, ..r }])
         }
-        _ => Ok(vec![r]),
     }
 }
 
-/// Split an anonymous region into runs of carried and uncarried pages.
+/// Split an anonymous region into runs of carried and uncarried pages: a page shared with
+/// another process is carried unless it holds only zeros (as the zero page does).
 fn split(pid: i32, r: Region) -> Result<Vec<Region>, PagesError> {
     let mut out: Vec<Region> = Vec::new();
-    walk(pid, &r, |at, fill| {
+    walk(pid, &r, |at, page| {
+        let fill = match page {
+            Page::Nothing => false,
+            Page::Own => true,
+            Page::Shared => !zero(pid, at)?,
+        };
         match out.last_mut().filter(|l| l.fill == fill && l.end == at) {
             Some(l) => l.end = at + PAGE,
             None => {
@@ -89,26 +114,25 @@ fn split(pid: i32, r: Region) -> Result<Vec<Region>, PagesError> {
     Ok(out)
 }
 
-/// Whether any page of `r` is the process's own (stops at the first).
+/// Whether any page of `r` is not the file's or never touched (stops at the first).
 fn any_own(pid: i32, r: &Region) -> Result<bool, PagesError> {
     let mut own = false;
-    walk(pid, r, |_, fill| {
-        own |= fill;
+    walk(pid, r, |_, page| {
+        own = page != Page::Nothing;
         Ok(!own)
     })?;
     Ok(own)
 }
 
-/// Call `each(address, carried)` for every page of `r` in order while it returns true.
+/// Call `each(address, page)` for every page of `r` in order while it returns true.
 fn walk(
     pid: i32,
     r: &Region,
-    mut each: impl FnMut(u64, bool) -> Result<bool, PagesError>,
+    mut each: impl FnMut(u64, Page) -> Result<bool, PagesError>,
 ) -> Result<(), PagesError> {
     use std::os::unix::fs::FileExt;
     let broken = |e: std::io::Error| PagesError::Unreadable(format!("pagemap: {e}"));
     let map = std::fs::File::open(format!("/proc/{pid}/pagemap")).map_err(broken)?;
-    let mem = Memory { pid };
     let mut raw = Vec::new();
     let mut at = r.start;
     while at < r.end {
@@ -117,12 +141,7 @@ fn walk(
         map.read_exact_at(&mut raw, at / PAGE * 8).map_err(broken)?;
         for e in raw.chunks_exact(8) {
             let entry = u64::from_le_bytes(e.try_into().unwrap_or_default());
-            let fill = match page(entry) {
-                Page::Nothing => false,
-                Page::Own => true,
-                Page::Shared => !mem.zero(at)?,
-            };
-            if !each(at, fill)? {
+            if !each(at, page(entry))? {
                 return Ok(());
             }
             at += PAGE;
@@ -131,19 +150,12 @@ fn walk(
     Ok(())
 }
 
-/// The stopped kernel's memory, read a page at a time.
-struct Memory {
-    pid: i32,
-}
-
-impl Memory {
-    /// Whether the page at `at` holds only zeros.
-    fn zero(&self, at: u64) -> Result<bool, PagesError> {
-        let mut buf = [0u8; PAGE_LEN];
-        let n = airlock_jail::image::read_memory(self.pid, at, &mut buf)
-            .map_err(|e| PagesError::Unreadable(format!("its memory could not be read: {e}")))?;
-        Ok(n == buf.len() && buf.iter().all(|&b| b == 0))
-    }
+/// Whether the stopped kernel's page at `at` holds only zeros.
+fn zero(pid: i32, at: u64) -> Result<bool, PagesError> {
+    let mut buf = [0u8; PAGE_LEN];
+    let n = airlock_jail::image::read_memory(pid, at, &mut buf)
+        .map_err(|e| PagesError::Unreadable(format!("its memory could not be read: {e}")))?;
+    Ok(n == buf.len() && buf.iter().all(|&b| b == 0))
 }
 
 #[cfg(test)]

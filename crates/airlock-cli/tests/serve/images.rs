@@ -138,7 +138,7 @@ async fn a_resumed_image_is_a_kernel_inside_every_layer_of_a_fresh_sandbox() {
 }
 
 /// What each kernel holds, and how its state must be carried.
-const NOT_IMAGEABLE: [(&str, &str); 3] = [
+const NOT_IMAGEABLE: [(&str, &str); 4] = [
     // An open file: a restored kernel would have none at that number.
     ("held = open('/work/f', 'w')", "held"),
     // A thread: an image carries one.
@@ -148,7 +148,18 @@ const NOT_IMAGEABLE: [(&str, &str); 3] = [
     ),
     // A writable shared mapping.
     ("import mmap\nshared = mmap.mmap(-1, 4096)", "shared"),
+    // Memory it wrote and then made unreadable: an image would read nothing back from it.
+    (HIDDEN, "libc"),
 ];
+
+/// A page written and then made `PROT_NONE` (its address kept).
+const HIDDEN: &str = "import ctypes, mmap\n\
+libc = ctypes.CDLL(None)\n\
+libc.mmap.restype = ctypes.c_void_p\n\
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+hidden = libc.mmap(None, 4096, 3, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)\n\
+ctypes.memmove(hidden, b'secret', 6)\n\
+assert libc.mprotect(ctypes.c_void_p(hidden), 4096, 0) == 0";
 
 async fn pickled_instead(user: Option<&str>) {
     let state = StateDir::new(user);
