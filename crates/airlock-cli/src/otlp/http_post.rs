@@ -156,11 +156,22 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let mut got = vec![0u8; 4096];
-            let n = s.read(&mut got).unwrap();
+            // The whole request (head, then its 2-byte body, in as many reads as it takes)
+            // before the answer: closing on unread bytes would reset the connection.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .is_some_and(|at| got.len() >= at + 4 + 2)
+            {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the request ended early");
+                got.extend_from_slice(&buf[..n]);
+            }
             s.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok")
                 .unwrap();
-            String::from_utf8_lossy(&got[..n]).into_owned()
+            String::from_utf8_lossy(&got).into_owned()
         });
         let req = Request::post(format!("http://127.0.0.1:{port}/v1/traces"))
             .header("content-type", "application/x-protobuf")
