@@ -160,11 +160,11 @@ mod tests {
             // before the answer: closing on unread bytes would reset the connection.
             let mut got = Vec::new();
             let mut buf = [0u8; 4096];
-            while !got
-                .windows(4)
-                .position(|w| w == b"\r\n\r\n")
-                .is_some_and(|at| got.len() >= at + 4 + 2)
-            {
+            let whole = |got: &[u8]| {
+                let head = got.windows(4).position(|w| w == b"\r\n\r\n");
+                head.is_some_and(|at| got.len() >= at + 4 + 2)
+            };
+            while !whole(&got) {
                 let n = s.read(&mut buf).unwrap();
                 assert!(n > 0, "the request ended early");
                 got.extend_from_slice(&buf[..n]);
