@@ -230,7 +230,11 @@ mod maps_tests {
 
     #[test]
     fn stat_fields_count_from_the_state() {
-        let own = stat_fields(i32::try_from(std::process::id()).unwrap()).unwrap();
+        // This thread's own stat (the process's names its main thread, which may be asleep):
+        // it is running while it reads it.
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        let tid: i32 = me.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        let own = stat_fields(tid).unwrap();
         assert_eq!(own[0], "R", "{own:?}");
         // Field 4 is the parent's pid.
         let parent = std::os::unix::process::parent_id().to_string();

@@ -10,7 +10,9 @@ use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use airlock_executor::kernel_image::{encode_header, Header, Kind, Region, MAX_REGIONS};
+use airlock_executor::kernel_image::{
+    encode_header, Header, Kind, Region, MAX_HEADER, MAX_REGIONS,
+};
 use airlock_jail::procfs::{maps_line, Mapping};
 use airlock_protocol::Message;
 use serde_json::Value;
@@ -183,9 +185,9 @@ pub enum ImageError {
 impl From<super::pages::PagesError> for ImageError {
     fn from(e: super::pages::PagesError) -> Self {
         match e {
-            super::pages::PagesError::TooMany | super::pages::PagesError::Hidden => {
-                ImageError::NotImageable(e.to_string())
-            }
+            super::pages::PagesError::TooMany
+            | super::pages::PagesError::Hidden
+            | super::pages::PagesError::Guarded => ImageError::NotImageable(e.to_string()),
             super::pages::PagesError::Unreadable(why) => ImageError::Broken(why),
         }
     }
@@ -339,9 +341,15 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
     if ranges.iter().map(|r| r.1).sum::<u64>() > cap {
         return Err(not("its memory is larger than the bound"));
     }
+    let head = encode_header(&header);
+    if head.len() as u64 > MAX_HEADER {
+        return Err(not(
+            "its description is larger than a restoring stage reads",
+        ));
+    }
     let len = header.stream_len();
     Ok(ImageReader {
-        header: std::io::Cursor::new(encode_header(&header)),
+        header: std::io::Cursor::new(head),
         ranges,
         next: 0,
         done_in_range: 0,
@@ -426,7 +434,12 @@ fn check_fds(pid: i32) -> Result<(), ImageError> {
 
 /// The kernel's mappings (`/proc/PID/maps`, at most 16 MiB of it).
 fn mappings(pid: i32) -> Result<Vec<Mapping>, ImageError> {
-    let maps = proc_text(pid, "maps", 16 << 20)?;
+    const LIMIT: u64 = 16 << 20;
+    let maps = proc_text(pid, "maps", LIMIT)?;
+    // Cut at the bound, the last mappings would be missing from the image.
+    if maps.len() as u64 >= LIMIT {
+        return Err(ImageError::NotImageable("it has too many mappings".into()));
+    }
     maps.lines()
         .map(|line| {
             maps_line(line)

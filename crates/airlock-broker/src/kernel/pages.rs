@@ -1,11 +1,12 @@
 //! Which pages of a stopped kernel its image carries, read from its `/proc/PID/pagemap`
 //! (bounded: a chunk of entries at a time, however large the mapping).
 //!
-//! An image carries what the kernel's own memory holds and nothing it does not: an anonymous
-//! page never touched, or only read (the kernel's shared zero page, which its RSS does not
-//! count), carries no bytes, so a restored kernel holds no more memory than the paused one
-//! did; a private file mapping whose pages are all still the file's is mapped from the file
-//! again (the facts checked that file), not copied into anonymous memory.
+//! An image carries what the kernel's own memory holds and nothing it does not: a page of
+//! its own memory (anonymous, its stack, or a private file page it wrote) carries its bytes;
+//! a page never touched, only read (the shared zero page, which its RSS does not count) or
+//! still the file's carries none, so a restored kernel holds no more memory than the paused
+//! one did. Each region is split into runs of pages that carry bytes and pages that do not
+//! (a file mapping's runs keep their offsets into the file, which the facts checked).
 use airlock_executor::kernel_image::{Kind, Region, MAX_REGIONS};
 
 /// Why a kernel's pages could not be told.
@@ -17,6 +18,9 @@ pub(super) enum PagesError {
     /// It holds memory of its own it made unreadable.
     #[error("it holds memory it made unreadable (PROT_NONE), which an image cannot read back")]
     Hidden,
+    /// It has guard regions (`MADV_GUARD_INSTALL`), which an image does not carry.
+    #[error("it has guard regions (MADV_GUARD_INSTALL), which an image does not carry")]
+    Guarded,
     /// Its pagemap or memory could not be read.
     #[error("{0}")]
     Unreadable(String),
@@ -31,7 +35,10 @@ const CHUNK_PAGES: u64 = 64 << 10;
 const PRESENT: u64 = 1 << 63;
 const SWAPPED: u64 = 1 << 62;
 const FILE_OR_SHARED: u64 = 1 << 61;
+const GUARD: u64 = 1 << 58;
 const EXCLUSIVE: u64 = 1 << 56;
+/// The most shared pages read at once to see whether they hold only zeros (1 MiB).
+const RUN_PAGES: usize = 256;
 
 /// What one page holds, for an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,10 +50,14 @@ enum Page {
     /// Present but not the process's alone: the zero page, or a page shared with the process
     /// it was forked from; its bytes decide.
     Shared,
+    /// A guard marker.
+    Guard,
 }
 
 fn page(entry: u64) -> Page {
-    if entry & SWAPPED != 0 {
+    if entry & GUARD != 0 {
+        Page::Guard
+    } else if entry & SWAPPED != 0 {
         Page::Own
     } else if entry & PRESENT == 0 || entry & FILE_OR_SHARED != 0 {
         Page::Nothing
@@ -57,105 +68,143 @@ fn page(entry: u64) -> Page {
     }
 }
 
-/// The pages a region carries: an anonymous one is split where they start and stop; a private
-/// file mapping is carried whole if any page of it is the process's own, else not at all.
-/// Memory of its own the process made unreadable (`PROT_NONE`) cannot be read back into an
-/// image: [`PagesError::Hidden`], never a restore without it.
+/// The pages a region carries, as runs (in address order). Memory of its own the process
+/// made unreadable (`PROT_NONE`) cannot be read back into an image: [`PagesError::Hidden`],
+/// never a restore without it.
 pub(super) fn carried(pid: i32, r: Region) -> Result<Vec<Region>, PagesError> {
     let private = match &r.kind {
-        Kind::Anon => true,
+        Kind::Anon | Kind::Stack => true,
         Kind::File { shared, .. } => !shared,
-        _ => false,
+        Kind::Special { .. } => false,
     };
     if !private {
         return Ok(vec![r]);
     }
-    if r.prot & PROT_READ == 0 {
-        return match any_own(pid, &r)? {
-            true => Err(PagesError::Hidden),
-            false => Ok(vec![Region { fill: false, ..r }]),
-        };
-    }
-    match r.kind {
-        Kind::Anon => split(pid, r),
-        _ => {
-            let fill = any_own(pid, &r)?;
-            Ok(vec![Region { fill, ..r }])
+    let readable = r.prot & PROT_READ != 0;
+    // A file page of its own is carried whatever it holds (zeros are not the file's bytes).
+    let zeros_dropped = readable && !matches!(r.kind, Kind::File { .. });
+    let mut runs = Runs {
+        region: &r,
+        out: Vec::new(),
+    };
+    let mut buf = Vec::new();
+    walk(pid, &r, |at, pages| {
+        if pages.contains(&Page::Guard) {
+            return Err(PagesError::Guarded);
         }
+        let mut fill: Vec<bool> = pages.iter().map(|p| *p != Page::Nothing).collect();
+        if !readable && fill.contains(&true) {
+            return Err(PagesError::Hidden);
+        }
+        if zeros_dropped {
+            drop_zero_pages(pid, at, pages, &mut fill, &mut buf);
+        }
+        for (i, fill) in fill.into_iter().enumerate() {
+            runs.push(at + i as u64 * PAGE, fill)?;
+        }
+        Ok(())
+    })?;
+    Ok(runs.out)
+}
+
+/// Regions cut from one mapping.
+struct Runs<'a> {
+    region: &'a Region,
+    out: Vec<Region>,
+}
+
+impl Runs<'_> {
+    /// The page at `at` next, carrying bytes or not.
+    fn push(&mut self, at: u64, fill: bool) -> Result<(), PagesError> {
+        if let Some(last) = self
+            .out
+            .last_mut()
+            .filter(|l| l.fill == fill && l.end == at)
+        {
+            last.end = at + PAGE;
+            return Ok(());
+        }
+        if self.out.len() >= MAX_REGIONS {
+            return Err(PagesError::TooMany);
+        }
+        let r = self.region;
+        let kind = match &r.kind {
+            Kind::File {
+                path,
+                offset,
+                size,
+                mtime,
+                shared,
+            } => Kind::File {
+                path: path.clone(),
+                offset: offset + (at - r.start),
+                size: *size,
+                mtime: *mtime,
+                shared: *shared,
+            },
+            other => other.clone(),
+        };
+        self.out.push(Region {
+            start: at,
+            end: at + PAGE,
+            prot: r.prot,
+            kind,
+            fill,
+        });
+        Ok(())
     }
 }
 
-/// Split an anonymous region into runs of carried and uncarried pages: a page shared with
-/// another process is carried unless it holds only zeros (as the zero page does).
-fn split(pid: i32, r: Region) -> Result<Vec<Region>, PagesError> {
-    let mut out: Vec<Region> = Vec::new();
-    walk(pid, &r, |at, page| {
-        let fill = match page {
-            Page::Nothing => false,
-            Page::Own => true,
-            Page::Shared => !zero(pid, at)?,
-        };
-        match out.last_mut().filter(|l| l.fill == fill && l.end == at) {
-            Some(l) => l.end = at + PAGE,
-            None => {
-                if out.len() >= MAX_REGIONS {
-                    return Err(PagesError::TooMany);
-                }
-                out.push(Region {
-                    start: at,
-                    end: at + PAGE,
-                    fill,
-                    ..r.clone()
-                });
+/// Clear `fill` for each shared page (from `at`) that holds only zeros, reading runs of them
+/// at once. A page that cannot be read is left carried (its reading then fails the image).
+fn drop_zero_pages(pid: i32, at: u64, pages: &[Page], fill: &mut [bool], buf: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < pages.len() {
+        if pages[i] != Page::Shared {
+            i += 1;
+            continue;
+        }
+        let run = pages[i..]
+            .iter()
+            .take(RUN_PAGES)
+            .take_while(|p| **p == Page::Shared)
+            .count();
+        buf.resize(run * PAGE_LEN, 0);
+        let got = airlock_jail::image::read_memory(pid, at + i as u64 * PAGE, buf).unwrap_or(0);
+        for (k, bytes) in buf[..got.min(buf.len())].chunks_exact(PAGE_LEN).enumerate() {
+            if bytes.iter().all(|&b| b == 0) {
+                fill[i + k] = false;
             }
         }
-        Ok(true)
-    })?;
-    Ok(out)
+        i += run;
+    }
 }
 
-/// Whether any page of `r` is not the file's or never touched (stops at the first).
-fn any_own(pid: i32, r: &Region) -> Result<bool, PagesError> {
-    let mut own = false;
-    walk(pid, r, |_, page| {
-        own = page != Page::Nothing;
-        Ok(!own)
-    })?;
-    Ok(own)
-}
-
-/// Call `each(address, page)` for every page of `r` in order while it returns true.
+/// Call `each(address, pages)` for each chunk of `r`'s pages, in order.
 fn walk(
     pid: i32,
     r: &Region,
-    mut each: impl FnMut(u64, Page) -> Result<bool, PagesError>,
+    mut each: impl FnMut(u64, &[Page]) -> Result<(), PagesError>,
 ) -> Result<(), PagesError> {
     use std::os::unix::fs::FileExt;
     let broken = |e: std::io::Error| PagesError::Unreadable(format!("pagemap: {e}"));
     let map = std::fs::File::open(format!("/proc/{pid}/pagemap")).map_err(broken)?;
     let mut raw = Vec::new();
+    let mut pages = Vec::new();
     let mut at = r.start;
     while at < r.end {
-        let pages = ((r.end - at) / PAGE).min(CHUNK_PAGES);
-        raw.resize(usize::try_from(pages * 8).unwrap_or(0), 0);
+        let n = ((r.end - at) / PAGE).min(CHUNK_PAGES);
+        raw.resize(usize::try_from(n * 8).unwrap_or(0), 0);
         map.read_exact_at(&mut raw, at / PAGE * 8).map_err(broken)?;
-        for e in raw.chunks_exact(8) {
-            let entry = u64::from_le_bytes(e.try_into().unwrap_or_default());
-            if !each(at, page(entry))? {
-                return Ok(());
-            }
-            at += PAGE;
-        }
+        pages.clear();
+        pages.extend(
+            raw.chunks_exact(8)
+                .map(|e| page(u64::from_le_bytes(e.try_into().unwrap_or_default()))),
+        );
+        each(at, &pages)?;
+        at += n * PAGE;
     }
     Ok(())
-}
-
-/// Whether the stopped kernel's page at `at` holds only zeros.
-fn zero(pid: i32, at: u64) -> Result<bool, PagesError> {
-    let mut buf = [0u8; PAGE_LEN];
-    let n = airlock_jail::image::read_memory(pid, at, &mut buf)
-        .map_err(|e| PagesError::Unreadable(format!("its memory could not be read: {e}")))?;
-    Ok(n == buf.len() && buf.iter().all(|&b| b == 0))
 }
 
 #[cfg(test)]
@@ -170,5 +219,7 @@ mod tests {
         assert_eq!(page(PRESENT | FILE_OR_SHARED), Page::Nothing);
         assert_eq!(page(PRESENT | FILE_OR_SHARED | EXCLUSIVE), Page::Nothing);
         assert_eq!(page(PRESENT), Page::Shared);
+        assert_eq!(page(GUARD), Page::Guard);
+        assert_eq!(page(GUARD | SWAPPED), Page::Guard);
     }
 }

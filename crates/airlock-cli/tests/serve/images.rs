@@ -239,10 +239,14 @@ async fn a_kernel_lying_about_itself_before_its_image_reaches_only_its_own_sandb
 }
 
 /// Memory the kernel only read: 400 MiB of anonymous memory that holds the kernel's zero page
-/// (its RSS counts none of it) with one page written, and a 64 MiB file of its own mapped
-/// privately and read through (its pages stay the file's).
+/// (its RSS counts none of it) with one page written, its stack grown 100 MiB down by a read,
+/// and a 64 MiB file of its own mapped privately, read through (its pages stay the file's)
+/// but for one page it wrote.
 const READ_ONLY_MEMORY: &str = r#"
-import ctypes, mmap, os
+import ctypes, mmap, os, resource
+resource.setrlimit(resource.RLIMIT_STACK, (256 << 20, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+low = next(int(l.split('-')[0], 16) for l in open('/proc/self/maps') if l.rstrip().endswith('[stack]'))
+deep = ctypes.string_at(low - (100 << 20), 1)[0]
 zeros = mmap.mmap(-1, 400 << 20, flags=mmap.MAP_PRIVATE)
 assert zeros.find(b'\x01') == -1
 zeros[100 << 20] = 7
@@ -256,6 +260,9 @@ fd = os.open('blob', os.O_RDONLY)
 blob = libc.mmap(None, 64 << 20, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
 os.close(fd)
 first = sum(ctypes.string_at(blob + at, 1)[0] for at in range(0, 64 << 20, 4096))
+assert libc.mprotect(ctypes.c_void_p(blob), 4096, 3) == 0
+ctypes.memset(blob, 9, 1)
+first += 9 - int.from_bytes(open('blob', 'rb').read(1), 'little')
 "#;
 
 /// What the kernel `pid` holds in memory, in KiB (`VmRSS`).
@@ -289,8 +296,10 @@ async fn restored_no_larger(user: Option<&str>) {
         "{user:?}: the restored kernel holds {restored} KiB, the paused one {paused} KiB"
     );
     let probe = "print(zeros[100 << 20], zeros.find(b'\\x07'), \
-                 sum(ctypes.string_at(blob + at, 1)[0] for at in range(0, 64 << 20, 4096)) == first)";
-    let want = format!("7 {} True\n", 100 << 20);
+                 sum(ctypes.string_at(blob + at, 1)[0] for at in range(0, 64 << 20, 4096)) == first, \
+                 ctypes.string_at(low - (100 << 20), 1)[0], \
+                 sum(l.rstrip().endswith('[stack]') for l in open('/proc/self/maps')))";
+    let want = format!("7 {} True 0 1\n", 100 << 20);
     assert_eq!(cell(&mut c, &branch, probe).await, want, "{user:?}");
     let snap = ok(&mut c, "sandbox.snapshot", json!({ "sandbox_id": sid })).await;
     assert_eq!(snap["kernel"]["carried"], "image", "{user:?}: {snap}");
