@@ -128,22 +128,11 @@ impl Runs<'_> {
             return Err(PagesError::TooMany);
         }
         let r = self.region;
-        let kind = match &r.kind {
-            Kind::File {
-                path,
-                offset,
-                size,
-                mtime,
-                shared,
-            } => Kind::File {
-                path: path.clone(),
-                offset: offset + (at - r.start),
-                size: *size,
-                mtime: *mtime,
-                shared: *shared,
-            },
-            other => other.clone(),
-        };
+        // A file mapping's run starts that much further into the file.
+        let mut kind = r.kind.clone();
+        if let Kind::File { offset, .. } = &mut kind {
+            *offset += at - r.start;
+        }
         self.out.push(Region {
             start: at,
             end: at + PAGE,
