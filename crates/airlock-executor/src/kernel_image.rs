@@ -138,10 +138,11 @@ impl Header {
             .map(|r| (r.start, r.end.saturating_sub(r.start)))
     }
 
-    /// The length of the whole image: the encoded header and every filled region's bytes.
+    /// How many bytes follow the header: every filled region's (the whole image is the
+    /// encoded header's length and this).
     #[must_use]
-    pub fn stream_len(&self) -> u64 {
-        encode_header(self).len() as u64 + self.filled().map(|(_, len)| len).sum::<u64>()
+    pub fn filled_len(&self) -> u64 {
+        self.filled().map(|(_, len)| len).sum()
     }
 }
 

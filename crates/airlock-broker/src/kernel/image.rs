@@ -167,8 +167,9 @@ fn memory_of_child(pid: i32, parent: i32) -> std::io::Result<std::fs::File> {
 /// read in one pass.
 pub(super) fn whole(source: &dyn ImageSource) -> std::io::Result<(u64, Box<dyn Read + Send>)> {
     let (header, rest) = open_header(source)?;
-    let head = std::io::Cursor::new(encode_header(&header));
-    Ok((header.stream_len(), Box::new(head.chain(rest))))
+    let head = encode_header(&header);
+    let len = head.len() as u64 + header.filled_len();
+    Ok((len, Box::new(std::io::Cursor::new(head).chain(rest))))
 }
 
 /// Why a kernel is not imaged (it is pickled instead), or its imaging failed.
@@ -316,10 +317,11 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
     })?;
     let maps = mappings(pid)?;
     let stage = stage_binary();
+    let pages = super::pages::Pages::open(pid)?;
     let mut regions = Vec::new();
     for m in maps.iter().filter(|m| Some((m.dev, m.inode)) != stage) {
         if let Some(r) = region(facts, m)? {
-            regions.extend(super::pages::carried(pid, r)?);
+            regions.extend(pages.carried(r)?);
         }
         if regions.len() > MAX_REGIONS {
             return Err(not("it has too many mappings"));
@@ -337,8 +339,8 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
             .map(|(offset, size)| (registers.fs_base.wrapping_add_signed(offset), size.max(32))),
         cwd: facts.cwd.clone(),
     };
-    let ranges: Vec<(u64, u64)> = header.filled().collect();
-    if ranges.iter().map(|r| r.1).sum::<u64>() > cap {
+    let filled = header.filled_len();
+    if filled > cap {
         return Err(not("its memory is larger than the bound"));
     }
     let head = encode_header(&header);
@@ -347,10 +349,10 @@ pub(super) fn capture(pid: i32, facts: &Facts, cap: u64) -> Result<ImageReader, 
             "its description is larger than a restoring stage reads",
         ));
     }
-    let len = header.stream_len();
+    let len = head.len() as u64 + filled;
     Ok(ImageReader {
         header: std::io::Cursor::new(head),
-        ranges,
+        ranges: header.filled().collect(),
         next: 0,
         done_in_range: 0,
         pid,

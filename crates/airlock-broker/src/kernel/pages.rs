@@ -68,43 +68,59 @@ fn page(entry: u64) -> Page {
     }
 }
 
-/// The pages a region carries, as runs (in address order). Memory of its own the process
-/// made unreadable (`PROT_NONE`) cannot be read back into an image: [`PagesError::Hidden`],
-/// never a restore without it.
-pub(super) fn carried(pid: i32, r: Region) -> Result<Vec<Region>, PagesError> {
-    let private = match &r.kind {
-        Kind::Anon | Kind::Stack => true,
-        Kind::File { shared, .. } => !shared,
-        Kind::Special { .. } => false,
-    };
-    if !private {
-        return Ok(vec![r]);
+/// A stopped kernel's pages: its pid and its `/proc/PID/pagemap`, opened once for all its
+/// mappings.
+pub(super) struct Pages {
+    pid: i32,
+    map: std::fs::File,
+}
+
+impl Pages {
+    /// Open the pagemap of `pid`.
+    pub(super) fn open(pid: i32) -> Result<Pages, PagesError> {
+        let map = std::fs::File::open(format!("/proc/{pid}/pagemap"))
+            .map_err(|e| PagesError::Unreadable(format!("pagemap: {e}")))?;
+        Ok(Pages { pid, map })
     }
-    let readable = r.prot & PROT_READ != 0;
-    // A file page of its own is carried whatever it holds (zeros are not the file's bytes).
-    let zeros_dropped = readable && !matches!(r.kind, Kind::File { .. });
-    let mut runs = Runs {
-        region: &r,
-        out: Vec::new(),
-    };
-    let mut buf = Vec::new();
-    walk(pid, &r, |at, pages| {
-        if pages.contains(&Page::Guard) {
-            return Err(PagesError::Guarded);
+
+    /// The pages a region carries, as runs (in address order). Memory of its own the process
+    /// made unreadable (`PROT_NONE`) cannot be read back into an image: [`PagesError::Hidden`],
+    /// never a restore without it.
+    pub(super) fn carried(&self, r: Region) -> Result<Vec<Region>, PagesError> {
+        let private = match &r.kind {
+            Kind::Anon | Kind::Stack => true,
+            Kind::File { shared, .. } => !shared,
+            Kind::Special { .. } => false,
+        };
+        if !private {
+            return Ok(vec![r]);
         }
-        let mut fill: Vec<bool> = pages.iter().map(|p| *p != Page::Nothing).collect();
-        if !readable && fill.contains(&true) {
-            return Err(PagesError::Hidden);
-        }
-        if zeros_dropped {
-            drop_zero_pages(pid, at, pages, &mut fill, &mut buf);
-        }
-        for (i, fill) in fill.into_iter().enumerate() {
-            runs.push(at + i as u64 * PAGE, fill)?;
-        }
-        Ok(())
-    })?;
-    Ok(runs.out)
+        let readable = r.prot & PROT_READ != 0;
+        // A file page of its own is carried whatever it holds (zeros are not the file's bytes).
+        let zeros_dropped = readable && !matches!(r.kind, Kind::File { .. });
+        let mut runs = Runs {
+            region: &r,
+            out: Vec::new(),
+        };
+        let mut buf = Vec::new();
+        walk(&self.map, &r, |at, pages| {
+            if pages.contains(&Page::Guard) {
+                return Err(PagesError::Guarded);
+            }
+            let mut fill: Vec<bool> = pages.iter().map(|p| *p != Page::Nothing).collect();
+            if !readable && fill.contains(&true) {
+                return Err(PagesError::Hidden);
+            }
+            if zeros_dropped {
+                drop_zero_pages(self.pid, at, pages, &mut fill, &mut buf);
+            }
+            for (i, fill) in fill.into_iter().enumerate() {
+                runs.push(at + i as u64 * PAGE, fill)?;
+            }
+            Ok(())
+        })?;
+        Ok(runs.out)
+    }
 }
 
 /// Regions cut from one mapping.
@@ -171,13 +187,12 @@ fn drop_zero_pages(pid: i32, at: u64, pages: &[Page], fill: &mut [bool], buf: &m
 
 /// Call `each(address, pages)` for each chunk of `r`'s pages, in order.
 fn walk(
-    pid: i32,
+    map: &std::fs::File,
     r: &Region,
     mut each: impl FnMut(u64, &[Page]) -> Result<(), PagesError>,
 ) -> Result<(), PagesError> {
     use std::os::unix::fs::FileExt;
     let broken = |e: std::io::Error| PagesError::Unreadable(format!("pagemap: {e}"));
-    let map = std::fs::File::open(format!("/proc/{pid}/pagemap")).map_err(broken)?;
     let mut raw = Vec::new();
     let mut pages = Vec::new();
     let mut at = r.start;

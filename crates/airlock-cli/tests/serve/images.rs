@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::snapshots::{cell, kernel_pid, ok, stateful, StateDir, IDENTITIES};
+use super::snapshots::{cell, kernel_pid, ns_of, ok, stateful, StateDir, IDENTITIES};
 use super::support::*;
 
 /// Variables pickling cannot carry and an image does: a generator part-way, a lambda, a frame.
@@ -24,12 +24,6 @@ fn status_field(pid: i32, name: &str) -> String {
         .lines()
         .find_map(|l| l.strip_prefix(name))
         .map(|v| v.trim().to_string())
-        .unwrap_or_default()
-}
-
-fn ns(pid: i32, which: &str) -> String {
-    std::fs::read_link(format!("/proc/{pid}/ns/{which}"))
-        .map(|p| p.display().to_string())
         .unwrap_or_default()
 }
 
@@ -76,8 +70,8 @@ async fn resumed_inside_every_layer(user: Option<&str>) {
     assert_eq!(status_field(pid, "Threads:"), "1", "{user:?}");
     for which in ["user", "mnt", "pid", "net", "ipc", "uts", "cgroup"] {
         assert_ne!(
-            ns(pid, which),
-            ns(server.pid(), which),
+            ns_of(pid, which),
+            ns_of(server.pid(), which),
             "{user:?}: the restored kernel shares the server's {which} namespace"
         );
     }

@@ -278,7 +278,7 @@ pub(super) const FILES: &str = "cd / && \
 // Host /proc: a sandbox's kernel process, found by the pid namespace it reports.
 // =============================================================================================
 
-fn ns_of(pid: i32, ns: &str) -> String {
+pub(super) fn ns_of(pid: i32, ns: &str) -> String {
     std::fs::read_link(format!("/proc/{pid}/ns/{ns}"))
         .map(|l| l.display().to_string())
         .unwrap_or_default()
