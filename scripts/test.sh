@@ -79,7 +79,7 @@ AIRLOCK_TEST_ZYGOTE=1 cargo test -p airlock-cli --test sandbox_all 2>&1 | tee "$
 # run again as the unprivileged user; the binary-spawning suites switch identity per test.
 if [ "$(id -u)" = 0 ]; then
     say "in-process attack suites as airlock-test"
-    cargo test --no-run --message-format=json -p airlock-cli --test local_files --test local_backend \
+    cargo test --no-run --message-format=json -p airlock-cli --test local_files --test local_backend --test local_forkable \
         -p airlock-bench --test pool --test zygote -p airlock-image --test unpack 2>/dev/null \
         | python3 -c 'import json, sys
 for line in sys.stdin:
