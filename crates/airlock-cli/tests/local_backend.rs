@@ -172,8 +172,13 @@ impl airlock_router::SandboxObserver for EgressRecorder {
     }
 }
 
+/// The tests that put tens of MiB in a sandbox's filesystem run one at a time: the dispose
+/// test reads the host's `Shmem`, which another test's filling or freeing would move.
+static SHMEM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispose_removes_the_work_dir_and_stops_a_running_program() {
+    let _one_at_a_time = SHMEM.lock().await;
     let b = Arc::new(backend());
     let k = key("dispose");
     let sb = local(&b, &k).await;
@@ -315,17 +320,18 @@ for name, args in [('nope\x1b', {}), ('echo', {'n': 'x'}), ('echo', {'n': 1}), (
     assert_eq!(r.stdout, "7\n", "{r:?}");
 }
 
-/// A run that fills its sandbox's filesystem ends as `disk_limit` (the broker ends it as soon
-/// as the filesystem is full, so whether the program got to print after its `ENOSPC` is a
-/// race); what it wrote stayed within the backend's bound, as the next run of the same sandbox
-/// finds: the file no larger than the bound, on a filesystem of exactly the bound.
+/// A run that fills its sandbox's filesystem ends as `disk_limit`, also when the program exits
+/// at once, before the broker's watch on the filesystem looks again; what it wrote stayed
+/// within the backend's bound, as the next run of the same sandbox finds: the file no larger
+/// than the bound, on a filesystem of exactly the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filled_disk_is_a_disk_limit_and_the_bound_is_the_backend_s() {
+    let _one_at_a_time = SHMEM.lock().await;
     let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
     config.limits.max_disk_bytes = 32 << 20;
     let b = LocalBackend::new(config).unwrap();
     let sb = local(&b, &key("disk")).await;
-    let fill = "with open('/work/fill', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20)); f.flush()";
+    let fill = "import os\ntry:\n    with open('/work/fill', 'wb') as f:\n        while True:\n            f.write(b'x' * (1 << 20)); f.flush()\nexcept OSError:\n    os._exit(3)";
     let r = sb.run_code(fill, &Default::default()).await.unwrap();
     assert_eq!(r.status, airlock_router::RunStatus::DiskLimit, "{r:?}");
     let look = "import os\nst = os.statvfs('/work')\nprint(os.path.getsize('/work/fill'), st.f_blocks * st.f_frsize)";

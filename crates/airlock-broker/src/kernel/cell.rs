@@ -211,7 +211,7 @@ async fn supervise(
             () = tokio::time::sleep_until(kill_at), if interrupted.is_some() => {
                 return Stop::Fatal(interrupted.take().map_or(End::Timeout, |(why, _)| why));
             }
-            over = &mut disk, if disk_watching => match over {
+            over = &mut disk.over, if disk_watching => match over {
                 Ok(why) => return Stop::Fatal(End::Disk(why)),
                 Err(_) => disk_watching = false,
             },

@@ -3,7 +3,8 @@
 //! fallocate bursts, unlinked-but-open files and unreadable directories all count, and nothing
 //! can go past it. This watch only *reports*: when the filesystem fills during a run (it was not
 //! already full when the run started), the run ends as `disk_limit`, like the RSS watchdog does
-//! for memory. It reads one `fstatfs(2)` per period on the async runtime; nothing blocks.
+//! for memory, and a run that exits before the next look is reported the same (one more look
+//! at its end). It reads one `fstatfs(2)` per period on the async runtime; nothing blocks.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,18 +40,35 @@ pub fn filled(start: Option<Usage>, now: Option<Usage>) -> Option<String> {
     })
 }
 
-/// Watch the sandbox's filesystem until the receiver is dropped; it yields a message when the
-/// filesystem fills.
-pub fn watch(sandbox: Arc<SandboxFs>) -> oneshot::Receiver<String> {
-    let (mut tx, rx) = oneshot::channel();
+/// A watch on a sandbox's filesystem for one run: `over` yields a message when the filesystem
+/// fills; `filled_now` asks once more, at the end (a program that fills its filesystem and exits
+/// within one period is reported the same as one the watch caught).
+pub struct DiskWatch {
+    /// Yields why, once, when the filesystem fills.
+    pub over: oneshot::Receiver<String>,
+    start: Option<Usage>,
+    sandbox: Arc<SandboxFs>,
+}
+
+impl DiskWatch {
+    /// Why the run filled its sandbox's filesystem, read now.
+    pub fn filled_now(&self) -> Option<String> {
+        filled(self.start, self.sandbox.usage())
+    }
+}
+
+/// Watch the sandbox's filesystem until `over` is dropped.
+pub fn watch(sandbox: Arc<SandboxFs>) -> DiskWatch {
+    let (mut tx, over) = oneshot::channel();
     let start = sandbox.usage();
+    let watched = Arc::clone(&sandbox);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(PERIOD);
         loop {
             tokio::select! {
                 () = tx.closed() => return,
                 _ = tick.tick() => {
-                    if let Some(why) = filled(start, sandbox.usage()) {
+                    if let Some(why) = filled(start, watched.usage()) {
                         let _ = tx.send(why);
                         return;
                     }
@@ -58,7 +76,11 @@ pub fn watch(sandbox: Arc<SandboxFs>) -> oneshot::Receiver<String> {
             }
         }
     });
-    rx
+    DiskWatch {
+        over,
+        start,
+        sandbox,
+    }
 }
 
 #[cfg(test)]

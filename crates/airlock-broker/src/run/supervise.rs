@@ -82,7 +82,7 @@ pub(crate) async fn drive(
             () = &mut timeout => on_timeout(),
             _ = tokio::time::sleep_until(reported_by), if sup.reported() => on_grace_elapsed(),
             _ = &mut cancel => on_cancel(),
-            over = &mut disk, if sup.disk_watching => sup.on_disk(over),
+            over = &mut disk.over, if sup.disk_watching => sup.on_disk(over),
             _ = watchdog.tick() => sup.on_watchdog_tick(),
             reply = sup.relay.answered(limits), if sup.relay.busy() => sup.on_tool_answer(reply),
             received = sup.s.inbox.recv() => sup.on_inbound(received).await,
@@ -90,6 +90,13 @@ pub(crate) async fn drive(
         if let ControlFlow::Break(end) = flow {
             break end;
         }
+    };
+    // A program that filled its filesystem and exited before the watch's next look.
+    let end = match end {
+        verdict::End::Exited => disk
+            .filled_now()
+            .map_or(verdict::End::Exited, verdict::End::Disk),
+        end => end,
     };
     sup.conclude(end).await
 }
