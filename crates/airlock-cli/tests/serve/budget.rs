@@ -127,6 +127,7 @@ fn assert_budget_refusal(r: &Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sandboxes_never_commit_more_host_memory_than_the_budget() {
+    let _shmem = SHMEM.lock().await;
     for user in IDENTITIES {
         let dir = tempfile::tempdir().unwrap();
         let shmem_before = shmem_kib();

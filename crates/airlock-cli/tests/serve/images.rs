@@ -227,6 +227,7 @@ async fn lies_stay_inside(user: Option<&str>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kernel_lying_about_itself_before_its_image_reaches_only_its_own_sandbox() {
+    let _shmem = SHMEM.lock().await;
     for user in IDENTITIES {
         lies_stay_inside(user).await;
     }

@@ -11,9 +11,6 @@ use serde_json::{json, Value};
 use super::support::session_probes::*;
 use super::support::*;
 
-/// The tests that read the host's `Shmem` run one at a time (their figures would mix).
-static SHMEM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Server identities where it matters who the server runs as.
 const WHO: [Option<&str>; 2] = [None, Some("airlock-test")];
 

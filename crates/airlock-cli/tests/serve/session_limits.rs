@@ -213,6 +213,7 @@ async fn a_keyless_sandbox_cannot_be_claimed_or_purged_through_a_key() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn outputs_collect_refuses_past_one_response_before_reading_it() {
+    let _shmem = SHMEM.lock().await;
     let server = WsServer::start(&[]);
     let mut c = server.connect().await;
     let outputs: Vec<serde_json::Value> = (0..4)

@@ -1122,6 +1122,7 @@ async fn a_sandbox_outlives_its_connection_whose_run_is_cancelled() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_sandbox_is_disposed_and_its_memory_freed() {
+    let _shmem = SHMEM.lock().await;
     let server = WsServer::start(&[]);
     let mut c = server.connect().await;
     let ns_before = mount_ns_fds(server.pid());

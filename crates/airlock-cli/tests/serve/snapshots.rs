@@ -1609,6 +1609,7 @@ async fn a_create_under_a_paused_key_resumes_it() {
 /// snapshot makes room again.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_store_refuses_snapshots_past_its_maximum() {
+    let _shmem = SHMEM.lock().await;
     const OVER_CAPACITY: i64 = -32018;
     let state = StateDir::new(None);
     let dir = state.dir.to_str().unwrap().to_owned();

@@ -749,6 +749,11 @@ pub fn mount_ns_fds(pid: i32) -> usize {
         .count()
 }
 
+/// Held by the tests that read the host's `Shmem` and by those that put tens of MiB or more in
+/// sandboxes' filesystems: one of them at a time, since the tests of a binary run side by side
+/// and their figures would mix.
+pub static SHMEM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// `Shmem` of /proc/meminfo (tmpfs pages, the sandboxes' files included), KiB.
 pub fn shmem_kib() -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap();

@@ -36,6 +36,7 @@ const BOBS: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenants_slow_resumes_do_not_hold_up_anothers() {
+    let _shmem = SHMEM.lock().await;
     for user in IDENTITIES {
         slow_resumes_apart(user).await;
     }
