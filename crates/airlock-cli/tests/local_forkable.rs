@@ -13,6 +13,20 @@ fn key(agent: &str) -> SandboxKey {
     SandboxKey::new("tenant", "thread", agent).unwrap()
 }
 
+/// A backend whose stateful sandboxes' kernels fork by copy-on-write.
+fn forkable_backend() -> LocalBackend {
+    let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
+    config.cow_fork = true;
+    LocalBackend::new(config).unwrap()
+}
+
+fn stateful() -> SandboxSpec {
+    SandboxSpec::builder("local-test")
+        .stateful(true)
+        .build()
+        .unwrap()
+}
+
 /// What a cell of a stateful kernel finds when it tries the fork door itself: a raw clone with
 /// exactly the branch flags, its seccomp listener fds, and a write through the read-only root.
 const DOOR_PROBE: &str = r#"
@@ -59,14 +73,9 @@ fn listeners_of(pid: impl std::fmt::Display) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_not_ask() {
     let _one_at_a_time = FORKABLE.lock().await;
-    let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
-    config.cow_fork = true;
-    let b = LocalBackend::new(config).unwrap();
+    let b = forkable_backend();
     let k = key("forkable");
-    let stateful = SandboxSpec::builder("local-test")
-        .stateful(true)
-        .build()
-        .unwrap();
+    let stateful = stateful();
     b.acquire(&k, &stateful).await.unwrap();
     let sb = b.sandbox(&k).unwrap();
     let before = listeners_of(std::process::id());
@@ -120,13 +129,8 @@ async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forkable_kernel_forks_into_branches_that_share_nothing_after() {
     let _one_at_a_time = FORKABLE.lock().await;
-    let mut config = LocalConfig::new(env!("CARGO_BIN_EXE_airlock"));
-    config.cow_fork = true;
-    let b = LocalBackend::new(config).unwrap();
-    let stateful = SandboxSpec::builder("local-test")
-        .stateful(true)
-        .build()
-        .unwrap();
+    let b = forkable_backend();
+    let stateful = stateful();
     let k = key("cow-parent");
     b.acquire(&k, &stateful).await.unwrap();
     let parent = b.sandbox(&k).unwrap();

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::snapshots::{cell, kernel_pid, ns_of, ok, stateful, StateDir, IDENTITIES};
+use super::support::session_probes::rss_kib;
 use super::support::*;
 
 /// Variables pickling cannot carry and an image does: a generator part-way, a lambda, a frame.
@@ -260,15 +261,6 @@ ctypes.memset(blob, 9, 1)
 first += 9 - int.from_bytes(open('blob', 'rb').read(1), 'little')
 "#;
 
-/// What the kernel `pid` holds in memory, in KiB (`VmRSS`).
-fn rss_kib(pid: i32) -> u64 {
-    status_field(pid, "VmRSS:")
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 async fn restored_no_larger(user: Option<&str>) {
     let state = StateDir::new(user);
     let server = state.serve_cow(user, false);
@@ -286,6 +278,10 @@ async fn restored_no_larger(user: Option<&str>) {
     let branch = forked["sandbox_ids"][0].as_str().unwrap().to_owned();
     // The branch's first cell restores the image (a memory limit would end it here).
     let restored = rss_kib(kernel_pid(&mut c, server.pid(), &branch).await);
+    assert!(
+        paused > 0 && restored > 0,
+        "{user:?}: a kernel's VmRSS unread"
+    );
     assert!(
         restored < paused + (16 << 10),
         "{user:?}: the restored kernel holds {restored} KiB, the paused one {paused} KiB"

@@ -7,16 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::support::session_probes::rss_kib;
 use super::support::*;
-
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_pipelining_reads_without_reading_answers_holds_bounded_memory() {

@@ -78,6 +78,7 @@ const SYS_MPROTECT: u64 = 10;
 const SYS_MUNMAP: u64 = 11;
 const SYS_MREMAP: u64 = 25;
 const SYS_MADVISE: u64 = 28;
+const MADV_NOHUGEPAGE: u64 = 15;
 const SYS_PRCTL: u64 = 157;
 const SYS_SET_TID_ADDRESS: u64 = 218;
 const SYS_EXIT_GROUP: u64 = 231;
@@ -271,10 +272,10 @@ unsafe fn map_region(r: &RawRegion) {
             die(EXIT_MAP);
         }
         // No transparent huge pages for anonymous memory: a page written in would otherwise
-        // fault in 2 MiB around it, pages the paused kernel never held (MADV_NOHUGEPAGE;
-        // refused where THP is not built in, which is as good).
+        // fault in 2 MiB around it, pages the paused kernel never held (refused where THP is
+        // not built in, which is as good).
         if r.kind != FILE && r.kind != SHARED_FILE {
-            sys(SYS_MADVISE, r.start, len, 15, 0, 0, 0);
+            sys(SYS_MADVISE, r.start, len, MADV_NOHUGEPAGE, 0, 0, 0);
         }
     }
 }
