@@ -16,7 +16,6 @@ use crate::files_api;
 use crate::sandbox_run::{self, Conn};
 use crate::sandboxes::{no_sandbox, Held, Sandboxes};
 use crate::tenant::Tenant;
-use crate::transport::Outbound;
 use crate::wire_spec;
 
 /// The session methods (everything but `execute`), besides the process methods
@@ -62,9 +61,7 @@ async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
         Ok(v) => Message::success(id, v),
         Err(e) => Message::error(id, e),
     };
-    conn.shared.config.metrics.answered(&msg);
-    crate::request_span::record_answer(&conn.span, &msg);
-    let _ = conn.outbound.send(Outbound::Message(msg)).await;
+    conn.answer(msg).await;
 }
 
 /// The `sandbox_id` member every sandbox method carries.
@@ -455,9 +452,6 @@ fn start_run(
     let held = Arc::clone(held);
     conn.span.record("airlock.run_id", run_id.as_str());
     let span = tracing::info_span!("run", run_id = %run_id, sandbox = %held.id);
-    let run = async move {
-        let _counted_until_it_ends = ticket;
-        sandbox_run::run(conn, held, id, run_id, call, token).await;
-    };
+    let run = sandbox_run::run(conn, held, id, run_id, call, token, ticket);
     tasks.spawn(tracing::Instrument::instrument(run, span));
 }

@@ -37,6 +37,7 @@ pub mod framed;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod health;
+pub(crate) mod in_flight;
 pub mod metrics;
 mod metrics_live;
 pub mod metrics_observer;

@@ -78,6 +78,20 @@ pub(crate) struct Conn {
     pub attached: crate::attached::Attached,
     /// The request's trace span (`crate::request_span`).
     pub span: tracing::Span,
+    /// The request's place under the connection's in-flight cap, given back by
+    /// [`Conn::answer`].
+    pub(crate) slot: crate::in_flight::Slot,
+}
+
+impl Conn {
+    /// Queues the request's one answer for the peer, then gives its in-flight slot back: the
+    /// peer's next request, sent the moment it reads this answer, finds the slot free.
+    pub(crate) async fn answer(&self, msg: Message) {
+        self.shared.config.metrics.answered(&msg);
+        crate::request_span::record_answer(&self.span, &msg);
+        let _ = self.outbound.send(Outbound::Message(msg)).await;
+        self.slot.release();
+    }
 }
 
 /// A parsed run request.
@@ -185,9 +199,11 @@ pub async fn run(
     run_id: String,
     call: RunCall,
     token: CancelToken,
+    quota: Option<crate::budget::RunTicket>,
 ) {
     // Released however the run ends (a panicking task included), so the sandbox never stays
-    // busy; released before the response goes out, so the client's next run is never `busy`.
+    // busy; released before the response goes out, so the client's next run is never `busy`
+    // (nor over its tenant's run quota).
     let claim = Claim {
         held: Arc::clone(&held),
         conn: conn.clone(),
@@ -198,9 +214,8 @@ pub async fn run(
         Err(e) => Message::error(request_id, e),
     };
     drop(claim);
-    conn.shared.config.metrics.answered(&msg);
-    crate::request_span::record_answer(&conn.span, &msg);
-    let _ = conn.outbound.send(Outbound::Message(msg)).await;
+    drop(quota);
+    conn.answer(msg).await;
 }
 
 /// A sandbox's claim for one run, released on drop.

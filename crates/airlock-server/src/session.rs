@@ -17,6 +17,7 @@ use crate::audit::{AuditRecord, RunFacts};
 use crate::cancel::CancelToken;
 pub use crate::conn_info::ConnInfo;
 use crate::dispatch;
+use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::params::{self, ParamsError};
 use crate::remote_tools::{Pending, RemoteTools};
 use crate::reply;
@@ -42,9 +43,6 @@ struct Current {
     span: tracing::Span,
 }
 
-/// Session methods one connection may have in flight at once.
-const MAX_IN_FLIGHT: usize = 16;
-
 struct Session {
     shared: Arc<Shared>,
     info: Arc<ConnInfo>,
@@ -54,8 +52,10 @@ struct Session {
     /// The background processes this connection hears.
     attached: crate::attached::Attached,
     current: Option<Current>,
-    /// The session methods in flight (each sends its own response).
+    /// The session methods' tasks (each sends its own response), reaped as they end.
     tasks: JoinSet<()>,
+    /// The session methods whose answers are not yet queued (`crate::in_flight`).
+    in_flight: InFlight,
 }
 
 /// Serve one connection until the peer is gone (or the server shuts down) and no run is left.
@@ -78,6 +78,7 @@ pub(crate) async fn serve(
             attached: crate::attached::Attached::default(),
             current: None,
             tasks: JoinSet::new(),
+            in_flight: InFlight::default(),
         };
         let mut close: Option<CloseKind> = None;
         let mut reading = true;
@@ -200,21 +201,22 @@ impl Session {
                     self.send(refused).await;
                 }
             }
-            // At most MAX_IN_FLIGHT session methods per connection (a client pipelining
-            // requests without reading answers holds a bounded part of the server); one more
-            // is refused at once. `run.cancel` is always served.
-            Message::Request(req)
-                if dispatch::is_session_method(&req.method)
-                    && self.tasks.len() >= MAX_IN_FLIGHT
-                    && req.method != airlock_protocol::method::RUN_CANCEL =>
-            {
-                let msg = format!(
-                    "{MAX_IN_FLIGHT} requests are in flight on this connection; wait for an answer"
-                );
-                self.send(reply::error(Some(req.id), ErrorCode::OverCapacity, msg))
-                    .await;
-            }
             Message::Request(req) if dispatch::is_session_method(&req.method) => {
+                // At most MAX_IN_FLIGHT session methods per connection wait on their answers
+                // (a client pipelining requests without reading answers holds a bounded part
+                // of the server); one more is refused at once. `run.cancel` is always served.
+                let slot = if req.method == airlock_protocol::method::RUN_CANCEL {
+                    Slot::uncounted()
+                } else if let Some(slot) = self.in_flight.take() {
+                    slot
+                } else {
+                    let msg = format!(
+                        "{MAX_IN_FLIGHT} requests are in flight on this connection; wait for \
+                         an answer"
+                    );
+                    let refused = reply::error(Some(req.id), ErrorCode::OverCapacity, msg);
+                    return self.send(refused).await;
+                };
                 let conn = Conn {
                     shared: self.shared.clone(),
                     info: self.info.clone(),
@@ -223,6 +225,7 @@ impl Session {
                     conn_gone: self.conn_gone.clone(),
                     attached: self.attached.clone(),
                     span: crate::request_span::request(&req.method, &self.info, parent),
+                    slot,
                 };
                 dispatch::dispatch(&conn, req, &mut self.tasks);
             }

@@ -56,6 +56,69 @@ async fn a_client_pipelining_reads_without_reading_answers_holds_bounded_memory(
     assert!(grown < 200 * 1024, "server RSS grew {grown} KiB");
 }
 
+/// A client that keeps exactly 16 session methods in flight (it sends its next request the
+/// moment it reads an answer, as the SDK's own in-flight accounting does) is never refused:
+/// a method's slot is free once its answer is queued, not when the server reaps its task, and
+/// a `run.cancel` (always served) takes no method's slot. The client cancels before each next
+/// run, as the SDK does when a run's task is cancelled; runs in 16 sandboxes keep the server
+/// busy, and busy loops on every core widen the window between an answer and its task's end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_pipelining_at_the_cap_under_load_is_never_refused() {
+    // 16 sandboxes of the default bounds may hold more than this host's default budget; they
+    // hold a few KiB, and the budget is not this test's subject (serve::budget is).
+    let server = WsServer::start(&[
+        "--max-concurrent-runs",
+        "32",
+        "--memory-budget-mb",
+        "1048576",
+    ]);
+    let mut c = server.connect().await;
+    let mut sids = Vec::new();
+    for _ in 0..16 {
+        sids.push(create(&mut c, json!({"spec": {}})).await);
+    }
+    let hog = CpuHog::start();
+    let exec = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "sandbox.exec",
+               "params": {"sandbox_id": sids[id % 16], "argv": ["true"]}})
+    };
+    const TOTAL: usize = 480;
+    const CANCEL: usize = 1_000_000;
+    for id in 0..16 {
+        c.send(&exec(id)).await;
+    }
+    let (mut answered, mut sent) = (0, 16);
+    let mut failed = Vec::new();
+    while answered < TOTAL {
+        let m = c.recv().await.expect("the server closed the connection");
+        let id = usize::try_from(m["id"].as_u64().expect("an answer with its id")).unwrap();
+        if id >= CANCEL {
+            continue; // `not_found`: the sandbox's run had ended
+        }
+        answered += 1;
+        if m.get("error").is_some() {
+            failed.push(m.clone());
+        }
+        // The next run goes to the sandbox this answer freed, after a cancel of its (ended) run.
+        if sent < TOTAL {
+            c.send(
+                &json!({"jsonrpc": "2.0", "id": CANCEL + id, "method": "run.cancel",
+                           "params": {"sandbox_id": sids[id % 16]}}),
+            )
+            .await;
+            c.send(&exec(id + 16)).await;
+            sent += 1;
+        }
+    }
+    drop(hog);
+    assert!(
+        failed.is_empty(),
+        "{} of {TOTAL} runs refused or failed, the first: {}",
+        failed.len(),
+        failed[0]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn past_16_in_flight_a_request_is_refused_and_run_cancel_still_served() {
     // 17 sandboxes of the default bounds (1 GiB disk + 512 MiB memory each) may hold more
@@ -369,4 +432,30 @@ async fn transfer_totals_bound_one_collect_never_the_sandbox_s_life() {
         )
         .await;
     assert_eq!(r["error"]["data"]["kind"], "SandboxFileTooLarge", "{r}");
+}
+
+/// A tenant at `max_concurrent_runs = 1` that sends its next run the moment it reads the last
+/// one's answer is never refused: the run's place under its quota is given back before the
+/// answer goes out. Under busy loops on every core.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenants_next_run_after_an_answer_is_never_over_its_run_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "floor = \"os_process\"\n[tenants.alice]\nmax_concurrent_runs = 1\n",
+    )
+    .unwrap();
+    let extra = ["--policy", policy.to_str().unwrap()];
+    let (server, tokens) = WsServer::start_tenants(None, &["alice"], &extra);
+    let mut c = server.connect_as(&tokens["alice"]).await;
+    let sid = create(&mut c, json!({"spec": {}})).await;
+    let hog = CpuHog::start();
+    for n in 0..200 {
+        let r = c
+            .call("sandbox.exec", json!({"sandbox_id": sid, "argv": ["true"]}))
+            .await;
+        assert_eq!(result_of(&r)["status"], "completed", "run {n}: {r}");
+    }
+    drop(hog);
 }

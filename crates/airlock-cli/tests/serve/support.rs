@@ -1197,3 +1197,37 @@ pub fn airlock_as(user: Option<&str>, wrapper: &[&str], dir: &std::path::Path) -
         }
     }
 }
+
+/// Busy loops on every core (two a core) until dropped: the load under which a test checks
+/// that an ordering the product promises does not depend on scheduling.
+pub struct CpuHog {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CpuHog {
+    pub fn start() -> CpuHog {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let threads = (0..cores * 2)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        CpuHog { stop, threads }
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
