@@ -75,22 +75,9 @@ say "the sandbox attack suite again, every Python run forked from a zygote"
 # path to the same attacks, as root and as airlock-test (the suite switches identity per test).
 AIRLOCK_TEST_ZYGOTE=1 cargo test -p airlock-cli --test sandbox_all 2>&1 | tee "$logs/cargo-zygote.log"
 
-# The in-process attack suites (the library drives the sandbox from the test process itself)
-# run again as the unprivileged user; the binary-spawning suites switch identity per test.
 if [ "$(id -u)" = 0 ]; then
     say "in-process attack suites as airlock-test"
-    cargo test --no-run --message-format=json -p airlock-cli --test local_files --test local_backend --test local_forkable \
-        -p airlock-bench --test pool --test zygote -p airlock-image --test unpack 2>/dev/null \
-        | python3 -c 'import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["executable"])' \
-        | while read -r bin; do
-            (cd /tmp && runuser -u airlock-test -- env PATH=/usr/local/bin:/usr/bin:/bin \
-                HOME=/home/airlock-test TMPDIR="$suite_tmp" "$bin") 2>&1 | tee -a "$logs/as-user.log"
-        done
-    grep -q "test result: FAILED" "$logs/as-user.log" && { echo "failed as airlock-test"; exit 1; }
+    bash scripts/suite-as-user.sh 2>&1 | tee "$logs/as-user.log"
 fi
 
 if [ -d clients/python/tests ]; then
@@ -100,40 +87,8 @@ if [ -d clients/python/tests ]; then
         2>&1 | tee "$logs/pytest.log"
 fi
 
-say "airlock as a maf-sandbox backend (maf-sandbox's own conformance suites)"
-# A Python >= 3.12 both identities can run, with maf-sandbox, cached between runs; no such
-# Python on the machine fails here, loudly (scripts/maf-python.sh says what it looked for).
-maf_line="$(bash scripts/maf-python.sh)"
-read -r maf_py maf_lib <<<"$maf_line"
-maf_src="$(mktemp -d)"
-cp -r clients/python/src/airlock_client clients/python/maf/airlock_maf "$maf_src/"
-mkdir -p "$maf_src/repo/clients" "$maf_src/repo/examples"
-cp -r clients/python "$maf_src/repo/clients/"
-cp examples/maf_agent.py "$maf_src/repo/examples/"
-chmod -R a+rX "$maf_src"
-# The egress suite needs a host on the allowlist that answers 2xx: a loopback server on port
-# 80 (airlock maps a hostname to ports 80 and 443), reached through the broker's --allow-private.
-egress_pid=""
-if python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 80))' 2>/dev/null; then
-    mkdir -p "$maf_src/www" && echo ok > "$maf_src/www/index.html"
-    (cd "$maf_src/www" && exec python3 -m http.server 80 --bind 127.0.0.1 >/dev/null 2>&1) &
-    egress_pid=$!
-    sleep 1
-fi
-maf_env=(PATH=/usr/local/bin:/usr/bin:/bin LD_LIBRARY_PATH="$maf_lib" PYTHONDONTWRITEBYTECODE=1
-    PYTHONPATH="$maf_src" AIRLOCK_BIN="$root/target/debug/airlock" AIRLOCK_MAF_EGRESS_URL=http://localhost/)
-maf_tests=("$maf_py" -m pytest -q -p no:cacheprovider -c "$maf_src/repo/clients/python/maf/pytest.ini"
-    "$maf_src/repo/clients/python/maf/tests")
-maf_status=0
-(cd /tmp && env "${maf_env[@]}" HOME="${HOME:-/root}" "${maf_tests[@]}") 2>&1 | tee "$logs/maf-root.log" || maf_status=1
-if [ "$(id -u)" = 0 ]; then
-    say "maf-sandbox suites as airlock-test"
-    (cd /tmp && runuser -u airlock-test -- env "${maf_env[@]}" HOME=/home/airlock-test "${maf_tests[@]}") 2>&1 \
-        | tee "$logs/maf-user.log" || maf_status=1
-fi
-[ -n "$egress_pid" ] && kill "$egress_pid" 2>/dev/null
-rm -rf "$maf_src"
-[ "$maf_status" = 0 ] || { echo "the maf-sandbox suites failed"; exit 1; }
+say "airlock as a maf-sandbox backend (maf-sandbox's own conformance suites, root and airlock-test)"
+bash scripts/suite-maf.sh "$logs"
 
 say "every code block of README.md and docs/*.md, as written (or the reason it is skipped)"
 # The debug binary on PATH as `airlock`; maf-sandbox's blocks on scripts/maf-python.sh's Python.
