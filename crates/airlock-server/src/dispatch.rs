@@ -105,15 +105,20 @@ pub fn dispatch(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         let id = req.id.clone();
         let mut inner = JoinSet::new();
         serve(&conn, req, &mut inner);
-        while let Some(done) = inner.join_next().await {
-            if let Err(e) = done {
-                tracing::error!(error = %e, "a session method task failed");
-                let e = ErrorObject::new(ErrorCode::InternalError, "the request's task failed");
-                respond(&conn, id.clone(), Err(e)).await;
-            }
-        }
+        answer_panics(&conn, &id, &mut inner).await;
     };
     tasks.spawn(tracing::Instrument::instrument(task, span));
+}
+
+/// Waits for a request's tasks; one that panicked (a bug) is answered `internal_error`.
+async fn answer_panics(conn: &Conn, id: &Id, inner: &mut JoinSet<()>) {
+    while let Some(done) = inner.join_next().await {
+        if let Err(e) = done {
+            tracing::error!(error = %e, "a session method task failed");
+            let e = ErrorObject::new(ErrorCode::InternalError, "the request's task failed");
+            respond(conn, id.clone(), Err(e)).await;
+        }
+    }
 }
 
 fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
@@ -128,7 +133,7 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     };
-    if conn.shared.shutdown.is_cancelled() && method != m::RUN_CANCEL {
+    if conn.shared.shutdown.is_cancelled() {
         let e = ErrorObject::new(ErrorCode::Shutdown, "the broker is shutting down");
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
@@ -198,10 +203,6 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
                 respond(&conn, id, r).await;
             });
         }
-        m::RUN_CANCEL => {
-            let r = parse_cancel(params).and_then(|p| cancel(&sbs, &conn.info.tenant, p));
-            tasks.spawn(async move { respond(&conn, id, r).await });
-        }
         m::SANDBOX_LIST => {
             let visible = crate::sandbox_list::visible_to(&conn);
             let r = crate::sandbox_list::parse_list(params)
@@ -209,6 +210,31 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
             tasks.spawn(async move { respond(&conn, id, r).await });
         }
         _ => on_sandbox(conn, &sbs, id, method, params, tasks),
+    }
+}
+
+/// `run.cancel`'s answer, made at once: the session sends it itself (so a client flooding
+/// cancels without reading answers is held back by the connection's outbound queue, like any
+/// answer the session sends) and it never waits behind the in-flight cap.
+pub(crate) fn run_cancel(
+    shared: &crate::Shared,
+    tenant: &Tenant,
+    id: Id,
+    params: Value,
+) -> Message {
+    let outcome = match &shared.config.sandboxes {
+        Some(sbs) => parse_cancel(params).and_then(|p| cancel(sbs, tenant, p)),
+        None => Err(ErrorObject::new(
+            ErrorCode::MethodNotFound,
+            format!(
+                "{} is not served: this server holds no sandboxes",
+                m::RUN_CANCEL
+            ),
+        )),
+    };
+    match outcome {
+        Ok(v) => Message::success(id, v),
+        Err(e) => Message::error(id, e),
     }
 }
 
@@ -390,8 +416,8 @@ fn on_paused(
             return respond(&conn, id, Err(e)).await;
         }
         let mut inner = JoinSet::new();
-        on_sandbox(conn, &sbs, id, method, params, &mut inner);
-        while inner.join_next().await.is_some() {}
+        on_sandbox(conn.clone(), &sbs, id.clone(), method, params, &mut inner);
+        answer_panics(&conn, &id, &mut inner).await;
     });
 }
 

@@ -34,11 +34,6 @@ impl InFlight {
 pub(crate) struct Slot(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
 
 impl Slot {
-    /// A method that counts against no cap (`run.cancel` must always get through).
-    pub(crate) fn uncounted() -> Self {
-        Slot::default()
-    }
-
     /// Gives the slot back (idempotent).
     pub(crate) fn release(&self) {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take();

@@ -84,13 +84,20 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Queues the request's one answer for the peer, then gives its in-flight slot back: the
-    /// peer's next request, sent the moment it reads this answer, finds the slot free.
+    /// Queues the request's one answer for the peer, giving its in-flight slot back first: a
+    /// place in the outbound queue is reserved (waiting while the peer reads nothing, so the
+    /// cap still bounds it), the slot released, and only then is the answer visible to the
+    /// writer, so the peer's next request, sent the moment it reads this answer, finds the
+    /// slot free.
     pub(crate) async fn answer(&self, msg: Message) {
         self.shared.config.metrics.answered(&msg);
         crate::request_span::record_answer(&self.span, &msg);
-        let _ = self.outbound.send(Outbound::Message(msg)).await;
+        let place = self.outbound.reserve().await;
         self.slot.release();
+        // No place: the writer is gone with the peer; nothing else can be done.
+        if let Ok(place) = place {
+            place.send(Outbound::Message(msg));
+        }
     }
 }
 

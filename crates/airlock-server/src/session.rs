@@ -17,7 +17,7 @@ use crate::audit::{AuditRecord, RunFacts};
 use crate::cancel::CancelToken;
 pub use crate::conn_info::ConnInfo;
 use crate::dispatch;
-use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
+use crate::in_flight::{InFlight, MAX_IN_FLIGHT};
 use crate::params::{self, ParamsError};
 use crate::remote_tools::{Pending, RemoteTools};
 use crate::reply;
@@ -201,15 +201,19 @@ impl Session {
                     self.send(refused).await;
                 }
             }
+            Message::Request(req) if req.method == airlock_protocol::method::RUN_CANCEL => {
+                // Always served, taking no slot: answered here, at once.
+                let span = crate::request_span::request(&req.method, &self.info, parent);
+                let params = req.params.unwrap_or(serde_json::Value::Null);
+                let msg = dispatch::run_cancel(&self.shared, &self.info.tenant, req.id, params);
+                crate::request_span::record_answer(&span, &msg);
+                self.send(msg).await;
+            }
             Message::Request(req) if dispatch::is_session_method(&req.method) => {
                 // At most MAX_IN_FLIGHT session methods per connection wait on their answers
                 // (a client pipelining requests without reading answers holds a bounded part
-                // of the server); one more is refused at once. `run.cancel` is always served.
-                let slot = if req.method == airlock_protocol::method::RUN_CANCEL {
-                    Slot::uncounted()
-                } else if let Some(slot) = self.in_flight.take() {
-                    slot
-                } else {
+                // of the server); one more is refused at once.
+                let Some(slot) = self.in_flight.take() else {
                     let msg = format!(
                         "{MAX_IN_FLIGHT} requests are in flight on this connection; wait for \
                          an answer"
@@ -217,6 +221,13 @@ impl Session {
                     let refused = reply::error(Some(req.id), ErrorCode::OverCapacity, msg);
                     return self.send(refused).await;
                 };
+                // Tasks that answered are reaped here too, not only when the loop's turn
+                // comes: a client's steady stream of requests never piles them up.
+                while let Some(done) = self.tasks.try_join_next() {
+                    if let Err(e) = done {
+                        tracing::error!(error = %e, "a session method task failed");
+                    }
+                }
                 let conn = Conn {
                     shared: self.shared.clone(),
                     info: self.info.clone(),

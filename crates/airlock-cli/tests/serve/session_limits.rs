@@ -119,6 +119,43 @@ async fn a_client_pipelining_at_the_cap_under_load_is_never_refused() {
     );
 }
 
+/// `run.cancel` takes no in-flight slot, so its answers are bounded another way: the session
+/// answers it itself, and stops reading a connection whose answers queue up unread. 2000
+/// cancels with 256 KiB ids, never read, would be 500 MiB of answers held.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_unread_cancels_holds_bounded_memory() {
+    let server = WsServer::start(&[]);
+    let mut a = server.connect().await;
+    let sid = create(&mut a, json!({"spec": {}})).await;
+    let base = rss_kib(server.pid());
+    let big_id = "c".repeat(256 * 1024);
+    let mut sent = 0;
+    for _ in 0..2000 {
+        let req = json!({"jsonrpc": "2.0", "id": big_id, "method": "run.cancel",
+                         "params": {"sandbox_id": sid}});
+        // The server stops reading once its queue of answers is full: the send then waits
+        // on the socket's buffers, which is the bound this test is after.
+        match tokio::time::timeout(Duration::from_secs(2), a.send(&req)).await {
+            Ok(()) => sent += 1,
+            Err(_) => break,
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let grown = rss_kib(server.pid()).saturating_sub(base);
+    eprintln!("{sent} cancels sent unread; server RSS grew {grown} KiB");
+    assert!(grown < 200 * 1024, "server RSS grew {grown} KiB");
+    // Meanwhile another connection is served.
+    let mut b = server.connect().await;
+    let other = create(&mut b, json!({"spec": {}})).await;
+    let r = b
+        .call(
+            "sandbox.exec",
+            json!({"sandbox_id": other, "argv": ["echo", "served"]}),
+        )
+        .await;
+    assert_eq!(result_of(&r)["stdout"], "served\n");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn past_16_in_flight_a_request_is_refused_and_run_cancel_still_served() {
     // 17 sandboxes of the default bounds (1 GiB disk + 512 MiB memory each) may hold more
