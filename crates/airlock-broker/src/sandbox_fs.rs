@@ -11,7 +11,6 @@
 //! A root broker gives each sandbox an unprivileged host uid/gid that owns nothing
 //! ([`sandbox_identity`]); the broker's own file operations switch to that identity's
 //! filesystem ids ([`SandboxFs::as_owner`]), because the sandbox's filesystem maps only it.
-use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -95,11 +94,7 @@ pub fn sandbox_identity() -> Option<HostId> {
     if !identity::effective_root() {
         return None;
     }
-    let mut b = [0u8; 4];
-    let random = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map(|()| u32::from_ne_bytes(b))
-        .unwrap_or(std::process::id());
+    let random = getrandom::u32().unwrap_or(std::process::id());
     let id = SANDBOX_ID_BASE + random % SANDBOX_ID_SPAN;
     Some(HostId { uid: id, gid: id })
 }

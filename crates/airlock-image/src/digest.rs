@@ -58,11 +58,7 @@ pub(crate) fn finish(h: Sha256) -> Digest {
 }
 
 fn to_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    hex::encode(bytes)
 }
 
 /// The OCI chain ID of layers with these diff IDs: the first's diff ID, then

@@ -130,13 +130,10 @@ fn walk_parents(
 
 fn temp_name() -> Result<String, SandboxError> {
     let mut buf = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .map_err(|e| SandboxError::Backend {
-            detail: format!("no entropy for a temp name: {}", e.kind()),
-        })?;
-    let hex: String = buf.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!(".airlock-write-{hex}"))
+    getrandom::fill(&mut buf).map_err(|e| SandboxError::Backend {
+        detail: format!("no entropy for a temp name: {e}"),
+    })?;
+    Ok(format!(".airlock-write-{}", hex::encode(buf)))
 }
 
 /// Writes `data` at `rel` beneath `root` (see the module docs).

@@ -10,7 +10,7 @@
 //! renamed over the leaf: a link there is replaced, never written through, and a directory is
 //! never replaced. Errors name the artifact, never a host path.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -128,9 +128,8 @@ fn land(root: &DirFd, artifact: &Artifact, existing: Existing) -> Result<(), Sin
 
 fn temp_name() -> std::io::Result<String> {
     let mut buf = [0u8; 8];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    let hex: String = buf.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!(".airlock-landing-{hex}"))
+    getrandom::fill(&mut buf)?;
+    Ok(format!(".airlock-landing-{}", hex::encode(buf)))
 }
 
 #[async_trait]

@@ -1,15 +1,13 @@
 //! Unguessable identifiers for calls and per-call guest paths.
 
-use std::io::Read;
-
 /// Bytes of entropy per id: 128 bits, so a guest cannot guess another call's path.
 const ID_BYTES: usize = 16;
 
 /// A fresh 32-hex-digit id from the kernel's CSPRNG.
 pub(crate) fn fresh_id() -> std::io::Result<String> {
     let mut buf = [0u8; ID_BYTES];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+    getrandom::fill(&mut buf)?;
+    Ok(hex::encode(buf))
 }
 
 #[cfg(test)]

@@ -60,15 +60,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A fresh token: [`TOKEN_BYTES`] from `/dev/urandom`, hex. Fails rather than fall back to
-/// anything guessable.
+/// A fresh token: [`TOKEN_BYTES`] from the kernel's CSPRNG, hex. Fails rather than fall back
+/// to anything guessable.
 fn mint_token() -> Result<String, ExposeError> {
-    use std::io::Read;
     let mut b = [0u8; TOKEN_BYTES];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| ExposeError::Random(e.to_string()))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    getrandom::fill(&mut b).map_err(|e| ExposeError::Random(e.to_string()))?;
+    Ok(hex::encode(b))
 }
 
 /// Whether `s` has the shape of a token (a request naming anything else is answered as an

@@ -55,20 +55,11 @@ pub struct Held {
     busy: Mutex<Option<String>>,
 }
 
-/// 64 random bits from the kernel (the process id mixed with the time if that fails).
+/// 64 random bits from the kernel's CSPRNG. A keyless sandbox is addressed by its id alone,
+/// so an id must never be guessable: without randomness (which getrandom(2) does not lack on
+/// a kernel airlock runs on) the server stops rather than mint one from the pid and the time.
 fn random_u64() -> u64 {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)) {
-        Ok(()) => u64::from_ne_bytes(b),
-        Err(_) => {
-            u64::from(std::process::id())
-                ^ std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| u64::from(d.subsec_nanos()) ^ d.as_secs())
-                    .unwrap_or(0)
-        }
-    }
+    getrandom::u64().unwrap_or_else(|e| panic!("no randomness from the kernel: {e}"))
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -275,9 +275,7 @@ pub fn store(path: &Path, entries: &[Entry]) -> Result<(), TokenFileError> {
 pub fn generate() -> Result<String, TokenFileError> {
     use base64::Engine;
     let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(io(Path::new("/dev/urandom")))?;
+    getrandom::fill(&mut b).map_err(|e| io(Path::new("getrandom"))(std::io::Error::from(e)))?;
     let body = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
     Ok(format!("{PREFIX}{body}"))
 }

@@ -26,7 +26,7 @@ impl SnapshotId {
     /// The id of a body with this digest.
     #[must_use]
     pub fn from_digest(digest: &[u8; 32]) -> SnapshotId {
-        SnapshotId(hex(digest))
+        SnapshotId(hex::encode(digest))
     }
 
     /// The 64 hex digits.
@@ -48,17 +48,6 @@ impl fmt::Display for SnapshotId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,15 +1,16 @@
-//! HMAC-SHA256 (RFC 2104) over `sha2`, the store's key, and a constant-time comparison.
+//! HMAC-SHA256 (`hmac` over `sha2`), the store's key, and a constant-time comparison
+//! (`subtle`).
 //!
 //! A snapshot's header carries `HMAC-SHA256(key, digest of its body)`: only a store holding
 //! the key can make a snapshot this store accepts.
 use std::fmt;
 
-use sha2::{Digest as _, Sha256};
+use hmac::{Hmac, KeyInit as _, Mac as _};
+use sha2::Sha256;
+use subtle::ConstantTimeEq as _;
 
 /// Length of the store key and of a MAC.
 pub(crate) const KEY_LEN: usize = 32;
-/// SHA-256's block size.
-const BLOCK: usize = 64;
 
 /// The store's secret key (never printed).
 #[derive(Clone)]
@@ -30,31 +31,23 @@ impl Key {
 
 /// HMAC-SHA256 of `msg` under `key` (RFC 2104: keys longer than a block are hashed first).
 pub(crate) fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
-    let mut k = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| k.map(|b| b ^ byte);
-    let mut inner = Sha256::new();
-    inner.update(pad(0x36));
-    inner.update(msg);
-    let mut outer = Sha256::new();
-    outer.update(pad(0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
+    // HMAC takes a key of any length: this cannot fail.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        unreachable!("HMAC accepts keys of every length")
+    };
+    mac.update(msg);
+    mac.finalize().into_bytes().into()
 }
 
 /// Whether `a == b`, in time that depends only on the lengths.
 pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::hex;
+    use hex::encode as hex;
 
     /// RFC 4231 §4, the HMAC-SHA-256 results of test cases 1-4, 6 and 7 (5 is truncated).
     #[test]
@@ -70,7 +63,7 @@ mod tests {
             (&big, b"This is a test using a larger than block-size key and a larger than block-size data. The key needs to be hashed before being used by the HMAC algorithm.", "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"),
         ];
         for (key, msg, want) in cases {
-            assert_eq!(hex(&hmac_sha256(key, msg)), want);
+            assert_eq!(hex(hmac_sha256(key, msg)), want);
         }
     }
 

@@ -1,20 +1,14 @@
-//! Random bytes from the kernel (`/dev/urandom`), for the store key and temporary names.
-use std::fs::File;
-use std::io::Read;
-
+//! Random bytes from the kernel's CSPRNG (`getrandom`), for the store key and temporary names.
 use crate::error::{Result, SnapshotError};
-use crate::id::hex;
 
 /// `N` random bytes.
 pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     let mut b = [0u8; N];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(SnapshotError::io("read /dev/urandom"))?;
+    getrandom::fill(&mut b).map_err(|e| SnapshotError::io("getrandom")(std::io::Error::from(e)))?;
     Ok(b)
 }
 
 /// A fresh temporary name, `.tmp-<16 hex digits>`.
 pub(crate) fn temp_name() -> Result<String> {
-    Ok(format!(".tmp-{}", hex(&random_bytes::<8>()?)))
+    Ok(format!(".tmp-{}", hex::encode(random_bytes::<8>()?)))
 }

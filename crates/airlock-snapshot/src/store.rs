@@ -57,7 +57,7 @@ impl SnapshotInfo {
 
 impl Store {
     /// Opens (making it if need be) the store at `dir`: the directory and `snapshots/` 0700,
-    /// `key` 0600 with 32 bytes from `/dev/urandom`. Refuses a directory or key that is not
+    /// `key` 0600 with 32 bytes from the kernel's CSPRNG. Refuses a directory or key that is not
     /// the caller's own, is open to group or others, or is a symbolic link. Sweeps what killed
     /// writers left.
     pub fn open(dir: &Path) -> Result<Store> {
