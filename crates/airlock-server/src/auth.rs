@@ -152,12 +152,27 @@ impl Auth {
         self.tenant_of(authorization).is_some()
     }
 
-    /// Whether an `Authorization` value carries a token of this server's (never forwarded to
-    /// a guest's exposed port). Without a token (`DangerousNoAuth`) nothing is the token.
-    pub fn is_server_token(&self, authorization: &[u8]) -> bool {
+    /// Whether a header value or a request target carries one of this server's tokens in any
+    /// form ([`crate::token_forms`]): after any scheme or none, among cookies or parameters,
+    /// percent-encoded, or inside base64 (`Basic`). Such a value never reaches a guest.
+    #[must_use]
+    pub fn carries_token(&self, value: &[u8]) -> bool {
+        let forms = crate::token_forms::forms(value);
         match self {
-            Auth::Bearer(_) | Auth::Tenants(_) => self.allows(Some(authorization)),
             Auth::DangerousNoAuth => false,
+            Auth::Bearer(expected) => forms.iter().any(|f| {
+                f.windows(expected.len())
+                    .any(|w| constant_time_eq(w, expected))
+            }),
+            Auth::Tenants(t) => {
+                let entries = t.entries();
+                forms.iter().any(|f| {
+                    let minted = tokens::minted_in(f);
+                    crate::token_forms::pieces(f)
+                        .chain(minted)
+                        .any(|p| tokens::find(&entries, p).is_some())
+                })
+            }
         }
     }
 

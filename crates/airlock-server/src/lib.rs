@@ -67,6 +67,7 @@ pub(crate) mod snapshot_owners;
 mod snapshot_reservations;
 pub mod state_dir;
 pub mod tenant;
+pub(crate) mod token_forms;
 pub mod tokens;
 pub mod trace_context;
 pub mod traced_tools;

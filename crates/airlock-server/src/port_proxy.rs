@@ -5,8 +5,10 @@
 //! bounded ([`MAX_HEAD`], under the listener's pending budget and deadline), parsed with the
 //! egress proxy's strict grammar, and its token looked up: an unknown token (revoked, never
 //! issued, or not even token-shaped) gets one fixed 404 ([`not_found`]). Otherwise the
-//! request-target loses its `/x/<token>` (the rest, query included, is kept; empty is `/`), an
-//! `Authorization` carrying the server's own token is dropped (the guest never learns it),
+//! request-target loses its `/x/<token>` (the rest, query included, is kept; empty is `/`),
+//! `Proxy-Authorization` and every header carrying one of the server's tokens in any form
+//! (`Auth::carries_token`) are dropped and a target carrying one is refused (the guest never
+//! learns a token, whoever's),
 //! the sandbox's port is dialed through its network namespace ([`PortDialer`]) and the
 //! rewritten head is forwarded.
 //!
@@ -217,10 +219,17 @@ pub fn rewrite(head: &[u8], auth: &Auth) -> Result<Forward, Refusal> {
     let Some((token, target)) = split_target(line.target) else {
         return Err(Refusal(not_found()));
     };
+    // A token in the target cannot be cut out without changing what the guest is asked for:
+    // the request is refused, unforwarded.
+    if auth.carries_token(target.as_bytes()) {
+        return Err(bad("the request's target carries a token of this server's"));
+    }
     let mut out = format!("{} {target} {}\r\n", line.method, line.version);
     let mut upgrade = false;
     for (k, v) in &headers {
-        if k.eq_ignore_ascii_case("authorization") && auth.is_server_token(v.as_bytes()) {
+        // A proxy's credential is never the origin's; any other header carrying a token of
+        // the server's, in any form, is dropped (the guest never learns one).
+        if k.eq_ignore_ascii_case("proxy-authorization") || auth.carries_token(v.as_bytes()) {
             continue;
         }
         upgrade |= k.eq_ignore_ascii_case("upgrade");

@@ -101,19 +101,25 @@ pub fn digest(token: &[u8]) -> [u8; 32] {
 /// The tenant whose token this is, comparing with every entry (no early exit).
 #[must_use]
 pub fn find(entries: &[Entry], token: &[u8]) -> Option<Tenant> {
+    use subtle::ConstantTimeEq as _;
     let d = digest(token);
     let mut found = None;
     for e in entries {
-        let diff = e
-            .digest
-            .iter()
-            .zip(&d)
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y));
-        if diff == 0 && found.is_none() {
+        if bool::from(e.digest.ct_eq(&d)) && found.is_none() {
             found = Some(e.tenant.clone());
         }
     }
     found
+}
+
+/// Every token-shaped run of `text` ([`PREFIX`] and the 43 characters [`generate`] writes
+/// after it), wherever it sits.
+pub(crate) fn minted_in(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    const LEN: usize = PREFIX.len() + 43;
+    text.windows(PREFIX.len())
+        .enumerate()
+        .filter(|(_, w)| *w == PREFIX.as_bytes())
+        .filter_map(move |(i, _)| text.get(i..i + LEN))
 }
 
 /// Whether `text` looks like a tenants file (its first non-comment line has a digest field),

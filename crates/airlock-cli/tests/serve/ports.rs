@@ -343,6 +343,109 @@ async fn an_exposed_url_reaches_only_its_own_sandboxs_loopback() {
     }
 }
 
+/// A guest server that writes every request head it gets to `/work/seen.log` and answers
+/// 200 with the count of heads so far.
+const ECHO_SERVER: &str = r#"
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open("/work/seen.log", "a") as f:
+            f.write(self.requestline + "\n" + str(self.headers) + "\n")
+        body = b"seen"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+"#;
+
+/// Alice sends her token, in every form a client might, to Bob's exposed URL; Bob's guest
+/// logs every request head it gets. No form of her token (nor Bob's, nor either one's in the
+/// target) reaches his guest, while the rest of each request does. Root and airlock-test.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_tenants_token_reaches_a_guest_whatever_form_carries_it() {
+    use base64::Engine as _;
+    let b64s = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    for who in IDENTITIES {
+        let (server, tokens) = WsServer::start_tenants(who, &["alice", "bob"], &[]);
+        let (alice, bob) = (tokens["alice"].clone(), tokens["bob"].clone());
+        let mut b = server.connect_as(&bob).await;
+        let sid = create(&mut b, &MACHINE_SPEC).await;
+        let r = b
+            .call(
+                "files.write",
+                json!({"sandbox_id": sid, "path": "echo.py", "data": b64(ECHO_SERVER.as_bytes())}),
+            )
+            .await;
+        result_of(&r);
+        let r = b
+            .call(
+                "process.start",
+                json!({"sandbox_id": sid, "argv": ["python3", "/work/echo.py"]}),
+            )
+            .await;
+        assert!(result_of(&r)["process_id"].is_string(), "{r}");
+        let url = exposed(&mut b, &sid, 8000).await;
+        let (addr, path) = split_url(&url);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !text(&http(&addr, "GET", &path, "").await).contains("200") {
+            assert!(
+                Instant::now() < deadline,
+                "{who:?}: the guest never answered"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut forms = Vec::new();
+        for tok in [&alice, &bob] {
+            forms.extend([
+                format!("Authorization: Bearer\t{tok}"),
+                format!("Authorization: {tok}"),
+                format!("Authorization: Basic {}", b64s(&format!("x:{tok}"))),
+                format!("authorization: bearer {tok}"),
+                format!("Proxy-Authorization: Bearer {tok}"),
+                format!("Cookie: session=1; token={tok}"),
+                format!("X-Api-Key: {tok}"),
+                format!("X-Wrapped: {}", b64s(tok)),
+            ]);
+        }
+        let mut forwarded = 0;
+        for form in &forms {
+            let got =
+                text(&http(&addr, "GET", &path, &format!("{form}\r\nX-Keep: kept\r\n")).await);
+            assert!(got.starts_with("HTTP/1.0 200"), "{who:?} {form}: {got}");
+            forwarded += 1;
+        }
+        // A token in the target: refused, never forwarded.
+        for tok in [&alice, &bob] {
+            let got = text(&http(&addr, "GET", &format!("{path}?token={tok}"), "").await);
+            assert!(got.starts_with("HTTP/1.1 400 "), "{who:?}: {got}");
+        }
+        let r = b
+            .call("files.read", json!({"sandbox_id": sid, "path": "seen.log"}))
+            .await;
+        let seen = text(&unb64(&result_of(&r)["data"]));
+        assert_eq!(
+            seen.matches("X-Keep: kept").count(),
+            forwarded,
+            "{who:?}: {seen}"
+        );
+        for tok in [&alice, &bob] {
+            let basic = b64s(&format!("x:{tok}"));
+            let wrapped = b64s(tok);
+            for needle in [tok.as_str(), &tok[8..], basic.as_str(), wrapped.as_str()] {
+                assert!(
+                    !seen.contains(needle),
+                    "{who:?}: the guest saw {needle}: {seen}"
+                );
+            }
+        }
+        assert!(
+            !seen.to_ascii_lowercase().contains("proxy-authorization"),
+            "{who:?}: {seen}"
+        );
+    }
+}
+
 /// A guest port that never accepts (a full backlog) cannot stall the server: dials of one
 /// sandbox take one lane and are refused as busy past its wait, so a wave of requests to that
 /// port leaves the server's threads bounded, and another sandbox's port and session calls are
