@@ -220,6 +220,13 @@ team-b sha256:$(printf 'ab%.0s' $(seq 32)) 1796400001
 "
 seed tokens_file comment "" "# nothing yet
 "
+# proxy_rewrite: requests toward an exposed port carrying the fuzz server token
+# ("fuzz-server-token-0123456789") in the forms a client might, and a clean one.
+tok=fuzz-server-token-0123456789
+seed proxy_rewrite clean "" $'GET /x/0123456789abcdef0123456789abcdef01234567/app?q=1 HTTP/1.1\r\nHost: h\r\nX-Keep: 1\r\n\r\n'
+seed proxy_rewrite bearer-tab "" $'GET /x/0123456789abcdef0123456789abcdef01234567/ HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer\t'"$tok"$'\r\n\r\n'
+seed proxy_rewrite basic "" $'GET /x/0123456789abcdef0123456789abcdef01234567/ HTTP/1.1\r\nHost: h\r\nAuthorization: Basic '"$(printf 'x:%s' "$tok" | base64 -w0)"$'\r\nCookie: a=1; t='"$tok"$'\r\nProxy-Authorization: Bearer x\r\n\r\n'
+seed proxy_rewrite query "" $'POST /x/0123456789abcdef0123456789abcdef01234567/?t=fuzz%2Dserver-token-0123456789 HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n'
 # trace_meta: params carrying a W3C trace context (docs/server.md "Traces"), and a bad one.
 seed trace_meta meta "" '{"sandbox_id":"sb-1","_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"a=b"}}'
 seed trace_meta bad "" '{"_meta":{"traceparent":"ff-00000000000000000000000000000000-0000000000000000-00"}}'
