@@ -9,7 +9,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 
-say() { printf '\n==> %s\n' "$*"; }
+say() { printf '\n==> [%4ds] %s\n' "$SECONDS" "$*"; }
 
 if [ "$(id -u)" = 0 ]; then
     say "system packages"
