@@ -206,10 +206,13 @@ mod tests {
     }
 
     /// `program` with the slave as stdin/stdout/stderr, in its own session with the slave as
-    /// its controlling terminal.
+    /// its controlling terminal, every signal at its default disposition (as a sandbox's
+    /// processes start: a test run from a background job inherits SIGINT ignored, and `^C`
+    /// would then interrupt nothing).
     fn spawn_on(slave: &OwnedFd, program: &str, args: &[&str]) -> std::process::Child {
         let raw: RawFd = slave.as_raw_fd();
         let mut cmd = Command::new(program);
+        crate::process::default_signals_at_spawn(&mut cmd);
         cmd.args(args)
             .stdin(Stdio::from(slave.try_clone().unwrap()))
             .stdout(Stdio::from(slave.try_clone().unwrap()))
