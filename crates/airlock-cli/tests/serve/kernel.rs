@@ -269,7 +269,15 @@ async fn a_kernel_that_resumes_itself_between_cells_is_ended_and_the_next_cell_s
     for who in IDENTITIES {
         let (server, mut c, sid) = open(who, json!({})).await;
         let r = cell(&mut c, &sid, SELF_RESUME).await;
-        assert_eq!(r["value"]["json"], "armed", "{r}");
+        // Two ends, both the kernel's: it answers and the guard finds it running between cells
+        // (the next cell says so); or, on a loaded host where its 20 ms timer resumes it before
+        // the broker sees every thread stopped, this very cell says it could not be stopped.
+        let stopped = r["value"]["json"] == "armed";
+        if !stopped {
+            assert_eq!(r["kernel_restarted"], true, "{who:?}: {r}");
+            let why = r["error"]["message"].as_str().unwrap_or_default();
+            assert!(why.contains("could not be stopped"), "{who:?}: {r}");
+        }
         let old = kernel_states(server.pid());
         // The guard looks every 20 ms: within a moment the resumed kernel is gone.
         let gone = (0..100).any(|_| {
@@ -289,7 +297,9 @@ async fn a_kernel_that_resumes_itself_between_cells_is_ended_and_the_next_cell_s
         );
         let r = cell(&mut c, &sid, "'ticks' in globals()").await;
         assert_eq!(r["value"]["json"], false, "{r}");
-        assert_eq!(r["kernel_restarted"], true, "{r}");
+        if stopped {
+            assert_eq!(r["kernel_restarted"], true, "{r}");
+        }
         // The fresh kernel serves on.
         let r = cell(&mut c, &sid, "6 * 7").await;
         assert_eq!(r["value"]["json"], 42, "{r}");
