@@ -3,10 +3,19 @@ AIRLOCK_BIN, or the workspace's target/debug/airlock."""
 import os
 import pathlib
 import secrets
+import signal
 import subprocess
 import sys
 
 import pytest
+
+# A suite started from a background job (`bash scripts/test.sh &`, a CI runner's shell without
+# job control) inherits SIGINT ignored, and an ignored signal stays ignored across exec: Python
+# then never raises KeyboardInterrupt, here or in a driver it spawns, and the tests that
+# interrupt a call would fail for the shell's sake. Ctrl-C gets Python's own handler back
+# (a caught signal is at its default again in an exec'd child).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
