@@ -41,7 +41,7 @@ pub(crate) fn start(name: String, limits: CgroupLimits, stage_pid: i32) -> Attac
         // A fork is serialised against the move: it finished before it (listed here) or lands
         // inside after it.
         for pid in procfs::descendants(stage_pid) {
-            cg.add_process(pid).map_err(|e| e.to_string())?;
+            move_in(&cg, pid)?;
         }
         Ok(cg)
     })
@@ -68,11 +68,23 @@ pub(crate) fn adopt(made: Result<RunCgroup, String>, stage_pid: i32) -> Attach {
         let tree = std::iter::once(stage_pid).chain(procfs::descendants(stage_pid));
         for pid in tree {
             if !cg.holds(pid) {
-                cg.add_process(pid).map_err(|e| e.to_string())?;
+                move_in(&cg, pid)?;
             }
         }
         Ok(cg)
     })
+}
+
+/// Move `pid` of the run's tree into `cg`. A process that is gone since it was listed (it
+/// died and was reaped: the write fails with `ESRCH`) runs nothing any more and needs no move;
+/// failing the whole set-up for it would drop the cgroup, and with it the record of why it died
+/// (the memory cgroup's OOM kill of a pid 1 still starting, which `conclude.rs` reads).
+fn move_in(cg: &RunCgroup, pid: i32) -> Result<(), String> {
+    match cg.add_process(pid) {
+        Ok(()) => Ok(()),
+        Err(_) if procfs::stat_fields(pid).is_none() => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Wait for the cgroup (once). On failure the run goes on without it — memory and processes

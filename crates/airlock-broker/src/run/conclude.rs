@@ -1,5 +1,8 @@
 //! The end of supervision: whatever is still queued from a stage that exited, the ending with
-//! a refusal taken into account, every process of the run gone, and the one result.
+//! a refusal (or the memory cgroup's OOM kill) taken into account, every process of the run
+//! gone, and the one result.
+use std::os::unix::process::ExitStatusExt;
+
 use airlock_jail::cgroup::RunCgroup;
 
 use super::cgroup_attach;
@@ -10,6 +13,8 @@ use super::teardown;
 use super::verdict::{self, End, Observed};
 use crate::result::RunResult;
 
+const SIGKILL: i32 = 9;
+
 impl Supervisor<'_> {
     /// The one result of a run whose supervision ended with `end`; returns after every process
     /// of the run is gone.
@@ -18,7 +23,7 @@ impl Supervisor<'_> {
         // The call in flight, if any, is dropped (its handler cancelled); nothing is sent.
         let _ = self.relay.abandon("the run ended");
         let end = self.drain_after_exit(end).await;
-        let end = self.final_end(end);
+        let end = self.final_end(end).await;
         self.reap(&end).await;
         self.observed(end, tool_calls).await
     }
@@ -45,16 +50,40 @@ impl Supervisor<'_> {
     }
 
     /// How the run ended, a refusal from trusted code taken into account.
-    fn final_end(&mut self, end: End) -> End {
+    async fn final_end(&mut self, end: End) -> End {
         match (end, self.refusal.take()) {
             (End::Exited, Some(r)) => End::Refused(r),
             (End::Protocol(_), Some(r)) => End::Refused(r),
-            // No code was ever sent: whatever ended the executor, the sandbox did not come up.
+            // Killed by the kernel for the run's memory limit while still starting (the run's
+            // cgroups hold a zygote's child from its first instruction): the limit ended it.
+            (End::Exited, None)
+                if matches!(self.phase, Phase::AwaitReady) && self.oom_killed_stage().await =>
+            {
+                End::Memory
+            }
+            // No code was ever sent: whatever else ended the executor, the sandbox did not
+            // come up.
             (End::Exited, None) if matches!(self.phase, Phase::AwaitReady) => {
                 End::Refused("the executor exited before proving its isolation (see stderr)".into())
             }
             (end, _) => end,
         }
+    }
+
+    /// Whether the stage died by `SIGKILL` (its own, or pid 1's that it passed on) and the
+    /// run's memory cgroup counts an OOM kill: the kernel killed the run for its memory limit.
+    /// A stage that exits before `ready` has its cgroup still being set up (settled only at
+    /// `ready`); it is taken here to be read, and goes the way of a settled one.
+    async fn oom_killed_stage(&mut self) -> bool {
+        if self.exit.and_then(|s| s.signal()) != Some(SIGKILL) {
+            return false;
+        }
+        if self.cgroup.is_none() {
+            if let Some(handle) = self.attach.take() {
+                self.cgroup = handle.await.ok().and_then(Result::ok);
+            }
+        }
+        self.cgroup.as_ref().is_some_and(RunCgroup::oom_killed)
     }
 
     /// Every process of the run gone: the stage ended (gently first after a timeout or a

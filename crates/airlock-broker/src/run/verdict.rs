@@ -24,7 +24,8 @@ pub enum End {
     Exited,
     /// The wall-clock budget ran out.
     Timeout,
-    /// The RSS watchdog saw the tree over its ceiling.
+    /// The run passed its memory limit: the RSS watchdog saw the tree over its ceiling, or the
+    /// memory cgroup's OOM killer ended the stage before it proved its isolation.
     Memory,
     /// The disk watchdog saw the work dir grow past its limits.
     Disk(String),
