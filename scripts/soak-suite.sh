@@ -112,8 +112,17 @@ PY
 }
 
 passed_of() {
-    sed -nE 's/.*test result: (ok|FAILED)\. ([0-9]+) passed.*/\2/p; s/^=* ?([0-9]+) passed.*/\1/p' "$1" \
-        | awk '{ n += $1 } END { print n + 0 }'
+    # cargo's "test result: ok. N passed" lines, and pytest's summary ("2 failed, 157 passed in").
+    python3 - "$1" <<'PY'
+import re, sys
+n = 0
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"test result: \w+\. (\d+) passed", line) \
+        or re.search(r"(?:^|[ ,=])(\d+) passed\b.* in [\d.]+s", line)
+    if m:
+        n += int(m.group(1))
+print(n)
+PY
 }
 
 echo "building once, before any load"
