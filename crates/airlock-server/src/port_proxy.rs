@@ -219,17 +219,19 @@ pub fn rewrite(head: &[u8], auth: &Auth) -> Result<Forward, Refusal> {
     let Some((token, target)) = split_target(line.target) else {
         return Err(Refusal(not_found()));
     };
-    // A token in the target cannot be cut out without changing what the guest is asked for:
-    // the request is refused, unforwarded.
-    if auth.carries_token(target.as_bytes()) {
-        return Err(bad("the request's target carries a token of this server's"));
+    // A token in the request line cannot be cut out without changing what the guest is asked
+    // for: the request is refused, unforwarded.
+    if auth.carries_token(line.method.as_bytes()) || auth.carries_token(target.as_bytes()) {
+        return Err(bad("the request line carries a token of this server's"));
     }
     let mut out = format!("{} {target} {}\r\n", line.method, line.version);
     let mut upgrade = false;
     for (k, v) in &headers {
         // A proxy's credential is never the origin's; any other header carrying a token of
-        // the server's, in any form, is dropped (the guest never learns one).
-        if k.eq_ignore_ascii_case("proxy-authorization") || auth.carries_token(v.as_bytes()) {
+        // the server's, in any form, in its value or its name, is dropped (the guest never
+        // learns one).
+        let carries = auth.carries_token(v.as_bytes()) || auth.carries_token(k.as_bytes());
+        if k.eq_ignore_ascii_case("proxy-authorization") || carries {
             continue;
         }
         upgrade |= k.eq_ignore_ascii_case("upgrade");

@@ -77,6 +77,28 @@ fn the_servers_token_never_reaches_the_guest_and_other_credentials_do() {
     assert!(!out.contains(SERVER_TOKEN));
 }
 
+/// Found by the `proxy_rewrite` fuzz target: a token in a header's name, or in the method.
+#[test]
+fn a_token_in_a_header_name_or_the_request_line_never_reaches_the_guest() {
+    let head = format!(
+        "POST /x/tok/ HTTP/1.1\r\nHost: h\r\nX-{SERVER_TOKEN}: 1\r\nContent-Length: 0\r\n\r\n"
+    );
+    let out = String::from_utf8(rewrite(head.as_bytes(), &auth()).unwrap().head).unwrap();
+    assert_eq!(
+        out,
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"
+    );
+    for head in [
+        format!("{SERVER_TOKEN} /x/tok/ HTTP/1.1\r\nHost: h\r\n\r\n"),
+        format!("GET /x/tok/?a=Bearer%20{SERVER_TOKEN} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ] {
+        let Err(Refusal(r)) = rewrite(head.as_bytes(), &auth()) else {
+            panic!("forwarded: {head:?}")
+        };
+        assert!(String::from_utf8_lossy(&r).starts_with("HTTP/1.1 400 "));
+    }
+}
+
 #[test]
 fn requests_whose_end_or_lines_are_ambiguous_are_refused() {
     let bad = [
