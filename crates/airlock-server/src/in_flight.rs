@@ -1,7 +1,9 @@
 //! A connection's in-flight cap: at most [`MAX_IN_FLIGHT`] session methods whose answers are
 //! not yet queued. A method takes its slot when the session reads it and gives it back the
 //! moment its answer is queued for the peer, not when its task is reaped: a client that reads
-//! an answer and sends its next request at once always finds the slot free.
+//! an answer and sends its next request at once always finds the slot free. A connection's
+//! place under `--max-connections` is a [`Slot`] too, given back before its close frame goes
+//! out (`crate::ws`).
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -23,7 +25,7 @@ impl InFlight {
     /// A slot for one more method, or `None` when every slot waits on an answer.
     pub(crate) fn take(&self) -> Option<Slot> {
         let permit = Arc::clone(&self.0).try_acquire_owned().ok()?;
-        Some(Slot(Arc::new(Mutex::new(Some(permit)))))
+        Some(Slot::holding(permit))
     }
 }
 
@@ -34,6 +36,12 @@ impl InFlight {
 pub(crate) struct Slot(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
 
 impl Slot {
+    /// A slot of another cap (a connection's place under `--max-connections`), given back the
+    /// same way.
+    pub(crate) fn holding(permit: OwnedSemaphorePermit) -> Self {
+        Slot(Arc::new(Mutex::new(Some(permit))))
+    }
+
     /// Gives the slot back (idempotent).
     pub(crate) fn release(&self) {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take();

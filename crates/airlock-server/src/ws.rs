@@ -116,7 +116,14 @@ fn close_frame(kind: CloseKind) -> CloseFrame {
     }
 }
 
-async fn write_loop(mut sink: SplitSink<Ws, WsMessage>, mut rx: mpsc::Receiver<Outbound>) {
+/// Writes the session's messages; its close frame goes out after the connection's slot is given
+/// back (the session is over by then), so a client that reconnects the moment it reads that
+/// frame finds the slot free.
+async fn write_loop(
+    mut sink: SplitSink<Ws, WsMessage>,
+    mut rx: mpsc::Receiver<Outbound>,
+    slot: crate::in_flight::Slot,
+) {
     while let Some(out) = rx.recv().await {
         match out {
             Outbound::Message(m) => {
@@ -137,6 +144,7 @@ async fn write_loop(mut sink: SplitSink<Ws, WsMessage>, mut rx: mpsc::Receiver<O
                 }
             }
             Outbound::Close(kind) => {
+                slot.release();
                 let _ = sink.send(WsMessage::Close(Some(close_frame(kind)))).await;
                 break;
             }
@@ -262,7 +270,7 @@ impl Server {
             }
             None => return,
         };
-        let Ok(_slot) = slots.try_acquire_owned() else {
+        let Ok(slot) = slots.try_acquire_owned() else {
             tracing::warn!(%peer, "connection limit reached; authorized connection closed");
             let (mut sink, _) = ws.split();
             let again = CloseFrame {
@@ -272,7 +280,8 @@ impl Server {
             let _ = sink.send(WsMessage::Close(Some(again))).await;
             return;
         };
-        self.serve_upgraded(ws, peer, tenant).await;
+        self.serve_upgraded(ws, peer, tenant, crate::in_flight::Slot::holding(slot))
+            .await;
     }
 
     /// `work` bounded by the pending budget: `None` when the deadline passed, the connection
@@ -343,7 +352,15 @@ impl Server {
         port_proxy::run(stream, opened, &ctx).await;
     }
 
-    async fn serve_upgraded(self, ws: Ws, peer: SocketAddr, tenant: Tenant) {
+    /// Serves an upgraded connection; `slot` (its place under `--max-connections`) is held
+    /// until the session ends.
+    async fn serve_upgraded(
+        self,
+        ws: Ws,
+        peer: SocketAddr,
+        tenant: Tenant,
+        slot: crate::in_flight::Slot,
+    ) {
         let n = self.shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let info = ConnInfo {
             id: format!("conn-{}-{n}", self.shared.epoch),
@@ -355,8 +372,9 @@ impl Server {
         let (in_tx, in_rx) = mpsc::channel(INBOX);
         let (out_tx, out_rx) = mpsc::channel(OUTBOX);
         let reader = tokio::spawn(read_loop(stream, in_tx));
-        let writer = tokio::spawn(write_loop(sink, out_rx));
+        let writer = tokio::spawn(write_loop(sink, out_rx, slot.clone()));
         session::serve(self.shared.clone(), info, in_rx, out_tx).await;
+        slot.release();
         if tokio::time::timeout(FLUSH, writer).await.is_err() {
             tracing::warn!(%peer, "the peer did not take the last messages in time");
         }

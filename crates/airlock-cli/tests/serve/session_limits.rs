@@ -490,3 +490,29 @@ async fn a_tenants_next_run_after_an_answer_is_never_over_its_run_quota() {
     }
     drop(hog);
 }
+
+/// At `--max-connections 1`, a client that closes its connection and, the moment the server's
+/// close frame arrives, connects again is never refused: the connection's slot is given back
+/// before that frame is sent. Under busy loops on every core.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_reconnecting_as_its_close_is_answered_finds_its_slot_free() {
+    let server = WsServer::start(&["--max-connections", "1"]);
+    let hog = CpuHog::start();
+    for n in 0..150 {
+        let mut c = server.connect().await;
+        // One answered request: the connection is served (a refused one is closed at once,
+        // code 1013), its slot held.
+        c.send(&json!({"jsonrpc": "2.0", "id": n, "method": "sandbox.list", "params": {}}))
+            .await;
+        let r = c.recv().await;
+        assert!(
+            r.as_ref().is_some_and(|r| r.get("result").is_some()),
+            "connection {n} was not served: {r:?}"
+        );
+        c.ws.close(None).await.unwrap();
+        // The server's close frame (the handshake's end): then at once the next connection.
+        let (rest, _) = c.recv_until_close().await;
+        assert!(rest.is_empty(), "connection {n}: {rest:?}");
+    }
+    drop(hog);
+}
