@@ -143,7 +143,13 @@ impl Auth {
         match self {
             Auth::DangerousNoAuth => Some(Tenant::single()),
             Auth::Bearer(expected) => constant_time_eq(presented, expected).then(Tenant::single),
-            Auth::Tenants(t) => tokens::find(&t.entries(), presented),
+            // Only a token of the shape `airlock token add` makes: the one shape the exposed-port
+            // proxy can find in any text (`carries_token`), so no tenant's token can reach a
+            // guest unseen.
+            Auth::Tenants(t) if tokens::is_minted(presented) => {
+                tokens::find(&t.entries(), presented)
+            }
+            Auth::Tenants(_) => None,
         }
     }
 
@@ -152,25 +158,26 @@ impl Auth {
         self.tenant_of(authorization).is_some()
     }
 
-    /// Whether a header value or a request target carries one of this server's tokens in any
-    /// form ([`crate::token_forms`]): after any scheme or none, among cookies or parameters,
-    /// percent-encoded, or inside base64 (`Basic`). Such a value never reaches a guest.
+    /// Whether a header line or a request line carries one of this server's tokens in any
+    /// form ([`crate::token_forms`]): anywhere in it, after any scheme or none, among cookies
+    /// or parameters, percent-encoded, inside base64 or hex. Such a line never reaches a guest.
+    /// The cost is linear in the forms' bytes, and what it takes reveals nothing of a token:
+    /// the server's token is found by a hash keyed with a secret of this process (a window is
+    /// compared byte for byte, in constant time, only when its hash matches); a tenant's, as
+    /// every `airlock_` run's digest.
     #[must_use]
     pub fn carries_token(&self, value: &[u8]) -> bool {
         let forms = crate::token_forms::forms(value);
         match self {
             Auth::DangerousNoAuth => false,
-            Auth::Bearer(expected) => forms.iter().any(|f| {
-                f.windows(expected.len())
-                    .any(|w| constant_time_eq(w, expected))
-            }),
+            Auth::Bearer(expected) => forms
+                .iter()
+                .any(|f| crate::keyed_search::contains(f, expected)),
             Auth::Tenants(t) => {
                 let entries = t.entries();
                 forms.iter().any(|f| {
-                    let minted = tokens::minted_in(f);
-                    crate::token_forms::pieces(f)
-                        .chain(minted)
-                        .any(|p| tokens::find(&entries, p).is_some())
+                    tokens::minted_in(f)
+                        .any(|p| entries.iter().any(|e| e.digest == tokens::digest(p)))
                 })
             }
         }
@@ -249,6 +256,32 @@ mod tests {
         assert!(Auth::bearer("short").is_err());
         assert!(Auth::bearer("has a space in the middle").is_err());
         assert!(Auth::bearer("").is_err());
+    }
+
+    /// A tenants file authenticates only tokens of the minted shape (the one shape the port
+    /// proxy finds anywhere), even when the file holds another token's digest.
+    #[test]
+    fn a_tenant_token_is_of_the_minted_shape_and_found_wherever_it_sits() {
+        let minted = tokens::generate().unwrap();
+        let other = "q3J1/7xV+abcdefghijklmnopqrstuvwxyzABCDEFG=";
+        let mut file = String::new();
+        for (name, tok) in [("alice", minted.as_str()), ("bob", other)] {
+            let digest = hex::encode(tokens::digest(tok.as_bytes()));
+            file.push_str(&format!("{name} sha256:{digest} 1796400000\n"));
+        }
+        let entries = tokens::parse("t", &file).unwrap();
+        let auth = Auth::Tenants(Arc::new(TenantTokens {
+            path: PathBuf::from("t"),
+            entries: RwLock::new(entries),
+        }));
+        let bearer = |t: &str| format!("Bearer {t}").into_bytes();
+        assert_eq!(
+            auth.tenant_of(Some(&bearer(&minted))).unwrap().as_str(),
+            "alice"
+        );
+        assert!(auth.tenant_of(Some(&bearer(other))).is_none());
+        assert!(auth.carries_token(format!("X-Key: x{minted}.json").as_bytes()));
+        assert!(!auth.carries_token(b"X-Key: airlock_not-a-token-of-this-server"));
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod framed;
 pub mod fuzzing;
 pub mod health;
 pub(crate) mod in_flight;
+pub(crate) mod keyed_search;
 pub mod metrics;
 mod metrics_live;
 pub mod metrics_observer;

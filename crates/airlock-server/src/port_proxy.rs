@@ -209,6 +209,9 @@ pub fn split_target(target: &str) -> Option<(&str, String)> {
     Some((token, rest))
 }
 
+/// The headers that say where a request's body ends.
+const FRAMING: [&str; 3] = ["content-length", "transfer-encoding", "host"];
+
 /// Parse one request head strictly and rewrite it for the guest (see the module doc).
 pub fn rewrite(head: &[u8], auth: &Auth) -> Result<Forward, Refusal> {
     let Framed {
@@ -221,17 +224,29 @@ pub fn rewrite(head: &[u8], auth: &Auth) -> Result<Forward, Refusal> {
     };
     // A token in the request line cannot be cut out without changing what the guest is asked
     // for: the request is refused, unforwarded.
-    if auth.carries_token(line.method.as_bytes()) || auth.carries_token(target.as_bytes()) {
+    let request_line = format!("{} {target}", line.method);
+    if auth.carries_token(request_line.as_bytes()) {
         return Err(bad("the request line carries a token of this server's"));
     }
     let mut out = format!("{} {target} {}\r\n", line.method, line.version);
     let mut upgrade = false;
     for (k, v) in &headers {
+        let carries = auth.carries_token(format!("{k}: {v}").as_bytes());
+        // A header that frames the request cannot be dropped without the guest reading the
+        // body differently: refused instead.
+        if carries && FRAMING.iter().any(|f| k.eq_ignore_ascii_case(f)) {
+            return Err(bad(
+                "a header framing the request carries a token of this server's",
+            ));
+        }
         // A proxy's credential is never the origin's; any other header carrying a token of
         // the server's, in any form, in its value or its name, is dropped (the guest never
-        // learns one).
-        let carries = auth.carries_token(v.as_bytes()) || auth.carries_token(k.as_bytes());
-        if k.eq_ignore_ascii_case("proxy-authorization") || carries {
+        // learns one). Only a WebSocket upgrade is passed on: after an accepted upgrade the
+        // client's bytes flow unread, and `h2c`'s would be HTTP/2 requests (headers, tokens)
+        // the proxy never rewrites; without the offer the guest answers in HTTP/1.1.
+        let h2c = k.eq_ignore_ascii_case("http2-settings")
+            || (k.eq_ignore_ascii_case("upgrade") && !v.trim().eq_ignore_ascii_case("websocket"));
+        if k.eq_ignore_ascii_case("proxy-authorization") || carries || h2c {
             continue;
         }
         upgrade |= k.eq_ignore_ascii_case("upgrade");
@@ -265,10 +280,13 @@ pub async fn open<C: AsyncRead + Unpin>(
     auth: &Auth,
 ) -> Result<Opened, Refusal> {
     let (head, carry) = read_head(&mut Prefixed::new(sniffed, client), MAX_HEAD).await?;
-    let forward = rewrite(&head, auth)?;
-    let exposure = exposures
-        .and_then(|x| x.lookup(&forward.token))
+    // The exposure first: a peer naming none gets its 404 before any work on its head (the
+    // search for tokens is linear, but it is work).
+    let framed = frame(&head).map_err(bad)?;
+    let exposure = split_target(framed.line.target)
+        .and_then(|(token, _)| exposures.and_then(|x| x.lookup(token)))
         .ok_or_else(|| Refusal(not_found()))?;
+    let forward = rewrite(&head, auth)?;
     Ok(Opened {
         exposure,
         forward,

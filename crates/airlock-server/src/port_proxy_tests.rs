@@ -331,8 +331,8 @@ async fn after_a_declined_upgrade_nothing_more_is_forwarded() {
     let host = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (mut client, task) = proxy(Arc::clone(&x), host.local_addr().unwrap(), PROXY_IDLE);
     let req = format!(
-        "GET /x/{}/one HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
-         Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n\
+        "GET /x/{}/one HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\
+         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n\
          POST /x/{}/two HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {SERVER_TOKEN}\r\n\
          Content-Length: 6\r\n\r\nsecret",
         mine.token, other.token
@@ -356,6 +356,24 @@ async fn after_a_declined_upgrade_nothing_more_is_forwarded() {
     );
     drop(guest);
     task.await.unwrap();
+}
+
+/// `curl --http2` offers `h2c`: the offer is taken out (the guest answers in HTTP/1.1 and each
+/// later request is rewritten), since after an accepted one the client's HTTP/2 frames would
+/// flow unread, tokens and all.
+#[test]
+fn an_h2c_offer_is_taken_out_and_only_a_websocket_upgrade_passes() {
+    let head = "GET /x/tok/ HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+                Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n";
+    let f = rewrite(head.as_bytes(), &auth()).unwrap();
+    let out = String::from_utf8(f.head).unwrap();
+    assert_eq!(
+        out,
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\r\n"
+    );
+    assert!(!f.upgrade);
+    let ws = "GET /x/tok/ HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    assert!(rewrite(ws.as_bytes(), &auth()).unwrap().upgrade);
 }
 
 #[tokio::test]

@@ -1,53 +1,88 @@
-//! The forms a client may carry a token in, within one header value or request target: the
-//! text as sent, percent-decoded, and every piece of it that decodes as base64 (a `Basic`
-//! credential, a token wrapped by a client library). [`crate::auth::Auth::carries_token`]
-//! searches each form for the server's tokens, so a token reaches no guest whatever header,
-//! scheme, separator or encoding carries it.
+//! The forms a client may carry a token in, within one header line or request line: the text
+//! as sent, and what it decodes to — percent-encoding (twice, for a URL inside a URL), base64
+//! (standard or URL-safe, padded or not: a `Basic` credential, a JWT's parts, a registry's
+//! auth blob) and hex — decoded again up to [`DEPTH`] levels and within [`BUDGET`] bytes.
+//! [`crate::auth::Auth::carries_token`] searches each form for the server's tokens, so a token
+//! reaches no guest whatever header, scheme, separator or encoding carries it. The search is
+//! bounded: a hostile head costs at most [`BUDGET`] bytes of forms.
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 
-/// Bytes that separate the pieces of a value that may each be base64.
-const SEPARATORS: &[u8] = b" \t,;\"'&?()[]{}<>";
+/// Levels of decoding (base64 inside percent-encoding inside base64 ...).
+const DEPTH: usize = 3;
+/// Bytes of forms made from one value, at most (its own bytes included).
+const BUDGET: usize = 256 * 1024;
+/// Shortest run worth decoding (a token is longer than what this decodes to).
+const MIN_RUN: usize = 12;
 
-/// The texts to search: `value`, its percent-decoding, and each piece's base64 decoding.
+/// The texts to search: `value` and every decoding of its parts, breadth first.
 #[must_use]
 pub(crate) fn forms(value: &[u8]) -> Vec<Vec<u8>> {
-    let mut texts = vec![value.to_vec()];
-    if value.contains(&b'%') {
-        texts.push(percent_decoded(value));
-    }
-    let mut decoded = Vec::new();
-    for text in &texts {
-        for piece in text.split(|b| SEPARATORS.contains(b)) {
-            // `key=base64==`: the part after the first `=` too, padding stripped.
-            let after_key = piece
-                .iter()
-                .position(|&b| b == b'=')
-                .map(|i| &piece[i + 1..]);
-            for p in std::iter::once(piece).chain(after_key) {
-                let p = trim_padding(p);
-                if p.len() < 4 {
-                    continue;
+    let mut out = vec![value.to_vec()];
+    let mut spent = value.len();
+    let mut level = vec![value.to_vec()];
+    for _ in 0..DEPTH {
+        let mut next = Vec::new();
+        for text in &level {
+            for d in decodings(text) {
+                if spent + d.len() > BUDGET {
+                    return out;
                 }
-                for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
-                    if let Ok(d) = engine.decode(p) {
-                        decoded.push(d);
-                    }
+                spent += d.len();
+                next.push(d);
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        out.extend(next.iter().cloned());
+        level = next;
+    }
+    out
+}
+
+/// One level of decoding of `text`: its percent-decoding, and each base64 or hex run decoded.
+fn decodings(text: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    if text.contains(&b'%') {
+        out.push(percent_decoded(text));
+    }
+    for run in runs(text, is_base64) {
+        // A run of the URL-safe or standard alphabet, and its parts between `/` (path
+        // segments; also standard base64's) and `=` (`key=value`; also padding).
+        let parts = run
+            .split(|&b| b == b'/' || b == b'=')
+            .filter(|p| !p.is_empty() && p.len() < run.len());
+        for part in std::iter::once(run).chain(parts) {
+            let part = trim_padding(part);
+            if part.len() < MIN_RUN {
+                continue;
+            }
+            for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+                if let Ok(d) = engine.decode(part) {
+                    out.push(d);
                 }
             }
         }
     }
-    texts.extend(decoded);
-    texts
+    for run in runs(text, |b| b.is_ascii_hexdigit()) {
+        if run.len() >= 2 * MIN_RUN && run.len() % 2 == 0 {
+            out.extend(hex::decode(run).ok());
+        }
+    }
+    out
 }
 
-/// The pieces of `text` a token may be, whole: split at every separator a header or a URL
-/// puts between a token and its neighbours (`:` of `user:token`, `=` of `key=token`).
-pub(crate) fn pieces(text: &[u8]) -> impl Iterator<Item = &[u8]> {
-    text.split(|b| SEPARATORS.contains(b) || matches!(b, b':' | b'=' | b'/' | b'\r' | b'\n'))
-        .filter(|p| !p.is_empty())
+fn is_base64(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_' | b'=')
 }
 
+/// The maximal runs of bytes `keep` accepts.
+fn runs(text: &[u8], keep: impl Fn(u8) -> bool) -> impl Iterator<Item = &[u8]> {
+    text.split(move |&b| !keep(b)).filter(|r| !r.is_empty())
+}
+
+/// `p` without `=` padding at its end.
 fn trim_padding(p: &[u8]) -> &[u8] {
     let end = p.iter().rposition(|&b| b != b'=').map_or(0, |i| i + 1);
     &p[..end]
@@ -91,18 +126,29 @@ mod tests {
     #[test]
     fn a_token_is_found_in_every_form_a_client_sends_it() {
         let tok = "airlock_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcde";
-        let basic = STANDARD_NO_PAD.encode(format!("x:{tok}"));
-        let padded = base64::engine::general_purpose::STANDARD.encode(format!("user:{tok}"));
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let url = |s: &str| URL_SAFE_NO_PAD.encode(s);
+        let jwt = format!(
+            "eyJhbGciOiJIUzI1NiJ9.{}.c2ln",
+            url(&format!("{{\"tok\":\"{tok}\"}}"))
+        );
+        let registry = b64(&format!("{{\"auth\":\"{}\"}}", b64(&format!("u:{tok}"))));
         for value in [
             format!("Bearer {tok}"),
             format!("Bearer\t{tok}"),
             tok.to_owned(),
-            format!("Basic {basic}"),
-            format!("Basic {padded}"),
+            format!("Basic {}", STANDARD_NO_PAD.encode(format!("x:{tok}"))),
+            format!("Basic {}", b64(&format!("user:{tok}"))),
             format!("session=abc; token={tok}; x=1"),
             format!("token=%61{}", &tok[1..]),
             format!("Token token=\"{tok}\""),
-            format!("key={}", URL_SAFE_NO_PAD.encode(tok)),
+            format!("key={}", url(tok)),
+            format!("Bearer {jwt}"),
+            registry,
+            format!("v1:{}", b64(&format!("u:{tok}"))),
+            format!("/api/login/{}", url(tok)),
+            format!("?next=%2Fa%3Ft%3D{}", b64(tok).replace('=', "%253D")),
+            hex::encode(tok),
         ] {
             assert!(found(&value, tok), "{value}");
         }
@@ -110,8 +156,9 @@ mod tests {
     }
 
     #[test]
-    fn pieces_split_user_password_and_key_value() {
-        let got: Vec<&[u8]> = pieces(b"x:tok; k=v").collect();
-        assert_eq!(got, [&b"x"[..], b"tok", b"k", b"v"]);
+    fn a_hostile_value_costs_at_most_the_budget() {
+        let value = "QUFB".repeat(4096); // base64 of base64 of ...: every level decodes
+        let total: usize = forms(value.as_bytes()).iter().map(Vec::len).sum();
+        assert!(total <= BUDGET, "{total}");
     }
 }

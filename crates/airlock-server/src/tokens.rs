@@ -112,6 +112,16 @@ pub fn find(entries: &[Entry], token: &[u8]) -> Option<Tenant> {
     found
 }
 
+/// Whether `token` has the shape [`generate`] makes: [`PREFIX`] and 43 base64url characters.
+#[must_use]
+pub fn is_minted(token: &[u8]) -> bool {
+    token.len() == PREFIX.len() + 43
+        && token.starts_with(PREFIX.as_bytes())
+        && token[PREFIX.len()..]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// Every token-shaped run of `text` ([`PREFIX`] and the 43 characters [`generate`] writes
 /// after it), wherever it sits.
 pub(crate) fn minted_in(text: &[u8]) -> impl Iterator<Item = &[u8]> {
