@@ -56,16 +56,10 @@ async fn a_client_pipelining_reads_without_reading_answers_holds_bounded_memory(
     assert!(grown < 200 * 1024, "server RSS grew {grown} KiB");
 }
 
-/// A client that keeps exactly 16 session methods in flight (it sends its next request the
-/// moment it reads an answer, as the SDK's own in-flight accounting does) is never refused:
-/// a method's slot is free once its answer is queued, not when the server reaps its task, and
-/// a `run.cancel` (always served) takes no method's slot. The client cancels before each next
-/// run, as the SDK does when a run's task is cancelled; runs in 16 sandboxes keep the server
-/// busy, and busy loops on every core widen the window between an answer and its task's end.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_client_pipelining_at_the_cap_under_load_is_never_refused() {
-    // 16 sandboxes of the default bounds may hold more than this host's default budget; they
-    // hold a few KiB, and the budget is not this test's subject (serve::budget is).
+/// A server with 32 run slots, one connection, and `n` sandboxes made on it. Sandboxes of the
+/// default bounds (1 GiB disk + 512 MiB memory each) may hold more than this host's default
+/// budget; they hold a few KiB, and the budget is not these tests' subject (serve::budget is).
+async fn sandboxes_on_one_connection(n: usize) -> (WsServer, WsClient, Vec<String>) {
     let server = WsServer::start(&[
         "--max-concurrent-runs",
         "32",
@@ -74,9 +68,21 @@ async fn a_client_pipelining_at_the_cap_under_load_is_never_refused() {
     ]);
     let mut c = server.connect().await;
     let mut sids = Vec::new();
-    for _ in 0..16 {
+    for _ in 0..n {
         sids.push(create(&mut c, json!({"spec": {}})).await);
     }
+    (server, c, sids)
+}
+
+/// A client that keeps exactly 16 session methods in flight (it sends its next request the
+/// moment it reads an answer, as the SDK's own in-flight accounting does) is never refused:
+/// a method's slot is free once its answer is queued, not when the server reaps its task, and
+/// a `run.cancel` (always served) takes no method's slot. The client cancels before each next
+/// run, as the SDK does when a run's task is cancelled; runs in 16 sandboxes keep the server
+/// busy, and busy loops on every core widen the window between an answer and its task's end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_pipelining_at_the_cap_under_load_is_never_refused() {
+    let (_server, mut c, sids) = sandboxes_on_one_connection(16).await;
     let hog = CpuHog::start();
     let exec = |id: usize| {
         json!({"jsonrpc": "2.0", "id": id, "method": "sandbox.exec",
@@ -158,21 +164,7 @@ async fn a_flood_of_unread_cancels_holds_bounded_memory() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn past_16_in_flight_a_request_is_refused_and_run_cancel_still_served() {
-    // 17 sandboxes of the default bounds (1 GiB disk + 512 MiB memory each) may hold more
-    // than this host's default budget; they hold a few KiB, and the budget is not this test's
-    // subject (serve::budget is).
-    let server = WsServer::start(&[
-        "--max-concurrent-runs",
-        "32",
-        "--memory-budget-mb",
-        "1048576",
-    ]);
-    let mut c = server.connect().await;
-    let mut sids = Vec::new();
-    for _ in 0..17 {
-        let r = c.call("sandbox.create", json!({"spec": {}})).await;
-        sids.push(result_of(&r)["sandbox_id"].as_str().unwrap().to_owned());
-    }
+    let (_server, mut c, sids) = sandboxes_on_one_connection(17).await;
     // 16 sleeping runs fill the connection's in-flight budget.
     for (i, sid) in sids.iter().take(16).enumerate() {
         c.send(
