@@ -176,8 +176,10 @@ impl Auth {
             Auth::Tenants(t) => {
                 let entries = t.entries();
                 forms.iter().any(|f| {
-                    tokens::minted_in(f)
-                        .any(|p| entries.iter().any(|e| e.digest == tokens::digest(p)))
+                    tokens::minted_in(f).any(|p| {
+                        let d = tokens::digest(p);
+                        entries.iter().any(|e| e.digest == d)
+                    })
                 })
             }
         }

@@ -56,12 +56,24 @@ fn invalid(msg: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::InvalidParams, msg)
 }
 
-async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
-    let msg = match outcome {
+/// The answer to request `id`.
+fn message(id: Id, outcome: Result<Value, ErrorObject>) -> Message {
+    match outcome {
         Ok(v) => Message::success(id, v),
         Err(e) => Message::error(id, e),
-    };
-    conn.answer(msg).await;
+    }
+}
+
+async fn respond(conn: &Conn, id: Id, outcome: Result<Value, ErrorObject>) {
+    conn.answer(message(id, outcome)).await;
+}
+
+/// A session method on a server that holds no sandboxes.
+fn not_served(method: &str) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::MethodNotFound,
+        format!("{method} is not served: this server holds no sandboxes"),
+    )
 }
 
 /// The `sandbox_id` member every sandbox method carries.
@@ -126,10 +138,7 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
     let Request { id, method, params } = req;
     let params = params.unwrap_or(Value::Null);
     let Some(sbs) = conn.shared.config.sandboxes.clone() else {
-        let e = ErrorObject::new(
-            ErrorCode::MethodNotFound,
-            format!("{method} is not served: this server holds no sandboxes"),
-        );
+        let e = not_served(&method);
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     };
@@ -224,18 +233,9 @@ pub(crate) fn run_cancel(
 ) -> Message {
     let outcome = match &shared.config.sandboxes {
         Some(sbs) => parse_cancel(params).and_then(|p| cancel(sbs, tenant, p)),
-        None => Err(ErrorObject::new(
-            ErrorCode::MethodNotFound,
-            format!(
-                "{} is not served: this server holds no sandboxes",
-                m::RUN_CANCEL
-            ),
-        )),
+        None => Err(not_served(m::RUN_CANCEL)),
     };
-    match outcome {
-        Ok(v) => Message::success(id, v),
-        Err(e) => Message::error(id, e),
-    }
+    message(id, outcome)
 }
 
 /// `scope.dispose` params; the keyless scope is reserved.

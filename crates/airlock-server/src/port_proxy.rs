@@ -214,11 +214,16 @@ const FRAMING: [&str; 3] = ["content-length", "transfer-encoding", "host"];
 
 /// Parse one request head strictly and rewrite it for the guest (see the module doc).
 pub fn rewrite(head: &[u8], auth: &Auth) -> Result<Forward, Refusal> {
+    rewrite_framed(frame(head).map_err(bad)?, auth)
+}
+
+/// [`rewrite`] of a head already framed.
+fn rewrite_framed(framed: Framed<'_>, auth: &Auth) -> Result<Forward, Refusal> {
     let Framed {
         line,
         headers,
         body_length,
-    } = frame(head).map_err(bad)?;
+    } = framed;
     let Some((token, target)) = split_target(line.target) else {
         return Err(Refusal(not_found()));
     };
@@ -286,7 +291,7 @@ pub async fn open<C: AsyncRead + Unpin>(
     let exposure = split_target(framed.line.target)
         .and_then(|(token, _)| exposures.and_then(|x| x.lookup(token)))
         .ok_or_else(|| Refusal(not_found()))?;
-    let forward = rewrite(&head, auth)?;
+    let forward = rewrite_framed(framed, auth)?;
     Ok(Opened {
         exposure,
         forward,

@@ -96,11 +96,7 @@ pub(crate) async fn serve(
                 }, if s.current.is_some() => {
                     s.finish(joined).await;
                 }
-                Some(done) = s.tasks.join_next(), if !s.tasks.is_empty() => {
-                    if let Err(e) = done {
-                        tracing::error!(error = %e, "a session method task failed");
-                    }
-                }
+                Some(done) = s.tasks.join_next(), if !s.tasks.is_empty() => reaped(done),
                 ev = inbound.recv(), if reading => match ev {
                     None => {
                         tracing::info!("peer closed the connection");
@@ -224,9 +220,7 @@ impl Session {
                 // Tasks that answered are reaped here too, not only when the loop's turn
                 // comes: a client's steady stream of requests never piles them up.
                 while let Some(done) = self.tasks.try_join_next() {
-                    if let Err(e) = done {
-                        tracing::error!(error = %e, "a session method task failed");
-                    }
+                    reaped(done);
                 }
                 let conn = Conn {
                     shared: self.shared.clone(),
@@ -360,6 +354,13 @@ impl Session {
             span: trace.clone(),
         });
         Ok(())
+    }
+}
+
+/// A session method's task, ended: a panic (a bug; its request was still answered) is logged.
+fn reaped(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        tracing::error!(error = %e, "a session method task failed");
     }
 }
 
