@@ -111,6 +111,8 @@ const FORK_MEMORY: &str = "memory a branch adds (PSS)";
 /// Batch on Ray: `airlock_ray.run_many` against plain subprocesses in Ray tasks.
 const RAY_BATCH: &str = "batch on Ray: short programs, each in a fresh sandbox";
 const TENANTS: &str = "tenant B's print(1) while tenant A floods past its quota";
+const SESSION_LOAD: &str =
+    "session load: 8 sandboxes x 10 runs pipelined on one connection, 4 run slots";
 const SERVE_EXECUTE: &str = "airlock serve: execute (no flags: zygote)";
 
 /// Measure everything; the report's rows are in table order.
@@ -194,6 +196,7 @@ async fn measure(opts: &Options) -> Result<Report, BenchError> {
     inproc_rows(&mut rows, &python, START, "start", runs);
     session_rows(&mut rows, exe, &python, runs, &limits).await;
     live_session_rows(&mut rows, opts, &python, &peers, runs);
+    session_load_row(&mut rows, opts);
     snapshot_rows(&mut rows, opts, runs);
     ray_rows(&mut rows, opts, &python, runs);
     tenant_rows(&mut rows, opts, runs).await;
@@ -480,6 +483,25 @@ fn live_session_rows(
             )),
         }
     }
+}
+
+/// The load the serve_load suite runs for correctness, timed here (a speed figure is the
+/// bench's, measured on a machine running nothing else): request-to-result, slot queueing
+/// included.
+fn session_load_row(rows: &mut Vec<Row>, opts: &Options) {
+    const SYSTEM: &str = "airlock serve (no flags: zygote)";
+    let Some(cli) = &opts.cli else {
+        return rows.push(Row::skipped(
+            SESSION_LOAD,
+            SYSTEM,
+            "run as `airlock bench` to measure",
+        ));
+    };
+    let r = serve::pipelined(cli, 8, 10, 4);
+    let note = "sandbox.run_code over stdio, each sandbox's next run sent as its last is \
+                answered (8 in flight on 4 slots, so about half of each figure is queueing); \
+                the goal: p99 under 1 s";
+    rows.push(Row::from_result(SESSION_LOAD, SYSTEM, "ms", r, note));
 }
 
 /// Pause, resume and fork through `airlock serve --stdio --state-dir` (`snapshots`), beside

@@ -68,11 +68,26 @@ impl Server {
     /// One request and its result (notifications in between are skipped; this bench's
     /// programs call no tools).
     pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.send(method, params)?;
+        let (got, answer) = self.answer()?;
+        if got != id {
+            return Err(format!("a response to another request ({got})"));
+        }
+        answer.map_err(|e| format!("{method}: {e}"))
+    }
+
+    /// Write one request; its id.
+    fn send(&mut self, method: &str, params: Value) -> Result<i64, String> {
         let id = self.next;
         self.next += 1;
         let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let stdin = self.stdin.as_mut().ok_or("the server's stdin is closed")?;
         write_frame(stdin, req.to_string().as_bytes()).map_err(|e| e.to_string())?;
+        Ok(id)
+    }
+
+    /// The next response (notifications skipped): its id, and its result or error.
+    fn answer(&mut self) -> Result<(i64, Result<Value, Value>), String> {
         loop {
             let body = match self.reader.read_frame() {
                 Ok(Some(b)) => b,
@@ -83,13 +98,13 @@ impl Server {
             if msg.get("method").is_some() {
                 continue;
             }
-            if msg["id"] != json!(id) {
-                return Err(format!("a response to another request: {msg}"));
-            }
-            return match msg.get("error") {
-                Some(e) => Err(format!("{method}: {e}")),
-                None => Ok(msg["result"].clone()),
-            };
+            let id = msg["id"]
+                .as_i64()
+                .ok_or_else(|| format!("no id in {msg}"))?;
+            return Ok(match msg.get("error") {
+                Some(e) => (id, Err(e.clone())),
+                None => (id, Ok(msg["result"].clone())),
+            });
         }
     }
 
@@ -182,4 +197,64 @@ pub fn session_run(cli: &Path, flags: &[&str], via: &str, runs: usize) -> Result
     })();
     server.stop();
     r
+}
+
+/// `sandboxes` live sandboxes on one connection of `airlock serve --stdio
+/// --max-concurrent-runs slots`, each running `print(1)` `runs` times, every sandbox's next run
+/// sent the moment its last is answered (so `sandboxes` runs are always in flight): each run's
+/// request-to-result time, ms, queueing for a slot included. None may be refused.
+pub fn pipelined(
+    cli: &Path,
+    sandboxes: usize,
+    runs: usize,
+    slots: usize,
+) -> Result<Vec<f64>, String> {
+    let slots = slots.to_string();
+    let flags = ["--max-concurrent-runs", &slots, "--max-sandboxes", "64"];
+    let mut server = Server::start(cli, &flags)?;
+    let r = pipelined_on(&mut server, sandboxes, runs);
+    server.stop();
+    r
+}
+
+fn pipelined_on(server: &mut Server, sandboxes: usize, runs: usize) -> Result<Vec<f64>, String> {
+    let spec = json!({"spec": {"requires": ["run_code"], "stateful": false}});
+    let mut ids = Vec::with_capacity(sandboxes);
+    for _ in 0..sandboxes {
+        let made = server.call("sandbox.create", spec.clone())?;
+        ids.push(made["sandbox_id"].clone());
+    }
+    for sid in &ids {
+        for _ in 0..WARM_UP {
+            check(&server.call("sandbox.run_code", run_params(sid))?, "zygote")?;
+        }
+    }
+    // In flight: request id -> (sandbox index, sent at, runs left after it).
+    let mut flying = std::collections::HashMap::new();
+    for (i, sid) in ids.iter().enumerate() {
+        let id = server.send("sandbox.run_code", run_params(sid))?;
+        flying.insert(id, (i, Instant::now(), runs - 1));
+    }
+    let mut out = Vec::with_capacity(sandboxes * runs);
+    while !flying.is_empty() {
+        let (id, answer) = server.answer()?;
+        let (i, sent, left) = flying.remove(&id).ok_or("an answer to no request")?;
+        out.push(sent.elapsed().as_secs_f64() * 1e3);
+        check(
+            &answer.map_err(|e| format!("sandbox.run_code: {e}"))?,
+            "zygote",
+        )?;
+        if left > 0 {
+            let next = server.send("sandbox.run_code", run_params(&ids[i]))?;
+            flying.insert(next, (i, Instant::now(), left - 1));
+        }
+    }
+    for sid in ids {
+        server.call("sandbox.dispose", json!({"sandbox_id": sid}))?;
+    }
+    Ok(out)
+}
+
+fn run_params(sid: &Value) -> Value {
+    json!({"sandbox_id": sid, "code": "print(1)"})
 }

@@ -4,8 +4,9 @@
 //! - `execute`: 50 concurrent WebSocket connections x 20 runs each (every fifth a Python run
 //!   with tool calls, the rest commands);
 //! - sessions, the figures, on a server with 4 run slots: 8 sandboxes x 10 runs over
-//!   one connection (p99 request-to-result under 1 s), and 50 sandboxes over 10 connections x
-//!   20 runs each.
+//!   one connection, and 50 sandboxes over 10 connections x 20 runs each. Their speed is
+//!   `airlock bench`'s "session load" row: these hold under any load and assert what is
+//!   correct, not how fast.
 //!
 //! Every request gets exactly one terminal response carrying its own data, no run is refused
 //! `over_capacity` (over the slots a run queues), every result says how it was served (`via`:
@@ -474,9 +475,8 @@ mod sessions {
     }
 
     /// Run `load` against a fresh server with [`SLOTS`] run slots, check that every run
-    /// completed as asked and nothing leaked, print the figures; returns the request-to-result
-    /// latencies, sorted, ms.
-    async fn session_load(load: Load) -> Vec<f64> {
+    /// completed as asked and nothing leaked, print the figures.
+    async fn session_load(load: Load) {
         let _serial = SERIAL.lock().await;
         // 50 sandboxes of the default bounds may hold more than this host's default
         // admission budget; they hold a few KiB each, and the budget is not what is measured.
@@ -613,43 +613,32 @@ mod sessions {
             took < Duration::from_secs(150),
             "session load took {took:?}"
         );
-        l
     }
 
-    /// Request-to-result latencies `l` (ms) have their p99 under 1 s.
-    fn assert_p99_under_1s(l: &[f64]) {
-        let p99 = percentile(l, 99);
-        assert!(
-            p99 < 1000.0,
-            "p99 {p99:.0} ms (p50 {:.0} ms)",
-            percentile(l, 50)
-        );
-    }
-
-    /// The figure: 8 sandboxes x 10 runs over one connection on 4 run slots — every
-    /// run completes, none is refused, p99 request-to-result under 1 s.
+    /// 8 sandboxes x 10 runs over one connection on 4 run slots: every run completes, none is
+    /// refused, nothing leaks. Its speed (the goal: p99 request-to-result under 1 s) is the
+    /// bench's row "session load", measured on a machine running nothing else.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn load_8_sandboxes_x_10_runs_one_connection_4_slots_p99_under_1s() {
-        let l = session_load(Load {
+    async fn load_8_sandboxes_x_10_runs_one_connection_4_slots_complete_unrefused() {
+        session_load(Load {
             conns: 1,
             per_conn: 8,
             runs: 10,
         })
         .await;
-        assert_p99_under_1s(&l);
     }
 
     /// 50 sandboxes over 10 connections x 20 runs on 4 run slots, streaming, files and tools:
-    /// every run completes, none is refused, p99 request-to-result under 1 s (most of it time
-    /// queued: 50 sandboxes share 4 slots), nothing leaks.
+    /// every run completes, none is refused, nothing leaks. Its latencies are printed (most
+    /// of each is time queued: 50 sandboxes share 4 slots); the bench's "session load" row
+    /// is where speed is measured.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn load_50_sandboxes_x_20_runs_10_connections_streaming_files_tools_leak_nothing() {
-        let l = session_load(Load {
+        session_load(Load {
             conns: 10,
             per_conn: 5,
             runs: 20,
         })
         .await;
-        assert_p99_under_1s(&l);
     }
 }
