@@ -1,12 +1,12 @@
-//! An exposed port's request head (`airlock_server::port_proxy::rewrite`): any bytes a client
+//! An exposed port's request head (`airlock_server::net::port_proxy::rewrite`): any bytes a client
 //! sends toward a guest, under a server token. Oracles: no panic; a head that is forwarded
 //! carries the server's token in no form — not in its target, not in any header's value
 //! (bare, after a scheme, among cookies, percent-encoded, inside base64) — and no
 //! `Proxy-Authorization`; the head forwarded parses again under the same strict grammar.
 #![no_main]
 
-use airlock_server::auth::Auth;
-use airlock_server::port_proxy::rewrite;
+use airlock_server::tenancy::auth::Auth;
+use airlock_server::net::port_proxy::rewrite;
 use libfuzzer_sys::fuzz_target;
 
 const TOKEN: &str = "fuzz-server-token-0123456789";

@@ -1,10 +1,10 @@
-//! A tenants token file (`airlock_server::tokens`): any text through the parser the server
+//! A tenants token file (`airlock_server::tenancy::tokens`): any text through the parser the server
 //! and `airlock token` read it with. Oracles: no panic; an accepted file renders back to text
 //! that parses to the same entries (what `token add|rm` writes is what the server reads); no
 //! entry names an invalid or reserved tenant; a token finds at most its own tenant.
 #![no_main]
 
-use airlock_server::tokens;
+use airlock_server::tenancy::tokens;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {

@@ -17,9 +17,9 @@
 mod common;
 
 use airlock_protocol::{Message, DEFAULT_MAX_MESSAGE_BYTES};
-use airlock_server::auth::Auth;
+use airlock_server::tenancy::auth::Auth;
 use airlock_server::fuzzing::ws_connection;
-use airlock_server::transport::Inbound;
+use airlock_server::wire::transport::Inbound;
 use libfuzzer_sys::fuzz_target;
 
 /// The server's token (in the dictionary and the seeds).

@@ -7,7 +7,7 @@
 //! under a `RUST_LOG` meant for something else. ANSI colour only when stderr is a terminal: a
 //! host program reading the server's stderr gets plain text.
 //!
-//! The request spans exported over OTLP (`airlock_server::request_span::TARGET`) never reach
+//! The request spans exported over OTLP (`airlock_server::telemetry::request_span::TARGET`) never reach
 //! the stderr lines; the trace layer, when `--otlp-endpoint` asks for one, sees only them.
 use std::io::IsTerminal;
 
@@ -60,7 +60,7 @@ fn filter(level: Option<LogLevel>, default: LogLevel) -> EnvFilter {
         None => EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| EnvFilter::new(default.directive())),
     };
-    match format!("{}=off", airlock_server::request_span::TARGET).parse() {
+    match format!("{}=off", airlock_server::telemetry::request_span::TARGET).parse() {
         Ok(no_request_spans) => filter.add_directive(no_request_spans),
         Err(_) => filter,
     }

@@ -2,7 +2,7 @@
 //!
 //! Refuses to start without authentication (a token from `--token-file` or `AIRLOCK_TOKEN`)
 //! unless `--insecure-no-auth` is given, and refuses a non-loopback address unless
-//! `--allow-remote` is. SIGTERM and SIGINT drain it (`airlock_server::drain`): nothing new is
+//! `--allow-remote` is. SIGTERM and SIGINT drain it (`airlock_server::ops::drain`): nothing new is
 //! admitted, runs in flight may finish for `--drain-grace` (a second signal cuts it short),
 //! then what is left is cancelled (each run still gets its terminal response), every sandbox
 //! whose spec allows `snapshot` is paused to the state directory, the others are disposed of,
@@ -274,9 +274,8 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
     let total = match opts.memory_budget_mb {
         Some(0) => bail!("--memory-budget-mb must be at least 1"),
         Some(mb) => mb.saturating_mul(1024 * 1024),
-        None => {
-            airlock_server::budget_host::host_budget().context("the default --memory-budget-mb")?
-        }
+        None => airlock_server::registry::budget_host::host_budget()
+            .context("the default --memory-budget-mb")?,
     };
     let tenants = policy
         .as_ref()
@@ -286,7 +285,7 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
         policy,
         epoch,
         max_sandboxes,
-        budget: airlock_server::budget::Budget::new(total, tenants),
+        budget: airlock_server::registry::budget::Budget::new(total, tenants),
     };
     Ok((config, sandboxes))
 }
@@ -295,12 +294,14 @@ fn config(opts: &ServeOpts) -> anyhow::Result<(ServerConfig, Assembly)> {
 /// default.
 fn request_rates(
     policy: Option<&airlock_policy::Policy>,
-) -> Arc<airlock_server::request_rate::RequestRates> {
+) -> Arc<airlock_server::tenancy::request_rate::RequestRates> {
     let quotas = policy.map(|p| p.tenants.clone()).unwrap_or_default();
-    Arc::new(airlock_server::request_rate::RequestRates::new(move |t| {
-        let own = quotas.get(t.as_str()).and_then(|q| q.max_requests_per_s);
-        Some(own.unwrap_or(airlock_server::request_rate::DEFAULT_PER_S))
-    }))
+    Arc::new(airlock_server::tenancy::request_rate::RequestRates::new(
+        move |t| {
+            let own = quotas.get(t.as_str()).and_then(|q| q.max_requests_per_s);
+            Some(own.unwrap_or(airlock_server::tenancy::request_rate::DEFAULT_PER_S))
+        },
+    ))
 }
 
 /// What the sandbox registry is built from, once the runner exists.
@@ -308,7 +309,7 @@ struct Assembly {
     policy: Option<airlock_policy::Policy>,
     epoch: String,
     max_sandboxes: usize,
-    budget: airlock_server::budget::Budget,
+    budget: airlock_server::registry::budget::Budget,
 }
 
 /// Run slots: the flag (default 2 per core), capped by the policy's `[server]` ceiling.
@@ -386,7 +387,7 @@ fn grace(v: f64) -> anyhow::Result<Duration> {
     seconds("drain-grace", v)
 }
 
-/// The first SIGTERM or SIGINT drains the server (`airlock_server::drain`); a second one
+/// The first SIGTERM or SIGINT drains the server (`airlock_server::ops::drain`); a second one
 /// during the grace cancels the runs left at once (the sandboxes are still paused). Further
 /// signals change nothing: the pauses go on (SIGKILL cuts them; what was paused is whole).
 async fn on_signal(server: Server, grace: Duration) {

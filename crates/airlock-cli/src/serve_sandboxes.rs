@@ -7,9 +7,9 @@ use std::sync::Arc;
 use airlock_local::{assemble, Assembly, LocalConfig};
 use airlock_policy::Policy;
 use airlock_router::{Observers, SandboxObserver};
-use airlock_server::audit_events::AuditObserver;
-use airlock_server::metrics_observer::MetricsObserver;
-use airlock_server::sandboxes::Sandboxes;
+use airlock_server::ops::metrics_observer::MetricsObserver;
+use airlock_server::registry::sandboxes::Sandboxes;
+use airlock_server::telemetry::audit_events::AuditObserver;
 use airlock_server::ServerConfig;
 
 /// How much the registry may hold: live sandboxes, and the admission budget they share.
@@ -17,7 +17,7 @@ pub struct Capacity {
     /// Live sandboxes at once.
     pub max_live: usize,
     /// The admission budget and the tenants' quotas.
-    pub budget: airlock_server::budget::Budget,
+    pub budget: airlock_server::registry::budget::Budget,
 }
 
 /// The registry for `config` (the server's run defaults, interpreter and executor);

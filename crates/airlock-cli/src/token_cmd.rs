@@ -1,11 +1,11 @@
 //! `airlock token add|rm|ls --token-file F`: a tenants file's tokens (see
-//! `airlock_server::tokens`), and the SIGHUP task that makes `serve` read it again.
+//! `airlock_server::tenancy::tokens`), and the SIGHUP task that makes `serve` read it again.
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use airlock_server::tenant::Tenant;
-use airlock_server::tokens::{self, Entry};
+use airlock_server::tenancy::tenant::Tenant;
+use airlock_server::tenancy::tokens::{self, Entry};
 use airlock_server::Auth;
 use anyhow::{bail, Context};
 

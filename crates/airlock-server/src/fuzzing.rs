@@ -12,19 +12,22 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
-use crate::auth::Auth;
 use crate::ceilings::Ceilings;
-use crate::transport::Inbound;
-use crate::{dispatch, files_api, outputs_api, params, sandbox_list, sandbox_run, wire_spec};
+use crate::tenancy::auth::Auth;
+use crate::wire::transport::Inbound;
+use crate::{
+    wire::dispatch, wire::files_api, wire::outputs_api, wire::params, wire::run,
+    wire::sandbox_list, wire::spec,
+};
 
 /// Every session method, the process methods included.
 pub static SESSION_METHODS: std::sync::LazyLock<Vec<&'static str>> =
     std::sync::LazyLock::new(|| {
-        let mut all = crate::dispatch::SESSION_METHODS.to_vec();
-        all.extend(crate::process_methods::PROCESS_METHODS);
+        let mut all = crate::wire::dispatch::SESSION_METHODS.to_vec();
+        all.extend(crate::wire::process_methods::PROCESS_METHODS);
         all
     });
-pub use crate::files_api::MAX_CHUNK;
+pub use crate::wire::files_api::MAX_CHUNK;
 
 /// What a method's params were accepted as: the facts the fuzz oracles check.
 #[derive(Debug, Default)]
@@ -61,7 +64,7 @@ pub fn session_params(
     let params = params.unwrap_or(Value::Null);
     match method {
         m::SANDBOX_CREATE => {
-            let p = wire_spec::parse_create(Some(params), host)?;
+            let p = spec::parse_create(Some(params), host)?;
             out.paths = p.outputs.declared.iter().map(|d| d.path.clone()).collect();
             out.limits = Some(resolve(&p.limits)?);
             return Ok(out);
@@ -69,10 +72,10 @@ pub fn session_params(
         m::SCOPE_DISPOSE => return dispatch::parse_scope(params).map(|_| out).map_err(msg),
         m::RUN_CANCEL => return dispatch::parse_cancel(params).map(|_| out).map_err(msg),
         m::SANDBOX_LIST => return sandbox_list::parse_list(params).map(|()| out).map_err(msg),
-        m if crate::process_methods::is_process_method(m) => {
-            crate::process_api::sandbox_of(&params)
+        m if crate::wire::process_methods::is_process_method(m) => {
+            crate::wire::process_api::sandbox_of(&params)
                 .ok_or_else(|| "params must carry `sandbox_id` or a `process_id`".to_string())?;
-            return crate::process_params::check(m, params)
+            return crate::wire::process_params::check(m, params)
                 .map(|()| out)
                 .map_err(msg);
         }
@@ -87,7 +90,7 @@ pub fn session_params(
             sandbox_list::parse_set_timeout(params).map_err(msg)?;
         }
         m::SANDBOX_RUN_CODE | m::SANDBOX_EXEC => {
-            let call = sandbox_run::parse(method, params).map_err(msg)?;
+            let call = run::parse(method, params).map_err(msg)?;
             out.limits = Some(resolve(&call.requested_limits())?);
         }
         m::FILES_WRITE => {
@@ -105,7 +108,7 @@ pub fn session_params(
                 .extend(files_api::parse_path(method, params).map_err(msg)?);
         }
         m::SANDBOX_EXPOSE | m::SANDBOX_UNEXPOSE => {
-            crate::expose_api::parse(method, params).map_err(msg)?;
+            crate::wire::expose_api::parse(method, params).map_err(msg)?;
         }
         m::OUTPUTS_COLLECT => {
             let named = outputs_api::parse_collect(params).map_err(msg)?;
@@ -130,12 +133,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let peer = SocketAddr::from(([127, 0, 0, 1], 0));
-    let (ws, _tenant) = crate::ws::handshake(stream, auth, peer)
+    let (ws, _tenant) = crate::net::ws::handshake(stream, auth, peer)
         .await
         .map_err(|e| e.to_string())?;
     let (_sink, reads) = ws.split();
     let (tx, mut rx) = mpsc::channel(max_events.max(1));
-    crate::ws::read_loop(reads, tx).await;
+    crate::net::ws::read_loop(reads, tx).await;
     let mut events = Vec::new();
     while let Ok(e) = rx.try_recv() {
         events.push(e);

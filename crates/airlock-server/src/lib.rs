@@ -13,81 +13,29 @@
 //! terminal response (a result for a run that started, an error for one refused before), and
 //! a session never ends while its run is alive: a vanished peer or a shutdown cancels the run,
 //! and the session waits for it (and so for the executor to be reaped).
-mod accept;
 pub mod admission;
-pub mod attached;
-pub mod audit;
-pub mod audit_events;
-pub mod auth;
-pub mod budget;
-mod budget_admit;
-pub mod budget_host;
-mod budget_snapshots;
 pub mod cancel;
 pub mod ceilings;
-pub mod conn_info;
-pub(crate) mod dispatch;
-pub mod drain;
-mod execute_sandbox;
-pub mod expose;
-pub(crate) mod expose_api;
-pub(crate) mod files_api;
-pub mod framed;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod health;
-pub(crate) mod in_flight;
-pub(crate) mod keyed_search;
-pub mod metrics;
-mod metrics_live;
-pub mod metrics_observer;
-pub(crate) mod ops_http;
-pub mod ops_listener;
-pub(crate) mod outputs_api;
-pub mod params;
-pub mod port_proxy;
-pub mod prefixed;
-pub mod process_api;
-pub mod process_methods;
-pub mod process_params;
-pub mod remote_tools;
-pub mod reply;
-pub mod request_rate;
-pub mod request_span;
-pub(crate) mod resume_gate;
-pub mod sandbox_life;
-pub(crate) mod sandbox_list;
-pub mod sandbox_pause;
-pub(crate) mod sandbox_reclaim;
-pub(crate) mod sandbox_run;
-pub mod sandboxes;
-pub mod session;
-pub mod snapshot_api;
-pub(crate) mod snapshot_owners;
-mod snapshot_reservations;
+pub mod net;
+pub mod ops;
+pub mod registry;
 pub mod state_dir;
-pub mod tenant;
-pub(crate) mod token_forms;
-pub mod tokens;
-pub mod trace_context;
-pub mod traced_tools;
-pub mod transport;
-pub(crate) mod wire_outputs;
-pub mod wire_spec;
-pub mod wire_spec_image;
-pub mod wire_tools;
-pub mod ws;
+pub mod telemetry;
+pub mod tenancy;
+pub mod wire;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{AuditRecord, AuditSink};
-pub use auth::Auth;
 pub use cancel::CancelToken;
 pub use ceilings::{Ceilings, LimitRefusal, RequestedLimits};
+pub use telemetry::audit::{AuditRecord, AuditSink};
+pub use tenancy::auth::Auth;
 
 use airlock_broker::limits::Limits;
 use airlock_broker::{Runner, RunnerConfig};
@@ -120,12 +68,12 @@ pub struct ServerConfig {
     pub runner: Arc<Runner>,
     /// Sandboxes that persist across runs (`sandbox.*`, `files.*`); those methods are not
     /// served when None.
-    pub sandboxes: Option<Arc<sandboxes::Sandboxes>>,
+    pub sandboxes: Option<Arc<registry::sandboxes::Sandboxes>>,
     /// What `/metrics` exposes; the sandbox registry's observer must count into the same one
-    /// ([`metrics_observer::MetricsObserver`]).
-    pub metrics: Arc<metrics::Metrics>,
+    /// ([`ops::metrics_observer::MetricsObserver`]).
+    pub metrics: Arc<ops::metrics::Metrics>,
     /// The rate each tenant's requests are read at (None: not limited).
-    pub request_rates: Option<Arc<request_rate::RequestRates>>,
+    pub request_rates: Option<Arc<tenancy::request_rate::RequestRates>>,
 }
 
 /// A policy decision for one workload: `uses_tools` is whether the run may call host tools.
@@ -159,7 +107,7 @@ impl ServerConfig {
             admission: None,
             runner: Arc::new(Runner::new(RunnerConfig::exec_per_run(2 * cores))),
             sandboxes: None,
-            metrics: Arc::new(metrics::Metrics::new()),
+            metrics: Arc::new(ops::metrics::Metrics::new()),
             request_rates: None,
         }
     }
@@ -184,7 +132,7 @@ pub(crate) struct Shared {
     /// connections (`/readyz` is unready when none is free).
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
     /// The last probe of the required layers (`/readyz`).
-    pub(crate) readiness: health::Readiness,
+    pub(crate) readiness: ops::health::Readiness,
 }
 
 impl Shared {
@@ -244,7 +192,7 @@ impl Server {
                 listen: std::sync::OnceLock::new(),
                 draining: std::sync::atomic::AtomicBool::new(false),
                 connections,
-                readiness: health::Readiness::default(),
+                readiness: ops::health::Readiness::default(),
             }),
         }
     }
@@ -268,7 +216,7 @@ impl Server {
 
     /// The live-sandbox registry, when the server holds sandboxes.
     #[must_use]
-    pub fn sandboxes(&self) -> Option<Arc<sandboxes::Sandboxes>> {
+    pub fn sandboxes(&self) -> Option<Arc<registry::sandboxes::Sandboxes>> {
         self.shared.config.sandboxes.clone()
     }
 

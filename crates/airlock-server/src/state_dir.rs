@@ -15,7 +15,7 @@ use airlock_snapshot::{SnapshotId, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tenant::Tenant;
+use crate::tenancy::tenant::Tenant;
 
 /// Largest paused record read back.
 const MAX_RECORD: u64 = 1 << 20;
@@ -69,10 +69,11 @@ pub struct PausedRecord {
 impl PausedRecord {
     /// The tenant it belongs to.
     #[must_use]
-    pub fn tenant(&self) -> crate::tenant::Tenant {
-        self.tenant
-            .as_deref()
-            .map_or_else(crate::tenant::Tenant::single, crate::tenant::Tenant::new)
+    pub fn tenant(&self) -> crate::tenancy::tenant::Tenant {
+        self.tenant.as_deref().map_or_else(
+            crate::tenancy::tenant::Tenant::single,
+            crate::tenancy::tenant::Tenant::new,
+        )
     }
 }
 

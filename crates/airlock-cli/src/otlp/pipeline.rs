@@ -1,4 +1,4 @@
-//! The export pipeline: request spans (target `airlock_server::request_span::TARGET`, and
+//! The export pipeline: request spans (target `airlock_server::telemetry::request_span::TARGET`, and
 //! nothing else) → the `tracing-opentelemetry` layer → a batch processor on its own thread
 //! with a bounded queue (a full queue drops spans and the SDK logs it; a run never waits for
 //! the collector) → OTLP/HTTP protobuf to `URL/v1/traces`. Flushed by [`Exporting::shutdown`].
@@ -57,8 +57,10 @@ pub fn start(endpoint: &str) -> anyhow::Result<(Exporting, TraceLayer)> {
         .with_resource(Resource::builder().with_service_name("airlock").build())
         .build();
     let tracer = provider.tracer("airlock");
-    let only_requests =
-        Targets::new().with_target(airlock_server::request_span::TARGET, tracing::Level::TRACE);
+    let only_requests = Targets::new().with_target(
+        airlock_server::telemetry::request_span::TARGET,
+        tracing::Level::TRACE,
+    );
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_location(false)

@@ -1,0 +1,461 @@
+//! Snapshot, pause, resume, fork and `from_snapshot`: a sandbox's files and its kernel's state
+//! go to the state directory's store, and come back in a new sandbox with every layer a fresh
+//! one has (made through the router under the policy, like any other).
+//!
+//! A pause is durable before it is answered: the snapshot, then the paused record, then the
+//! sandbox is disposed. A server started on the same state directory finds its paused
+//! sandboxes again; any call on one (or `sandbox.resume`) makes it again under the same id.
+use std::sync::Arc;
+
+use airlock_broker::kernel::{Branch, ForkError};
+use airlock_broker::Limits;
+use airlock_policy::Capability;
+use airlock_policy::SandboxKey;
+use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_snapshot::{Snapshot, SnapshotId};
+use serde_json::{json, Value};
+
+use crate::registry::life::now_ms;
+use crate::registry::sandboxes::{lock, Held, Sandboxes};
+use crate::registry::snapshot_reservations::SnapshotReservation;
+use crate::state_dir::{PausedRecord, StateDir};
+use crate::wire::spec::CreateParams;
+
+/// Most branches one `sandbox.fork` makes.
+pub const MAX_FORK: usize = 16;
+/// The manifest's format.
+const FORMAT: u64 = 1;
+
+/// How the limits of a sandbox made again are resolved (the connection's ceilings).
+pub type LimitsOf<'a> = &'a (dyn Fn(&CreateParams) -> Result<Limits, ErrorObject> + Sync);
+
+pub(crate) fn refused(msg: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(ErrorCode::SandboxRefused, msg)
+}
+
+pub(crate) fn internal(msg: impl std::fmt::Display) -> ErrorObject {
+    ErrorObject::new(ErrorCode::InternalError, msg.to_string())
+}
+
+/// A sandbox claimed for a snapshot, a pause or a fork, released when dropped: also when the
+/// request's task is dropped mid-capture (its connection aborted at the end of a shutdown's
+/// timeout), so the drain's own pause that follows is not refused `busy` and the sandbox
+/// disposed of (`serve::ops_redteam::a_snapshot_cut_by_the_shutdown_timeout_does_not_make_the_drain_dispose_its_sandbox`).
+struct Claim<'a>(&'a Held);
+
+impl<'a> Claim<'a> {
+    fn take(held: &'a Held, what: &str) -> Result<Self, ErrorObject> {
+        held.claim(what)?;
+        Ok(Claim(held))
+    }
+
+    /// Leave the sandbox claimed for good (it is no longer live: a request that looked it up
+    /// before it ended finds it `busy`).
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+impl Sandboxes {
+    pub(crate) fn state(&self) -> Result<&Arc<StateDir>, ErrorObject> {
+        self.state_dir().ok_or_else(|| {
+            refused(
+                "this server keeps no snapshots: its state directory could not be opened \
+                 (see its log; start it with --state-dir DIR)",
+            )
+        })
+    }
+
+    /// `sandbox.snapshot`: the sandbox's files and kernel state, kept until `snapshot.remove`.
+    pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Value, ErrorObject> {
+        held.allows(Capability::Snapshot)?;
+        let state = self.state()?;
+        // Held from before the capture until its mark is written (or it failed), so
+        // concurrent snapshots of one tenant never pass its max_snapshots together.
+        let _quota = self
+            .reserve_snapshot(&held.tenant)
+            .map_err(|r| r.to_error())?;
+        let claim = Claim::take(held, "snapshot")?;
+        let made = self.capture(held, state).await;
+        drop(claim);
+        let (id, answer) = made?;
+        state.keep(&id, &held.tenant).map_err(internal)?;
+        Ok(answer)
+    }
+
+    /// Write `held`'s snapshot (the caller holds its claim: no run in flight).
+    async fn capture(
+        &self,
+        held: &Arc<Held>,
+        state: &Arc<StateDir>,
+    ) -> Result<(SnapshotId, Value), ErrorObject> {
+        state.room().map_err(|why| {
+            ErrorObject::new(
+                ErrorCode::OverCapacity,
+                format!("sandbox {}: {why}", held.id),
+            )
+        })?;
+        let raw = held.raw.clone();
+        let sandbox_id = held.id.clone();
+        let tenant = held.tenant.to_string();
+        let manifest = move |kernel: Option<&Value>| {
+            let m = json!({
+                "format": FORMAT, "sandbox_id": sandbox_id, "create": raw, "tenant": tenant,
+                "kernel": kernel, "made_unix": now_ms() / 1000,
+            });
+            m.to_string().into_bytes()
+        };
+        let made = held
+            .sandbox
+            .snapshot(Arc::clone(state.store()), manifest)
+            .await
+            .map_err(|e| refused(format!("sandbox {} could not be snapshotted: {e}", held.id)))?;
+        let answer = json!({
+            "sandbox_id": held.id, "snapshot_id": made.id.as_str(), "bytes": made.bytes,
+            "kernel": made.kernel,
+        });
+        Ok((made.id, answer))
+    }
+
+    /// `sandbox.pause`: snapshot, record, then free every process and byte of memory. Not
+    /// counted against a `max_snapshots` here: a client's pause reserves its place first
+    /// ([`Sandboxes::reserve_snapshot`]), the server's own (idle reclaim, the drain) do not.
+    pub async fn pause(&self, id: &str) -> Result<Value, ErrorObject> {
+        self.pause_within(id, None).await
+    }
+
+    /// [`Sandboxes::pause`] holding a client's place in its tenant's `max_snapshots`, given
+    /// back the moment its paused record counts instead (holding it past that would count the
+    /// pause twice while the sandbox is torn down, and refuse a concurrent capture that fits).
+    pub(crate) async fn pause_within(
+        &self,
+        id: &str,
+        quota: Option<SnapshotReservation<'_>>,
+    ) -> Result<Value, ErrorObject> {
+        let state = self.state()?;
+        let held = match self.get(id) {
+            Err(_) if self.is_paused(id) => {
+                return Err(refused(format!("sandbox {id} is paused already")));
+            }
+            got => got?,
+        };
+        held.allows(Capability::Snapshot)?;
+        let claim = Claim::take(&held, "pause")?;
+        let (snapshot_id, mut answer) = self.capture(&held, state).await?;
+        let record = PausedRecord {
+            sandbox_id: held.id.clone(),
+            snapshot_id: snapshot_id.as_str().to_owned(),
+            create: held.raw.clone(),
+            metadata: held.life.metadata.clone(),
+            paused_at_ms: now_ms(),
+            idle_timeout_s: Some(held.life.idle_timeout().as_secs_f64()),
+            tenant: Some(held.tenant.to_string()),
+        };
+        state.record_paused(&record).map_err(internal)?;
+        lock(&self.paused).insert(held.id.clone(), record);
+        drop(quota);
+        // Live until now: a dispose that came meanwhile wins, and the pause is undone.
+        let ended = self.end_live(&held).await;
+        claim.keep();
+        if !ended {
+            let _ = self.dispose_paused(&held.id);
+            return Err(ErrorObject::new(
+                ErrorCode::NotFound,
+                format!(
+                    "sandbox {} was disposed of while it was being paused",
+                    held.id
+                ),
+            ));
+        }
+        answer["state"] = json!("paused");
+        Ok(answer)
+    }
+
+    /// The paused sandbox held under `key` (the `key` member of `sandbox.create`'s params), if
+    /// any: a create with that key resumes it rather than making another.
+    #[must_use]
+    pub fn paused_under(
+        &self,
+        tenant: &crate::tenancy::tenant::Tenant,
+        key: &Value,
+    ) -> Option<String> {
+        if key.is_null() {
+            return None;
+        }
+        lock(&self.paused)
+            .values()
+            .find(|r| r.create.get("key") == Some(key) && r.tenant() == *tenant)
+            .map(|r| r.sandbox_id.clone())
+    }
+
+    /// Whether `id` is paused.
+    #[must_use]
+    pub fn is_paused(&self, id: &str) -> bool {
+        lock(&self.paused).contains_key(id)
+    }
+
+    /// The paused sandboxes' records (`sandbox.list`).
+    pub(crate) fn paused_records(&self) -> Vec<PausedRecord> {
+        lock(&self.paused).values().cloned().collect()
+    }
+
+    /// `sandbox.resume` (and any call on a paused sandbox): made again under its id, its
+    /// files and kernel state restored; the live one if it is live.
+    pub async fn resume(
+        &self,
+        id: &str,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Arc<Held>, ErrorObject> {
+        let _one_at_a_time = self.resuming.enter(id).await;
+        if let Ok(h) = self.get(id) {
+            return Ok(h);
+        }
+        let record = lock(&self.paused).get(id).cloned();
+        let Some(record) = record else {
+            return Err(self.get(id).err().unwrap_or_else(|| internal("no sandbox")));
+        };
+        let state = self.state()?;
+        let snapshot = self.read_snapshot(&record.snapshot_id).await?;
+        let mut p =
+            crate::wire::spec::parse_create(Some(record.create.clone()), self.host_policy())
+                .and_then(|p| p.for_tenant(&record.tenant()))
+                .map_err(refused)?;
+        p.metadata = record.metadata.clone();
+        let limits = limits_of(&p)?;
+        let held = self
+            .make_from(id.to_owned(), p, limits, Arc::new(snapshot))
+            .await?;
+        if let Some(t) = record
+            .idle_timeout_s
+            .and_then(|t| crate::registry::life::checked_idle("idle_timeout_s", t).ok())
+        {
+            held.life.set_idle_timeout(t);
+        }
+        state.forget_paused(id).map_err(internal)?;
+        lock(&self.paused).remove(id);
+        self.drop_unless_held(&record.snapshot_id);
+        Ok(held)
+    }
+
+    /// `sandbox.create` with `from_snapshot`: a new sandbox holding the snapshot's files and
+    /// kernel state.
+    pub async fn create_from(
+        &self,
+        p: CreateParams,
+        limits: Limits,
+        snapshot: Arc<Snapshot>,
+    ) -> Result<Arc<Held>, ErrorObject> {
+        let id = self.fresh_id();
+        self.make_from(id, p, limits, snapshot).await
+    }
+
+    /// `sandbox.fork`: `count` new keyless sandboxes, each holding what `held` holds now.
+    pub async fn fork(
+        &self,
+        held: &Arc<Held>,
+        count: usize,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Value, ErrorObject> {
+        held.allows(Capability::Snapshot)?;
+        if !(1..=MAX_FORK).contains(&count) {
+            return Err(ErrorObject::new(
+                ErrorCode::InvalidParams,
+                format!("sandbox.fork count must be 1 to {MAX_FORK}"),
+            ));
+        }
+        let state = self.state()?;
+        let claim = Claim::take(held, "fork")?;
+        match held.sandbox.fork_kernel(count).await {
+            Ok(branches) => {
+                drop(claim);
+                let ids = self.adopt_branches(held, branches, limits_of).await?;
+                return Ok(json!({
+                    "sandbox_id": held.id, "sandbox_ids": ids, "copy_on_write": true,
+                }));
+            }
+            Err(ForkError::NotForkable(why)) => {
+                tracing::debug!(sandbox = %held.id, %why, "forked by a copy of its state");
+            }
+            Err(e @ ForkError::Failed(_)) => return Err(refused(e.to_string())),
+        }
+        let made = self.capture(held, state).await;
+        drop(claim);
+        let (snapshot_id, _) = made?;
+        let branches = self.branches(held, &snapshot_id, count, limits_of).await;
+        self.drop_unless_held(snapshot_id.as_str());
+        Ok(json!({ "sandbox_id": held.id, "sandbox_ids": branches?, "copy_on_write": false }))
+    }
+
+    /// Keyless sandboxes made for the branches of `parent`'s copy-on-write fork, each taking
+    /// one (made through the router under the policy and the admission budget, like any); if
+    /// one cannot be made, those made are disposed of again, and the branches not adopted end.
+    async fn adopt_branches(
+        &self,
+        parent: &Held,
+        branches: Vec<Branch>,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Vec<String>, ErrorObject> {
+        let (p, limits) = self.branch_params(parent, limits_of)?;
+        let mut ids = Vec::with_capacity(branches.len());
+        for branch in branches {
+            let id = self.fresh_id();
+            let key = SandboxKey::new(crate::wire::spec::KEYLESS_SCOPE, id.as_str(), "wire")
+                .map_err(internal)?;
+            self.backend.offer_root(key.clone(), Arc::clone(&branch.fs));
+            let made = self.create_as(id, p.clone(), limits.clone()).await;
+            self.backend.withdraw_root(&key);
+            let adopted = match made {
+                Ok(b) if b.sandbox.adopt_branch(branch).await => Ok(b.id.clone()),
+                Ok(b) => Err((
+                    Some(b.id.clone()),
+                    internal("a branch was disposed as it was made"),
+                )),
+                Err(e) => Err((None, e)),
+            };
+            match adopted {
+                Ok(id) => ids.push(id),
+                Err((made, e)) => {
+                    for id in ids.iter().chain(made.as_ref()) {
+                        let _ = self.dispose(id).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// What a branch of `parent` is made with: its spec without its key, its tenant, its
+    /// metadata, and the limits the connection's ceilings give it.
+    fn branch_params(
+        &self,
+        parent: &Held,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<(CreateParams, Limits), ErrorObject> {
+        let mut raw = parent.raw.clone();
+        if let Some(o) = raw.as_object_mut() {
+            o.remove("key");
+        }
+        let mut p = crate::wire::spec::parse_create(Some(raw), self.host_policy())
+            .and_then(|p| p.for_tenant(&parent.tenant))
+            .map_err(refused)?;
+        p.metadata = parent.life.metadata.clone();
+        let limits = limits_of(&p)?;
+        Ok((p, limits))
+    }
+
+    /// `count` keyless sandboxes made from the snapshot `snapshot_id` of `parent` (read and
+    /// verified once); if one cannot be made, those made are disposed of again.
+    async fn branches(
+        &self,
+        parent: &Held,
+        snapshot_id: &SnapshotId,
+        count: usize,
+        limits_of: LimitsOf<'_>,
+    ) -> Result<Vec<String>, ErrorObject> {
+        let snapshot = Arc::new(self.read_snapshot(snapshot_id.as_str()).await?);
+        let (p, limits) = self.branch_params(parent, limits_of)?;
+        let mut ids = Vec::with_capacity(count);
+        for _ in 0..count {
+            match self
+                .create_from(p.clone(), limits.clone(), Arc::clone(&snapshot))
+                .await
+            {
+                Ok(b) => ids.push(b.id.clone()),
+                Err(e) => {
+                    for id in &ids {
+                        let _ = self.dispose(id).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Make a sandbox under `id` and restore `snapshot` into it (disposed again on failure).
+    async fn make_from(
+        &self,
+        id: String,
+        p: CreateParams,
+        limits: Limits,
+        snapshot: Arc<Snapshot>,
+    ) -> Result<Arc<Held>, ErrorObject> {
+        let held = self.create_as(id.clone(), p, limits).await?;
+        if held.id != id {
+            return Err(refused(format!(
+                "its key is live as sandbox {}; dispose of it first",
+                held.id
+            )));
+        }
+        let spool = self.state()?.store().dir().to_path_buf();
+        if let Err(e) = held.sandbox.restore(snapshot, spool).await {
+            let _ = self.dispose(&id).await;
+            return Err(refused(format!("the snapshot could not be restored: {e}")));
+        }
+        Ok(held)
+    }
+
+    /// Read and verify a snapshot of the store.
+    pub(crate) async fn read_snapshot(&self, id: &str) -> Result<Snapshot, ErrorObject> {
+        let store = Arc::clone(self.state()?.store());
+        let id = SnapshotId::parse(id)
+            .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams, e.to_string()))?;
+        tokio::task::spawn_blocking(move || store.read(&id))
+            .await
+            .map_err(internal)?
+            .map_err(|e| snapshot_error(&e))
+    }
+
+    /// Remove a snapshot a pause or fork made, unless kept on request or a paused sandbox
+    /// still needs it.
+    pub(crate) fn drop_unless_held(&self, id: &str) {
+        let Ok(sid) = SnapshotId::parse(id) else {
+            return;
+        };
+        let Ok(state) = self.state() else { return };
+        let needed = lock(&self.paused).values().any(|r| r.snapshot_id == id);
+        if needed || state.kept(&sid) {
+            return;
+        }
+        if let Err(e) = state.store().remove(&sid) {
+            tracing::warn!(snapshot = id, error = %e, "a used snapshot could not be removed");
+        }
+    }
+
+    /// Dispose of a paused sandbox: its record goes (its snapshot too, unless kept).
+    pub(crate) fn dispose_paused(&self, id: &str) -> Option<Result<Value, ErrorObject>> {
+        let record = lock(&self.paused).remove(id)?;
+        let r = self
+            .state()
+            .and_then(|s| s.forget_paused(id).map_err(internal))
+            .map(|()| json!({ "sandbox_id": id, "disposal": Value::Null }));
+        self.drop_unless_held(&record.snapshot_id);
+        Some(r)
+    }
+}
+
+/// A store error as the wire says it.
+/// A store error as the wire says it: `data.kind` names the failure (`SnapshotTampered`,
+/// `SnapshotTruncated`, `SnapshotForeign`, ...), so a client can tell damage from a snapshot
+/// that is not this server's without reading the message.
+pub(crate) fn snapshot_error(e: &airlock_snapshot::SnapshotError) -> ErrorObject {
+    use airlock_snapshot::SnapshotError as E;
+    let (code, kind) = match e {
+        E::NotFound { .. } => (ErrorCode::NotFound, "SnapshotNotFound"),
+        E::Tampered { .. } => (ErrorCode::SandboxRefused, "SnapshotTampered"),
+        E::Truncated { .. } => (ErrorCode::SandboxRefused, "SnapshotTruncated"),
+        E::Foreign { .. } => (ErrorCode::SandboxRefused, "SnapshotForeign"),
+        E::TooLarge { .. } => (ErrorCode::SandboxRefused, "SnapshotTooLarge"),
+        E::Malformed(_) => (ErrorCode::SandboxRefused, "SnapshotMalformed"),
+        E::BadId(_) => (ErrorCode::InvalidParams, "SnapshotBadId"),
+        _ => (ErrorCode::SandboxRefused, "SnapshotStore"),
+    };
+    ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": kind }))
+}

@@ -1,0 +1,627 @@
+//! The server's live sandboxes: made through the router (every policy check before anything
+//! spawns), held by id, reclaimed when idle, disposed on request, on scope purge and at
+//! shutdown.
+//!
+//! A sandbox outlives the connection that made it: any authenticated connection may address it
+//! by id (`sandbox.connect` re-attaches after a dropped connection) until it is disposed or
+//! idles out.
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use airlock_broker::Limits;
+use airlock_local::{LocalBackend, LocalSandbox};
+use airlock_policy::{Capability, DisposalFailure, SandboxKey, SandboxSpec};
+use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_router::{AcquireError, Router, ScopeRecord};
+use serde_json::{json, Value};
+
+use crate::cancel::CancelToken;
+use crate::tenancy::tenant::Tenant;
+use crate::wire::spec::CreateParams;
+
+/// One live sandbox as the server holds it.
+#[derive(Debug)]
+pub struct Held {
+    /// The wire id.
+    pub id: String,
+    /// The router's address for it.
+    pub key: SandboxKey,
+    /// The spec it was made for.
+    pub spec: SandboxSpec,
+    /// The limits of each of its runs.
+    pub limits: Limits,
+    /// The sandbox.
+    pub sandbox: Arc<LocalSandbox>,
+    /// What `outputs.collect` reads.
+    pub outputs: crate::wire::spec::Outputs,
+    /// The tools the orchestrator answers.
+    pub tools: Vec<crate::wire::tools::WireTool>,
+    /// Its metadata, birth and idle timeout now (`sandbox.list`, `sandbox.set_timeout`).
+    pub life: crate::registry::life::Life,
+    /// The idle timeout its spec asked for: what the key-reuse rule compares (the timeout in
+    /// force is `life`'s).
+    idle: Duration,
+    /// What idle reclaim does to it.
+    pub idle_action: crate::wire::spec::IdleAction,
+    /// The `sandbox.create` params it was made from (a pause keeps them to make it again).
+    pub raw: Value,
+    /// The tenant that made it.
+    pub tenant: crate::tenancy::tenant::Tenant,
+    /// Its share of the admission budget, given back once its disposal has freed it.
+    reservation: Mutex<Option<crate::registry::budget::Reservation>>,
+    last_used: Mutex<Instant>,
+    busy: Mutex<Option<String>>,
+}
+
+/// 64 random bits from the kernel's CSPRNG. A keyless sandbox is addressed by its id alone,
+/// so an id must never be guessable: without randomness (which getrandom(2) does not lack on
+/// a kernel airlock runs on) the server stops rather than mint one from the pid and the time.
+fn random_u64() -> u64 {
+    getrandom::u64().unwrap_or_else(|e| panic!("no randomness from the kernel: {e}"))
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Held {
+    /// Refuses a method the spec did not ask for (checked on every call).
+    pub fn allows(&self, cap: Capability) -> Result<(), ErrorObject> {
+        if self.spec.requires().contains(&cap) {
+            return Ok(());
+        }
+        Err(ErrorObject::new(
+            ErrorCode::SandboxRefused,
+            format!(
+                "sandbox {} was created without the {cap} capability; create one whose spec \
+                 requires it",
+                self.id
+            ),
+        ))
+    }
+
+    /// Gives its share of the budget back (its disposal has freed what it held).
+    pub(crate) fn leave_budget(&self) {
+        drop(lock(&self.reservation).take());
+    }
+
+    /// Marks a call (postpones idle reclaim).
+    pub fn touch(&self) {
+        *lock(&self.last_used) = Instant::now();
+    }
+
+    /// Claims the sandbox for `run_id`; `busy` when a run is in flight.
+    pub fn claim(&self, run_id: &str) -> Result<(), ErrorObject> {
+        let mut b = lock(&self.busy);
+        if let Some(other) = b.as_ref() {
+            return Err(ErrorObject::new(
+                ErrorCode::Busy,
+                format!(
+                    "run {other} is in flight in sandbox {}; one run at a time",
+                    self.id
+                ),
+            ));
+        }
+        *b = Some(run_id.to_owned());
+        Ok(())
+    }
+
+    /// The run in flight, if any.
+    #[must_use]
+    pub fn running(&self) -> Option<String> {
+        lock(&self.busy).clone()
+    }
+
+    /// Releases the claim (the run ended).
+    pub fn release(&self) {
+        *lock(&self.busy) = None;
+        self.touch();
+    }
+
+    /// When it was last used (a call it served, or the end of a run).
+    #[must_use]
+    pub fn last_used(&self) -> Instant {
+        *lock(&self.last_used)
+    }
+
+    pub(crate) fn idle_for(&self, now: Instant) -> Option<Duration> {
+        if lock(&self.busy).is_some() {
+            return None;
+        }
+        let since = now.saturating_duration_since(*lock(&self.last_used));
+        (since >= self.life.idle_timeout()).then_some(since)
+    }
+
+    /// What `sandbox.create`/`sandbox.connect` answer.
+    #[must_use]
+    pub fn describe(&self, isolation: &str) -> Value {
+        json!({
+            "sandbox_id": self.id,
+            "isolation": isolation,
+            "isolation_scope": self.spec.isolation_scope().as_str(),
+            "egress": self.spec.egress().as_str(),
+            "requires": self.spec.requires().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "work_dir": airlock_broker::GUEST_WORK_DIR,
+            "idle_timeout_s": self.life.idle_timeout().as_secs_f64(),
+            "metadata": self.life.metadata,
+        })
+    }
+}
+
+/// Every live sandbox of one server.
+#[derive(Debug)]
+pub struct Sandboxes {
+    router: Router,
+    pub(crate) backend: Arc<LocalBackend>,
+    pub(crate) live: Mutex<HashMap<String, Arc<Held>>>,
+    runs: Mutex<HashMap<String, (Tenant, CancelToken)>>,
+    next: AtomicU64,
+    epoch: String,
+    max_live: usize,
+    observers: airlock_router::Observers,
+    audit: Option<Arc<crate::telemetry::audit::AuditSink>>,
+    exposures: crate::registry::expose::Exposures,
+    /// The state directory (snapshots, paused records), when one is open.
+    state: Option<Arc<crate::state_dir::StateDir>>,
+    /// Paused sandboxes by id.
+    pub(crate) paused: Mutex<HashMap<String, crate::state_dir::PausedRecord>>,
+    /// One resume at a time per sandbox (two calls on one paused sandbox make it once).
+    pub(crate) resuming: crate::registry::resume_gate::ResumeGates,
+    /// The admission budget and the tenants' quotas (`crate::registry::budget`).
+    budget: crate::registry::budget::Budget,
+    /// Each sandbox's disk bound (its tmpfs), bytes.
+    disk_bytes: u64,
+    /// Snapshots and pauses being written, by tenant (their `max_snapshots` reservations).
+    pub(crate) snapshots_in_flight: crate::registry::snapshot_reservations::SnapshotsInFlight,
+}
+
+/// Why `sandbox.create` did not hand one out.
+fn acquire_error(e: &AcquireError) -> ErrorObject {
+    let code = match e {
+        AcquireError::Key(_) => ErrorCode::InvalidParams,
+        _ => ErrorCode::SandboxRefused,
+    };
+    let kind = airlock_router::ErrorKind::kind(e);
+    ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": kind }))
+}
+
+/// Why [`Sandboxes::insert`] did not hold a sandbox.
+enum NotHeld {
+    /// Its key is live under other run limits or another idle timeout (nothing was made).
+    Mismatch(ErrorObject),
+    /// The server holds its maximum (the sandbox just made must be disposed).
+    Full(ErrorObject),
+}
+
+fn key_spec_mismatch(live: &Held) -> ErrorObject {
+    let msg = format!(
+        "sandbox {} is live under this key with other run limits or another idle timeout; \
+         dispose of it before asking for another",
+        live.id
+    );
+    ErrorObject::new(ErrorCode::SandboxRefused, msg)
+        .with_data(json!({ "kind": "SandboxKeySpecMismatch" }))
+}
+
+/// The answer for a sandbox id that names nothing the caller may address.
+pub(crate) fn no_sandbox(id: &str) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::NotFound,
+        format!(
+            "no live sandbox {:?} (never created, disposed or idled out)",
+            id.chars().take(64).collect::<String>()
+        ),
+    )
+}
+
+fn disposal_value(f: Option<&DisposalFailure>) -> Value {
+    match f {
+        None => Value::Null,
+        Some(f) => json!({"code": f.code().as_str(), "message": f.to_string()}),
+    }
+}
+
+impl Sandboxes {
+    /// A registry over `router` (whose one backend is `backend`), holding at most `max_live`.
+    #[must_use]
+    pub fn new(
+        router: Router,
+        backend: Arc<LocalBackend>,
+        epoch: String,
+        max_live: usize,
+        observers: airlock_router::Observers,
+    ) -> Self {
+        Sandboxes {
+            router,
+            backend,
+            live: Mutex::new(HashMap::new()),
+            runs: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            epoch,
+            max_live: max_live.max(1),
+            observers,
+            audit: None,
+            exposures: crate::registry::expose::Exposures::new(),
+            state: None,
+            paused: Mutex::new(HashMap::new()),
+            resuming: crate::registry::resume_gate::ResumeGates::default(),
+            budget: crate::registry::budget::Budget::unlimited(),
+            disk_bytes: Limits::default().max_disk_bytes,
+            snapshots_in_flight: crate::registry::snapshot_reservations::SnapshotsInFlight::default(
+            ),
+        }
+    }
+
+    /// Admits sandboxes within `budget`, each accounting `disk_bytes` of tmpfs (the backend's
+    /// disk bound) besides its memory bounds.
+    #[must_use]
+    pub fn with_budget(mut self, budget: crate::registry::budget::Budget, disk_bytes: u64) -> Self {
+        self.budget = budget;
+        self.disk_bytes = disk_bytes;
+        self
+    }
+
+    /// The admission budget.
+    #[must_use]
+    pub fn budget(&self) -> &crate::registry::budget::Budget {
+        &self.budget
+    }
+
+    /// Each sandbox's disk bound, bytes.
+    #[must_use]
+    pub fn disk_bytes(&self) -> u64 {
+        self.disk_bytes
+    }
+
+    /// Keeps snapshots and paused sandboxes in `state`, and knows the sandboxes paused there
+    /// before this server started.
+    #[must_use]
+    pub fn with_state(mut self, state: Option<Arc<crate::state_dir::StateDir>>) -> Self {
+        if let Some(s) = &state {
+            let records = s.paused_records();
+            let mut paused = lock(&self.paused);
+            for r in records {
+                paused.insert(r.sandbox_id.clone(), r);
+            }
+        }
+        self.state = state;
+        self.adopt_orphans();
+        self
+    }
+
+    /// The state directory, if one is open.
+    #[must_use]
+    pub fn state_dir(&self) -> Option<&Arc<crate::state_dir::StateDir>> {
+        self.state.as_ref()
+    }
+
+    /// A new sandbox id: not guessable.
+    pub(crate) fn fresh_id(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("sb-{}-{n}-{:016x}", self.epoch, random_u64())
+    }
+
+    /// Also records the refusals this registry makes itself (the router records its own).
+    #[must_use]
+    pub fn with_audit(mut self, sink: Option<Arc<crate::telemetry::audit::AuditSink>>) -> Self {
+        self.audit = sink;
+        self
+    }
+
+    fn audit_refusal(&self, key: &SandboxKey, spec: &SandboxSpec, kind: &str) {
+        if let Some(sink) = &self.audit {
+            let line = json!({
+                "event": "sandbox_refused",
+                "key": key.to_string(),
+                "egress": spec.egress().as_str(),
+                "scope": spec.isolation_scope().as_str(),
+                "failure": kind,
+            });
+            sink.write_line(&line, "sandbox_refused");
+        }
+    }
+
+    /// The router every sandbox is made through.
+    pub(crate) fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The local backend behind the router.
+    pub(crate) fn backend(&self) -> &LocalBackend {
+        &self.backend
+    }
+
+    /// Where policy events go.
+    #[must_use]
+    pub fn observers(&self) -> &airlock_router::Observers {
+        &self.observers
+    }
+
+    /// The live exposures of every sandbox (`sandbox.expose`); a sandbox's end ends its own.
+    #[must_use]
+    pub fn exposures(&self) -> &crate::registry::expose::Exposures {
+        &self.exposures
+    }
+
+    /// The host policy the router enforces.
+    #[must_use]
+    pub fn host_policy(&self) -> &airlock_policy::HostPolicy {
+        self.router.host_policy()
+    }
+
+    /// The isolation rung the backend holds.
+    #[must_use]
+    pub fn isolation(&self) -> &'static str {
+        airlock_router::Backend::isolation(self.backend.as_ref()).as_str()
+    }
+
+    /// Make (or, for an equal spec under the same key, get) a sandbox.
+    pub async fn create(&self, p: CreateParams, limits: Limits) -> Result<Arc<Held>, ErrorObject> {
+        // Ids are not guessable (a keyless sandbox is addressed by nothing else), and a keyless
+        // sandbox's key lives in a scope no orchestrator key may name (`wire_spec` refuses it).
+        self.create_as(self.fresh_id(), p, limits).await
+    }
+
+    /// Make a sandbox under the id `id` (a new one's, or a paused one's it resumes as).
+    pub(crate) async fn create_as(
+        &self,
+        id: String,
+        mut p: CreateParams,
+        limits: Limits,
+    ) -> Result<Arc<Held>, ErrorObject> {
+        let key = match p.key.take() {
+            Some(k) => k,
+            None => SandboxKey::new(crate::wire::spec::KEYLESS_SCOPE, id.as_str(), "wire")
+                .map_err(|e| ErrorObject::new(ErrorCode::InternalError, e.to_string()))?,
+        };
+        let existing = self.live_for(&key, &p.spec);
+        // A new sandbox over the cap is refused before anything is assembled.
+        if existing.is_none() && lock(&self.live).len() >= self.max_live {
+            return Err(ErrorObject::new(
+                ErrorCode::OverCapacity,
+                format!(
+                    "the server holds its maximum of {} live sandboxes",
+                    self.max_live
+                ),
+            ));
+        }
+        // The router compares the policy spec; the wire's own part (run limits, idle timeout)
+        // is compared here, before the router would hand the live sandbox back.
+        if let Some(h) = &existing {
+            if h.limits != limits || h.idle != p.idle {
+                self.audit_refusal(&key, &p.spec, "SandboxKeySpecMismatch");
+                return Err(key_spec_mismatch(h));
+            }
+        }
+        // The budget is reserved before anything is assembled (a live one holds its own).
+        self.check_egress_ceiling(&p)?;
+        let reservation = match existing {
+            Some(_) => None,
+            None => Some(self.admit(&p, &limits)?),
+        };
+        let sb = self
+            .router
+            .acquire(&key, &p.spec)
+            .await
+            .map_err(|e| acquire_error(&e))?;
+        let address = sb.key().clone();
+        let Some(local) = self.backend.sandbox(&address) else {
+            return Err(ErrorObject::new(
+                ErrorCode::InternalError,
+                "the backend lost the sandbox it just made",
+            ));
+        };
+        let held = Arc::new(Held {
+            id: id.clone(),
+            key: address.clone(),
+            spec: p.spec,
+            limits,
+            sandbox: local,
+            outputs: p.outputs,
+            tools: p.tools,
+            life: crate::registry::life::Life::new(p.metadata, p.idle),
+            idle: p.idle,
+            idle_action: p.idle_action,
+            raw: p.raw,
+            tenant: p.tenant,
+            reservation: Mutex::new(reservation),
+            last_used: Mutex::new(Instant::now()),
+            busy: Mutex::new(None),
+        });
+        match self.insert(Arc::clone(&held)) {
+            Ok(h) => Ok(h),
+            Err(NotHeld::Mismatch(e)) => Err(e),
+            Err(NotHeld::Full(e)) => {
+                let _ = self.router.dispose(&address).await;
+                held.leave_budget();
+                Err(e)
+            }
+        }
+    }
+
+    /// The live sandbox the router would hand back for `key` under `spec`: one held at the
+    /// key's conversation or call address, made for an equal spec.
+    fn live_for(&self, key: &SandboxKey, spec: &SandboxSpec) -> Option<Arc<Held>> {
+        let conversation = key
+            .for_scope(airlock_policy::IsolationScope::Conversation)
+            .ok();
+        let live = lock(&self.live);
+        live.values()
+            .find(|h| (h.key == *key || Some(&h.key) == conversation.as_ref()) && h.spec == *spec)
+            .cloned()
+    }
+
+    /// Holds `held`, or returns the one already held for its key (the same key under an equal
+    /// spec: the router refuses a different policy spec, this the wire's own part of it, run
+    /// limits and idle timeout); over capacity when full.
+    fn insert(&self, held: Arc<Held>) -> Result<Arc<Held>, NotHeld> {
+        let mut live = lock(&self.live);
+        if let Some(h) = live.values().find(|h| h.key == held.key) {
+            if h.limits != held.limits || h.idle != held.idle {
+                return Err(NotHeld::Mismatch(key_spec_mismatch(h)));
+            }
+            h.touch();
+            return Ok(Arc::clone(h));
+        }
+        if live.len() >= self.max_live {
+            return Err(NotHeld::Full(ErrorObject::new(
+                ErrorCode::OverCapacity,
+                format!(
+                    "the server holds its maximum of {} live sandboxes",
+                    self.max_live
+                ),
+            )));
+        }
+        live.insert(held.id.clone(), Arc::clone(&held));
+        Ok(held)
+    }
+
+    /// The live sandbox `id`, whoever's it is (the server's own work: reclaim, drain); a
+    /// caller's request goes through [`Sandboxes::get_for`].
+    pub fn get(&self, id: &str) -> Result<Arc<Held>, ErrorObject> {
+        lock(&self.live)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| no_sandbox(id))
+    }
+
+    /// The live sandbox `id` if `tenant` made it; another tenant's is answered exactly like an
+    /// id that never existed.
+    pub fn get_for(&self, tenant: &Tenant, id: &str) -> Result<Arc<Held>, ErrorObject> {
+        match lock(&self.live).get(id) {
+            Some(h) if h.tenant == *tenant => Ok(Arc::clone(h)),
+            _ => Err(no_sandbox(id)),
+        }
+    }
+
+    /// Whether `id` is a sandbox of `tenant`'s, live or paused.
+    #[must_use]
+    pub fn owns(&self, tenant: &Tenant, id: &str) -> bool {
+        let live = lock(&self.live).get(id).map(|h| h.tenant == *tenant);
+        live.unwrap_or_else(|| {
+            lock(&self.paused)
+                .get(id)
+                .is_some_and(|r| r.tenant() == *tenant)
+        })
+    }
+
+    /// Stop holding `held` and dispose of it through the router (its pause is recorded);
+    /// false when it was no longer held (disposed of meanwhile).
+    pub(crate) async fn end_live(&self, held: &Held) -> bool {
+        if lock(&self.live).remove(&held.id).is_none() {
+            return false;
+        }
+        self.exposures.end_sandbox(&held.id);
+        let _ = self.router.dispose(&held.key).await;
+        held.leave_budget();
+        true
+    }
+
+    /// Dispose of `id`: a running run is cancelled, everything the sandbox wrote is freed.
+    pub async fn dispose(&self, id: &str) -> Result<Value, ErrorObject> {
+        let held = lock(&self.live).remove(id);
+        let Some(h) = held else {
+            if let Some(r) = self.dispose_paused(id) {
+                return r;
+            }
+            return Err(self
+                .get(id)
+                .err()
+                .unwrap_or_else(|| ErrorObject::new(ErrorCode::NotFound, "no such sandbox")));
+        };
+        // No longer live, so no new exposure: end the ones it has (their connections close).
+        self.exposures.end_sandbox(&h.id);
+        let outcome = self.router.dispose(&h.key).await;
+        h.leave_budget();
+        Ok(json!({ "sandbox_id": h.id, "disposal": disposal_value(outcome.err().as_ref()) }))
+    }
+
+    /// Dispose of every sandbox of `tenant`'s conversation `(scope, thread_id)`.
+    pub async fn dispose_scope(&self, tenant: &Tenant, scope: &str, thread_id: &str) -> Value {
+        let scope = &crate::wire::spec::tenant_scope(tenant, scope);
+        let mut ended = Vec::new();
+        lock(&self.live).retain(|_, h| {
+            let end = h.key.in_conversation(scope, thread_id);
+            if end {
+                ended.push(Arc::clone(h));
+            }
+            !end
+        });
+        for h in &ended {
+            self.exposures.end_sandbox(&h.id);
+        }
+        let ScopeRecord {
+            disposed,
+            undisposed,
+        } = self.router.dispose_scope(scope, thread_id).await;
+        ended.iter().for_each(|h| h.leave_budget());
+        json!({ "disposed": disposed, "undisposed": disposal_value(undisposed.as_ref()) })
+    }
+
+    /// Registers a run's cancel token under its id, for `tenant`.
+    pub fn run_started(&self, tenant: &Tenant, run_id: &str, cancel: CancelToken) {
+        lock(&self.runs).insert(run_id.to_owned(), (tenant.clone(), cancel));
+    }
+
+    /// Forgets a run.
+    pub fn run_ended(&self, run_id: &str) {
+        lock(&self.runs).remove(run_id);
+    }
+
+    /// Runs in flight (registered and not yet ended), queued ones included.
+    #[must_use]
+    pub fn runs_in_flight(&self) -> usize {
+        lock(&self.runs).len()
+    }
+
+    /// Cancel `tenant`'s run `run_id` (its terminal result follows on its own request);
+    /// another tenant's run is answered like one that never existed.
+    pub fn cancel_run(&self, tenant: &Tenant, run_id: &str) -> Result<(), ErrorObject> {
+        match lock(&self.runs).get(run_id) {
+            Some((owner, t)) if owner == tenant => {
+                t.cancel();
+                Ok(())
+            }
+            _ => Err(ErrorObject::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no run {:?} in flight",
+                    run_id.chars().take(64).collect::<String>()
+                ),
+            )),
+        }
+    }
+
+    /// Every held sandbox (at most `max_live`), for `sandbox.list`.
+    pub(crate) fn held(&self) -> Vec<Arc<Held>> {
+        lock(&self.live).values().cloned().collect()
+    }
+
+    /// Live sandboxes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        lock(&self.live).len()
+    }
+
+    /// The most sandboxes held live at once (`--max-sandboxes`).
+    #[must_use]
+    pub fn max_live(&self) -> usize {
+        self.max_live
+    }
+
+    /// Whether none is live.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Dispose of everything (server shutdown).
+    pub async fn dispose_all(&self) {
+        let ids: Vec<String> = lock(&self.live).keys().cloned().collect();
+        for id in ids {
+            let _ = self.dispose(&id).await;
+        }
+    }
+}
