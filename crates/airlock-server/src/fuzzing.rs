@@ -15,10 +15,7 @@ use tokio::sync::mpsc;
 use crate::ceilings::Ceilings;
 use crate::tenancy::auth::Auth;
 use crate::wire::transport::Inbound;
-use crate::{
-    wire::dispatch, wire::files_api, wire::outputs_api, wire::params, wire::run,
-    wire::sandbox_list, wire::spec,
-};
+use crate::wire::{dispatch, files_api, outputs_api, params, run, sandbox_list, spec};
 
 /// Every session method, the process methods included.
 pub static SESSION_METHODS: std::sync::LazyLock<Vec<&'static str>> =

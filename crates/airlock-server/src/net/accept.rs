@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use crate::admission::{Admission, Pending, MAX_PENDING, MAX_PENDING_PER_PEER};
-use crate::CancelToken;
+use crate::cancel::CancelToken;
 
 /// How long a failed accept backs off.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);

@@ -11,9 +11,9 @@ use airlock_protocol::{AsyncFrameReader, ErrorObject, FrameError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use crate::server::Server;
 use crate::wire::session::{self, ConnInfo};
 use crate::wire::transport::{Inbound, Outbound};
-use crate::Server;
 
 /// Events queued from the reader to the session; the reader waits when it is full, which
 /// pushes back on an orchestrator that floods.

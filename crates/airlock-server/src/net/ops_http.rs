@@ -14,8 +14,8 @@ use airlock_egress::head::{frame, read_head, HeadError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::net::prefixed::Prefixed;
+use crate::server::Shared;
 use crate::tenancy::auth::Auth;
-use crate::Shared;
 
 /// Largest request head read (a probe's or a scraper's head is a few hundred bytes).
 pub const MAX_HEAD: usize = 8 * 1024;

@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::admission::{Pending, UPGRADE_DEADLINE};
 use crate::net::accept::accept_until_shutdown;
 use crate::net::ops_http::{self, Door};
-use crate::Server;
+use crate::server::Server;
 
 impl Server {
     /// Answer operator requests on `listener` until the server shuts down.

@@ -36,11 +36,11 @@ use crate::net::framed::{FLUSH, OUTBOX};
 use crate::net::port_proxy::{self, Route};
 use crate::net::prefixed::Prefixed;
 use crate::registry::port_dial::SandboxDialer;
+use crate::server::Server;
 use crate::tenancy::auth::Auth;
 use crate::tenancy::tenant::Tenant;
 use crate::wire::session::{self, ConnInfo};
 use crate::wire::transport::{CloseKind, Inbound, Outbound};
-use crate::Server;
 
 /// Events queued from the reader to the session.
 const INBOX: usize = 16;

@@ -1,6 +1,5 @@
-//! Operating the server: Prometheus metrics (live gauges, policy events), health and
-//! readiness, and draining before a shutdown. Reads the registry; no wire depends on how.
-pub mod drain;
+//! Watching the server: Prometheus metrics (live gauges read from the registry at scrape
+//! time, policy events, per-run figures) and the readiness `/readyz` reports.
 pub mod health;
 pub mod metrics;
 mod metrics_live;

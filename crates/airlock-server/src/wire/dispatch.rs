@@ -147,7 +147,7 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     }
-    if let Some(e) = crate::ops::drain::refusal(&conn.shared, &method) {
+    if let Some(e) = crate::server::drain::refusal(&conn.shared, &method) {
         tasks.spawn(async move { respond(&conn, id, Err(e)).await });
         return;
     }
@@ -226,7 +226,7 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
 /// cancels without reading answers is held back by the connection's outbound queue, like any
 /// answer the session sends) and it never waits behind the in-flight cap.
 pub(crate) fn run_cancel(
-    shared: &crate::Shared,
+    shared: &crate::server::Shared,
     tenant: &Tenant,
     id: Id,
     params: Value,
@@ -407,8 +407,8 @@ fn on_paused(
             return respond(&conn, id, r).await;
         }
         // A resume makes a sandbox: nothing new while draining.
-        if crate::ops::drain::is_draining(&conn.shared) {
-            return respond(&conn, id, Err(crate::ops::drain::draining_error())).await;
+        if crate::server::drain::is_draining(&conn.shared) {
+            return respond(&conn, id, Err(crate::server::drain::draining_error())).await;
         }
         let resumed = {
             let resolve = crate::wire::snapshot_api::limits_of(&conn);

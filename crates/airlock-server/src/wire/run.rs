@@ -20,13 +20,13 @@ use tokio::sync::mpsc;
 
 use crate::cancel::CancelToken;
 use crate::registry::sandboxes::Held;
+use crate::server::Shared;
 use crate::telemetry::audit::{AuditRecord, RunFacts};
 use crate::tenancy::conn_info::ConnInfo;
 use crate::wire::params::{self, ParamsError, Program};
 use crate::wire::remote_tools::{Pending, RemoteTools};
 use crate::wire::reply;
 use crate::wire::transport::Outbound;
-use crate::Shared;
 
 /// Output chunks held for a slow listener before they are dropped.
 const TAP_CHUNKS: usize = 64;

@@ -14,6 +14,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use crate::cancel::CancelToken;
+use crate::server::Shared;
 use crate::telemetry::audit::{AuditRecord, RunFacts};
 pub use crate::tenancy::conn_info::ConnInfo;
 use crate::wire::dispatch;
@@ -23,7 +24,6 @@ use crate::wire::remote_tools::{Pending, RemoteTools};
 use crate::wire::reply;
 use crate::wire::run::Conn;
 use crate::wire::transport::{CloseKind, Inbound, Outbound};
-use crate::Shared;
 use airlock_broker::result::RunResult;
 use airlock_broker::run::{Cancel, RunSpec};
 use airlock_local::RunRequest;
@@ -279,7 +279,7 @@ impl Session {
             let msg = "the broker is shutting down; the run was not started";
             return Err(reply::error(Some(id), ErrorCode::Shutdown, msg));
         }
-        if let Some(e) = crate::ops::drain::refusal(&self.shared, &req.method) {
+        if let Some(e) = crate::server::drain::refusal(&self.shared, &req.method) {
             return Err(Message::error(id, e));
         }
         if let Some(c) = &self.current {

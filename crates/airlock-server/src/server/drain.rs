@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use crate::registry::sandboxes::{Held, Sandboxes};
-use crate::{Server, Shared};
+use crate::server::{Server, Shared};
 
 /// How often the grace looks whether the runs in flight have ended.
 const POLL: Duration = Duration::from_millis(50);
