@@ -19,6 +19,7 @@ pub mod ceilings;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod json_doc;
 pub mod net;
 pub mod ops;
 pub mod registry;

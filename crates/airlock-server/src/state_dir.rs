@@ -15,6 +15,7 @@ use airlock_snapshot::{SnapshotId, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::json_doc::JsonDoc;
 use crate::tenancy::tenant::Tenant;
 
 /// Largest paused record read back.
@@ -52,8 +53,8 @@ pub struct PausedRecord {
     pub sandbox_id: String,
     /// The snapshot that holds its files and kernel state.
     pub snapshot_id: String,
-    /// The `sandbox.create` params it was made from.
-    pub create: Value,
+    /// The request it was made from, as its face received it (`sandbox.create`'s params).
+    pub create: JsonDoc,
     /// Its labels.
     pub metadata: BTreeMap<String, String>,
     /// When it was paused (milliseconds since the epoch).
@@ -75,6 +76,39 @@ impl PausedRecord {
             crate::tenancy::tenant::Tenant::new,
         )
     }
+}
+
+/// The snapshot manifest's format.
+const MANIFEST_FORMAT: u64 = 1;
+
+/// What a snapshot of `sandbox_id` (made from the request `raw`, for `tenant`) says of itself,
+/// given the kernel's report: the JSON its manifest holds.
+pub fn manifest(
+    sandbox_id: &str,
+    raw: &JsonDoc,
+    tenant: &Tenant,
+) -> impl FnOnce(Option<&Value>) -> Vec<u8> {
+    let (sandbox_id, raw, tenant) = (sandbox_id.to_owned(), raw.clone(), tenant.to_string());
+    move |kernel: Option<&Value>| {
+        let made_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        serde_json::json!({
+            "format": MANIFEST_FORMAT, "sandbox_id": sandbox_id, "create": raw, "tenant": tenant,
+            "kernel": kernel, "made_unix": made_unix,
+        })
+        .to_string()
+        .into_bytes()
+    }
+}
+
+/// The tenant a snapshot's manifest names (a snapshot made before tenants: the single one).
+#[must_use]
+pub fn manifest_tenant(manifest: &[u8]) -> Tenant {
+    let m: Value = serde_json::from_slice(manifest).unwrap_or(Value::Null);
+    m.get("tenant")
+        .and_then(Value::as_str)
+        .map_or_else(Tenant::single, Tenant::new)
 }
 
 /// An open state directory.

@@ -15,9 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use airlock_policy::TenantQuota;
-use airlock_protocol::{ErrorCode, ErrorObject};
-use serde_json::json;
 
+use crate::registry::error::{Fact, ServerError};
 use crate::tenancy::tenant::Tenant;
 
 const MIB: u64 = 1024 * 1024;
@@ -162,24 +161,24 @@ impl Refusal {
         }
     }
 
-    /// The wire error: `over_capacity`, the message, `data.kind` (and the server budget's
-    /// numbers, MiB).
+    /// The registry's error: over capacity, the message, its reason (and the server
+    /// budget's numbers, MiB).
     #[must_use]
-    pub fn to_error(&self) -> ErrorObject {
-        let mut data = json!({ "kind": self.kind() });
-        if let Refusal::ServerBudget {
-            need,
-            budget_mb,
-            held_mb,
-            live,
-        } = self
-        {
-            data["need_mb"] = json!(mib(need.bytes()));
-            data["budget_mb"] = json!(budget_mb);
-            data["held_mb"] = json!(held_mb);
-            data["live"] = json!(live);
+    pub fn to_error(&self) -> ServerError {
+        let e = ServerError::over_capacity(self.to_string()).because(self.kind());
+        match self {
+            Refusal::ServerBudget {
+                need,
+                budget_mb,
+                held_mb,
+                live,
+            } => e
+                .with("need_mb", Fact::Number(mib(need.bytes())))
+                .with("budget_mb", Fact::Number(*budget_mb))
+                .with("held_mb", Fact::Number(*held_mb))
+                .with("live", Fact::Number(*live)),
+            _ => e,
         }
-        ErrorObject::new(ErrorCode::OverCapacity, self.to_string()).with_data(data)
     }
 }
 

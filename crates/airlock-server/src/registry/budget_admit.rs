@@ -4,17 +4,16 @@
 use airlock_broker::Limits;
 use airlock_policy::tenant_quota::within_ceiling;
 use airlock_policy::Capability;
-use airlock_protocol::{ErrorCode, ErrorObject};
-use serde_json::json;
 
 use crate::registry::budget::{Claim, Reservation};
+use crate::registry::error::{Fact, ServerError};
+use crate::registry::request::NewSandbox;
 use crate::registry::sandboxes::Sandboxes;
-use crate::wire::spec::CreateParams;
 
 impl Sandboxes {
     /// Refuses a spec whose egress allowlist names a host outside its tenant's ceiling
     /// (`sandbox_refused`, naming the host).
-    pub(crate) fn check_egress_ceiling(&self, p: &CreateParams) -> Result<(), ErrorObject> {
+    pub(crate) fn check_egress_ceiling(&self, p: &NewSandbox) -> Result<(), ServerError> {
         let Some(ceiling) = self.budget().quota(&p.tenant).egress_allow else {
             return Ok(());
         };
@@ -25,21 +24,19 @@ impl Sandboxes {
             .find(|h| !within_ceiling(h, &ceiling));
         match outside {
             None => Ok(()),
-            Some(host) => Err(ErrorObject::new(
-                ErrorCode::SandboxRefused,
-                format!(
-                    "tenant {} may not allow {host:?}: it is not in the tenant's egress_allow \
-                     ceiling",
-                    p.tenant
-                ),
-            )
-            .with_data(json!({ "kind": "TenantEgressNotPermitted", "host": host }))),
+            Some(host) => Err(ServerError::refused(format!(
+                "tenant {} may not allow {host:?}: it is not in the tenant's egress_allow \
+                 ceiling",
+                p.tenant
+            ))
+            .because("TenantEgressNotPermitted")
+            .with("host", Fact::Text(host.clone()))),
         }
     }
 
     /// What a sandbox made for `p` with run `limits` may hold of the host's memory.
     #[must_use]
-    pub fn claim_of(&self, p: &CreateParams, limits: &Limits) -> Claim {
+    pub fn claim_of(&self, p: &NewSandbox, limits: &Limits) -> Claim {
         let req = p.spec.requires();
         let machine = req.contains(&Capability::Processes) || req.contains(&Capability::Ports);
         Claim::new(self.disk_bytes(), limits.memory_bytes, machine)
@@ -48,9 +45,9 @@ impl Sandboxes {
     /// Reserve a new sandbox's share of the budget, or `over_capacity` saying the numbers.
     pub(crate) fn admit(
         &self,
-        p: &CreateParams,
+        p: &NewSandbox,
         limits: &Limits,
-    ) -> Result<Reservation, ErrorObject> {
+    ) -> Result<Reservation, ServerError> {
         let claim = self.claim_of(p, limits);
         self.budget().reserve(&p.tenant, claim).map_err(|r| {
             tracing::warn!(tenant = %p.tenant, refusal = %r, "sandbox not admitted");

@@ -3,6 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
+use crate::registry::error::{ErrorKind, Fact};
 
 const M: u64 = MIB;
 
@@ -32,12 +33,11 @@ fn creates_fit_until_the_budget_then_the_refusal_says_the_numbers() {
         "over the server's memory budget: a new sandbox may hold 256 MiB (disk 128 MiB + \
          memory 128 MiB); the budget is 768 MiB and 768 MiB of it is held by 3 live sandboxes"
     );
-    let wire = e.to_error();
-    assert_eq!(wire.code, ErrorCode::OverCapacity.code());
-    let data = wire.data.unwrap();
-    assert_eq!(data["kind"], "MemoryBudgetExceeded");
-    assert_eq!(data["budget_mb"], 768);
-    assert_eq!(data["held_mb"], 768);
+    let typed = e.to_error();
+    assert_eq!(typed.kind, ErrorKind::OverCapacity);
+    assert_eq!(typed.reason.as_deref(), Some("MemoryBudgetExceeded"));
+    assert!(typed.facts.contains(&("budget_mb", Fact::Number(768))));
+    assert!(typed.facts.contains(&("held_mb", Fact::Number(768))));
     // A disposal gives its share back; the next create fits.
     drop(r1);
     assert_eq!(b.held(), 512 * M);
@@ -141,7 +141,7 @@ fn a_tenant_at_its_concurrent_runs_is_refused_and_one_ending_makes_room() {
     let run = b.begin_run(&a).unwrap();
     let e = b.begin_run(&a).unwrap_err();
     assert_eq!(e.kind(), "TenantMaxConcurrentRuns");
-    assert_eq!(e.to_error().code, ErrorCode::OverCapacity.code());
+    assert_eq!(e.to_error().kind, ErrorKind::OverCapacity);
     let _other = b.begin_run(&Tenant::new("b")).unwrap();
     drop(run);
     let _again = b.begin_run(&a).unwrap();

@@ -9,32 +9,67 @@ use std::sync::Arc;
 
 use airlock_broker::kernel::{Branch, ForkError};
 use airlock_broker::Limits;
-use airlock_policy::Capability;
-use airlock_policy::SandboxKey;
-use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_policy::{Capability, HostPolicy, SandboxKey};
 use airlock_snapshot::{Snapshot, SnapshotId};
-use serde_json::{json, Value};
 
+use crate::json_doc::JsonDoc;
+use crate::registry::error::ServerError;
 use crate::registry::life::now_ms;
-use crate::registry::sandboxes::{lock, Held, Sandboxes};
+use crate::registry::request::NewSandbox;
+use crate::registry::sandboxes::{lock, Disposed, Held, Sandboxes};
 use crate::registry::snapshot_reservations::SnapshotReservation;
 use crate::state_dir::{PausedRecord, StateDir};
-use crate::wire::spec::CreateParams;
+use crate::tenancy::tenant::Tenant;
 
 /// Most branches one `sandbox.fork` makes.
 pub const MAX_FORK: usize = 16;
-/// The manifest's format.
-const FORMAT: u64 = 1;
 
-/// How the limits of a sandbox made again are resolved (the connection's ceilings).
-pub type LimitsOf<'a> = &'a (dyn Fn(&CreateParams) -> Result<Limits, ErrorObject> + Sync);
+/// How a sandbox is made again (a paused one resumed, a branch of a fork): the face that
+/// wrote its request reads it again, and resolves its run limits (the connection's ceilings).
+pub trait Remake: Sync {
+    /// The request `raw` (as the sandbox's face received it) parsed again under `host`'s
+    /// policy, for `tenant`.
+    fn request(
+        &self,
+        raw: &JsonDoc,
+        host: &HostPolicy,
+        tenant: &Tenant,
+    ) -> Result<NewSandbox, ServerError>;
 
-pub(crate) fn refused(msg: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(ErrorCode::SandboxRefused, msg)
+    /// The limits each run of a sandbox made for `p` gets.
+    fn limits(&self, p: &NewSandbox) -> Result<Limits, ServerError>;
 }
 
-pub(crate) fn internal(msg: impl std::fmt::Display) -> ErrorObject {
-    ErrorObject::new(ErrorCode::InternalError, msg.to_string())
+/// A snapshot written: whose, its id and size, and what the kernel kept and left out.
+#[derive(Debug)]
+pub struct Captured {
+    /// The sandbox it holds.
+    pub sandbox_id: String,
+    /// Its id in the store.
+    pub snapshot_id: SnapshotId,
+    /// Its size on disk.
+    pub bytes: u64,
+    /// The kernel's report (`null` without a kernel state).
+    pub kernel: JsonDoc,
+}
+
+/// A fork's branches.
+#[derive(Debug)]
+pub struct Forked {
+    /// The sandbox forked.
+    pub sandbox_id: String,
+    /// The branches, new keyless sandboxes.
+    pub branches: Vec<String>,
+    /// Whether each branch shares its parent's memory until written (else a restored copy).
+    pub copy_on_write: bool,
+}
+
+pub(crate) fn refused(msg: impl Into<String>) -> ServerError {
+    ServerError::refused(msg)
+}
+
+pub(crate) fn internal(msg: impl std::fmt::Display) -> ServerError {
+    ServerError::internal(msg)
 }
 
 /// A sandbox claimed for a snapshot, a pause or a fork, released when dropped: also when the
@@ -44,7 +79,7 @@ pub(crate) fn internal(msg: impl std::fmt::Display) -> ErrorObject {
 struct Claim<'a>(&'a Held);
 
 impl<'a> Claim<'a> {
-    fn take(held: &'a Held, what: &str) -> Result<Self, ErrorObject> {
+    fn take(held: &'a Held, what: &str) -> Result<Self, ServerError> {
         held.claim(what)?;
         Ok(Claim(held))
     }
@@ -63,7 +98,7 @@ impl Drop for Claim<'_> {
 }
 
 impl Sandboxes {
-    pub(crate) fn state(&self) -> Result<&Arc<StateDir>, ErrorObject> {
+    pub(crate) fn state(&self) -> Result<&Arc<StateDir>, ServerError> {
         self.state_dir().ok_or_else(|| {
             refused(
                 "this server keeps no snapshots: its state directory could not be opened \
@@ -73,7 +108,7 @@ impl Sandboxes {
     }
 
     /// `sandbox.snapshot`: the sandbox's files and kernel state, kept until `snapshot.remove`.
-    pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Value, ErrorObject> {
+    pub async fn snapshot(&self, held: &Arc<Held>) -> Result<Captured, ServerError> {
         held.allows(Capability::Snapshot)?;
         let state = self.state()?;
         // Held from before the capture until its mark is written (or it failed), so
@@ -84,9 +119,11 @@ impl Sandboxes {
         let claim = Claim::take(held, "snapshot")?;
         let made = self.capture(held, state).await;
         drop(claim);
-        let (id, answer) = made?;
-        state.keep(&id, &held.tenant).map_err(internal)?;
-        Ok(answer)
+        let captured = made?;
+        state
+            .keep(&captured.snapshot_id, &held.tenant)
+            .map_err(internal)?;
+        Ok(captured)
     }
 
     /// Write `held`'s snapshot (the caller holds its claim: no run in flight).
@@ -94,39 +131,28 @@ impl Sandboxes {
         &self,
         held: &Arc<Held>,
         state: &Arc<StateDir>,
-    ) -> Result<(SnapshotId, Value), ErrorObject> {
-        state.room().map_err(|why| {
-            ErrorObject::new(
-                ErrorCode::OverCapacity,
-                format!("sandbox {}: {why}", held.id),
-            )
-        })?;
-        let raw = held.raw.clone();
-        let sandbox_id = held.id.clone();
-        let tenant = held.tenant.to_string();
-        let manifest = move |kernel: Option<&Value>| {
-            let m = json!({
-                "format": FORMAT, "sandbox_id": sandbox_id, "create": raw, "tenant": tenant,
-                "kernel": kernel, "made_unix": now_ms() / 1000,
-            });
-            m.to_string().into_bytes()
-        };
+    ) -> Result<Captured, ServerError> {
+        state
+            .room()
+            .map_err(|why| ServerError::over_capacity(format!("sandbox {}: {why}", held.id)))?;
+        let manifest = crate::state_dir::manifest(&held.id, &held.raw, &held.tenant);
         let made = held
             .sandbox
             .snapshot(Arc::clone(state.store()), manifest)
             .await
             .map_err(|e| refused(format!("sandbox {} could not be snapshotted: {e}", held.id)))?;
-        let answer = json!({
-            "sandbox_id": held.id, "snapshot_id": made.id.as_str(), "bytes": made.bytes,
-            "kernel": made.kernel,
-        });
-        Ok((made.id, answer))
+        Ok(Captured {
+            sandbox_id: held.id.clone(),
+            snapshot_id: made.id,
+            bytes: made.bytes,
+            kernel: JsonDoc(made.kernel),
+        })
     }
 
     /// `sandbox.pause`: snapshot, record, then free every process and byte of memory. Not
     /// counted against a `max_snapshots` here: a client's pause reserves its place first
     /// ([`Sandboxes::reserve_snapshot`]), the server's own (idle reclaim, the drain) do not.
-    pub async fn pause(&self, id: &str) -> Result<Value, ErrorObject> {
+    pub async fn pause(&self, id: &str) -> Result<Captured, ServerError> {
         self.pause_within(id, None).await
     }
 
@@ -137,7 +163,7 @@ impl Sandboxes {
         &self,
         id: &str,
         quota: Option<SnapshotReservation<'_>>,
-    ) -> Result<Value, ErrorObject> {
+    ) -> Result<Captured, ServerError> {
         let state = self.state()?;
         let held = match self.get(id) {
             Err(_) if self.is_paused(id) => {
@@ -147,10 +173,10 @@ impl Sandboxes {
         };
         held.allows(Capability::Snapshot)?;
         let claim = Claim::take(&held, "pause")?;
-        let (snapshot_id, mut answer) = self.capture(&held, state).await?;
+        let captured = self.capture(&held, state).await?;
         let record = PausedRecord {
             sandbox_id: held.id.clone(),
-            snapshot_id: snapshot_id.as_str().to_owned(),
+            snapshot_id: captured.snapshot_id.as_str().to_owned(),
             create: held.raw.clone(),
             metadata: held.life.metadata.clone(),
             paused_at_ms: now_ms(),
@@ -165,32 +191,21 @@ impl Sandboxes {
         claim.keep();
         if !ended {
             let _ = self.dispose_paused(&held.id);
-            return Err(ErrorObject::new(
-                ErrorCode::NotFound,
-                format!(
-                    "sandbox {} was disposed of while it was being paused",
-                    held.id
-                ),
-            ));
+            return Err(ServerError::not_found(format!(
+                "sandbox {} was disposed of while it was being paused",
+                held.id
+            )));
         }
-        answer["state"] = json!("paused");
-        Ok(answer)
+        Ok(captured)
     }
 
-    /// The paused sandbox held under `key` (the `key` member of `sandbox.create`'s params), if
-    /// any: a create with that key resumes it rather than making another.
+    /// `tenant`'s paused sandbox whose request `made_by` recognizes (a create under the same
+    /// key resumes it rather than making another), if any.
     #[must_use]
-    pub fn paused_under(
-        &self,
-        tenant: &crate::tenancy::tenant::Tenant,
-        key: &Value,
-    ) -> Option<String> {
-        if key.is_null() {
-            return None;
-        }
+    pub fn paused_by(&self, tenant: &Tenant, made_by: impl Fn(&JsonDoc) -> bool) -> Option<String> {
         lock(&self.paused)
             .values()
-            .find(|r| r.create.get("key") == Some(key) && r.tenant() == *tenant)
+            .find(|r| r.tenant() == *tenant && made_by(&r.create))
             .map(|r| r.sandbox_id.clone())
     }
 
@@ -207,11 +222,7 @@ impl Sandboxes {
 
     /// `sandbox.resume` (and any call on a paused sandbox): made again under its id, its
     /// files and kernel state restored; the live one if it is live.
-    pub async fn resume(
-        &self,
-        id: &str,
-        limits_of: LimitsOf<'_>,
-    ) -> Result<Arc<Held>, ErrorObject> {
+    pub async fn resume(&self, id: &str, remake: &dyn Remake) -> Result<Arc<Held>, ServerError> {
         let _one_at_a_time = self.resuming.enter(id).await;
         if let Ok(h) = self.get(id) {
             return Ok(h);
@@ -222,12 +233,9 @@ impl Sandboxes {
         };
         let state = self.state()?;
         let snapshot = self.read_snapshot(&record.snapshot_id).await?;
-        let mut p =
-            crate::wire::spec::parse_create(Some(record.create.clone()), self.host_policy())
-                .and_then(|p| p.for_tenant(&record.tenant()))
-                .map_err(refused)?;
+        let mut p = remake.request(&record.create, self.host_policy(), &record.tenant())?;
         p.metadata = record.metadata.clone();
-        let limits = limits_of(&p)?;
+        let limits = remake.limits(&p)?;
         let held = self
             .make_from(id.to_owned(), p, limits, Arc::new(snapshot))
             .await?;
@@ -247,10 +255,10 @@ impl Sandboxes {
     /// kernel state.
     pub async fn create_from(
         &self,
-        p: CreateParams,
+        p: NewSandbox,
         limits: Limits,
         snapshot: Arc<Snapshot>,
-    ) -> Result<Arc<Held>, ErrorObject> {
+    ) -> Result<Arc<Held>, ServerError> {
         let id = self.fresh_id();
         self.make_from(id, p, limits, snapshot).await
     }
@@ -260,24 +268,25 @@ impl Sandboxes {
         &self,
         held: &Arc<Held>,
         count: usize,
-        limits_of: LimitsOf<'_>,
-    ) -> Result<Value, ErrorObject> {
+        remake: &dyn Remake,
+    ) -> Result<Forked, ServerError> {
         held.allows(Capability::Snapshot)?;
         if !(1..=MAX_FORK).contains(&count) {
-            return Err(ErrorObject::new(
-                ErrorCode::InvalidParams,
-                format!("sandbox.fork count must be 1 to {MAX_FORK}"),
-            ));
+            return Err(ServerError::invalid(format!(
+                "sandbox.fork count must be 1 to {MAX_FORK}"
+            )));
         }
         let state = self.state()?;
         let claim = Claim::take(held, "fork")?;
         match held.sandbox.fork_kernel(count).await {
             Ok(branches) => {
                 drop(claim);
-                let ids = self.adopt_branches(held, branches, limits_of).await?;
-                return Ok(json!({
-                    "sandbox_id": held.id, "sandbox_ids": ids, "copy_on_write": true,
-                }));
+                let branches = self.adopt_branches(held, branches, remake).await?;
+                return Ok(Forked {
+                    sandbox_id: held.id.clone(),
+                    branches,
+                    copy_on_write: true,
+                });
             }
             Err(ForkError::NotForkable(why)) => {
                 tracing::debug!(sandbox = %held.id, %why, "forked by a copy of its state");
@@ -286,10 +295,14 @@ impl Sandboxes {
         }
         let made = self.capture(held, state).await;
         drop(claim);
-        let (snapshot_id, _) = made?;
-        let branches = self.branches(held, &snapshot_id, count, limits_of).await;
+        let snapshot_id = made?.snapshot_id;
+        let branches = self.branches(held, &snapshot_id, count, remake).await;
         self.drop_unless_held(snapshot_id.as_str());
-        Ok(json!({ "sandbox_id": held.id, "sandbox_ids": branches?, "copy_on_write": false }))
+        Ok(Forked {
+            sandbox_id: held.id.clone(),
+            branches: branches?,
+            copy_on_write: false,
+        })
     }
 
     /// Keyless sandboxes made for the branches of `parent`'s copy-on-write fork, each taking
@@ -299,13 +312,13 @@ impl Sandboxes {
         &self,
         parent: &Held,
         branches: Vec<Branch>,
-        limits_of: LimitsOf<'_>,
-    ) -> Result<Vec<String>, ErrorObject> {
-        let (p, limits) = self.branch_params(parent, limits_of)?;
+        remake: &dyn Remake,
+    ) -> Result<Vec<String>, ServerError> {
+        let (p, limits) = self.branch_params(parent, remake)?;
         let mut ids = Vec::with_capacity(branches.len());
         for branch in branches {
             let id = self.fresh_id();
-            let key = SandboxKey::new(crate::wire::spec::KEYLESS_SCOPE, id.as_str(), "wire")
+            let key = SandboxKey::new(crate::registry::request::KEYLESS_SCOPE, id.as_str(), "wire")
                 .map_err(internal)?;
             self.backend.offer_root(key.clone(), Arc::clone(&branch.fs));
             let made = self.create_as(id, p.clone(), limits.clone()).await;
@@ -336,17 +349,12 @@ impl Sandboxes {
     fn branch_params(
         &self,
         parent: &Held,
-        limits_of: LimitsOf<'_>,
-    ) -> Result<(CreateParams, Limits), ErrorObject> {
-        let mut raw = parent.raw.clone();
-        if let Some(o) = raw.as_object_mut() {
-            o.remove("key");
-        }
-        let mut p = crate::wire::spec::parse_create(Some(raw), self.host_policy())
-            .and_then(|p| p.for_tenant(&parent.tenant))
-            .map_err(refused)?;
+        remake: &dyn Remake,
+    ) -> Result<(NewSandbox, Limits), ServerError> {
+        let raw = parent.raw.without("key");
+        let mut p = remake.request(&raw, self.host_policy(), &parent.tenant)?;
         p.metadata = parent.life.metadata.clone();
-        let limits = limits_of(&p)?;
+        let limits = remake.limits(&p)?;
         Ok((p, limits))
     }
 
@@ -357,10 +365,10 @@ impl Sandboxes {
         parent: &Held,
         snapshot_id: &SnapshotId,
         count: usize,
-        limits_of: LimitsOf<'_>,
-    ) -> Result<Vec<String>, ErrorObject> {
+        remake: &dyn Remake,
+    ) -> Result<Vec<String>, ServerError> {
         let snapshot = Arc::new(self.read_snapshot(snapshot_id.as_str()).await?);
-        let (p, limits) = self.branch_params(parent, limits_of)?;
+        let (p, limits) = self.branch_params(parent, remake)?;
         let mut ids = Vec::with_capacity(count);
         for _ in 0..count {
             match self
@@ -383,10 +391,10 @@ impl Sandboxes {
     async fn make_from(
         &self,
         id: String,
-        p: CreateParams,
+        p: NewSandbox,
         limits: Limits,
         snapshot: Arc<Snapshot>,
-    ) -> Result<Arc<Held>, ErrorObject> {
+    ) -> Result<Arc<Held>, ServerError> {
         let held = self.create_as(id.clone(), p, limits).await?;
         if held.id != id {
             return Err(refused(format!(
@@ -403,10 +411,9 @@ impl Sandboxes {
     }
 
     /// Read and verify a snapshot of the store.
-    pub(crate) async fn read_snapshot(&self, id: &str) -> Result<Snapshot, ErrorObject> {
+    pub(crate) async fn read_snapshot(&self, id: &str) -> Result<Snapshot, ServerError> {
         let store = Arc::clone(self.state()?.store());
-        let id = SnapshotId::parse(id)
-            .map_err(|e| ErrorObject::new(ErrorCode::InvalidParams, e.to_string()))?;
+        let id = SnapshotId::parse(id).map_err(|e| ServerError::invalid(e.to_string()))?;
         tokio::task::spawn_blocking(move || store.read(&id))
             .await
             .map_err(internal)?
@@ -430,32 +437,35 @@ impl Sandboxes {
     }
 
     /// Dispose of a paused sandbox: its record goes (its snapshot too, unless kept).
-    pub(crate) fn dispose_paused(&self, id: &str) -> Option<Result<Value, ErrorObject>> {
+    pub(crate) fn dispose_paused(&self, id: &str) -> Option<Result<Disposed, ServerError>> {
         let record = lock(&self.paused).remove(id)?;
         let r = self
             .state()
             .and_then(|s| s.forget_paused(id).map_err(internal))
-            .map(|()| json!({ "sandbox_id": id, "disposal": Value::Null }));
+            .map(|()| Disposed {
+                sandbox_id: id.to_owned(),
+                failure: None,
+            });
         self.drop_unless_held(&record.snapshot_id);
         Some(r)
     }
 }
 
-/// A store error as the wire says it.
-/// A store error as the wire says it: `data.kind` names the failure (`SnapshotTampered`,
-/// `SnapshotTruncated`, `SnapshotForeign`, ...), so a client can tell damage from a snapshot
-/// that is not this server's without reading the message.
-pub(crate) fn snapshot_error(e: &airlock_snapshot::SnapshotError) -> ErrorObject {
+/// A store error: its reason names the failure (`SnapshotTampered`, `SnapshotTruncated`,
+/// `SnapshotForeign`, ...), so a client can tell damage from a snapshot that is not this
+/// server's without reading the message.
+pub(crate) fn snapshot_error(e: &airlock_snapshot::SnapshotError) -> ServerError {
+    use crate::registry::error::ErrorKind as K;
     use airlock_snapshot::SnapshotError as E;
-    let (code, kind) = match e {
-        E::NotFound { .. } => (ErrorCode::NotFound, "SnapshotNotFound"),
-        E::Tampered { .. } => (ErrorCode::SandboxRefused, "SnapshotTampered"),
-        E::Truncated { .. } => (ErrorCode::SandboxRefused, "SnapshotTruncated"),
-        E::Foreign { .. } => (ErrorCode::SandboxRefused, "SnapshotForeign"),
-        E::TooLarge { .. } => (ErrorCode::SandboxRefused, "SnapshotTooLarge"),
-        E::Malformed(_) => (ErrorCode::SandboxRefused, "SnapshotMalformed"),
-        E::BadId(_) => (ErrorCode::InvalidParams, "SnapshotBadId"),
-        _ => (ErrorCode::SandboxRefused, "SnapshotStore"),
+    let (kind, reason) = match e {
+        E::NotFound { .. } => (K::NotFound, "SnapshotNotFound"),
+        E::Tampered { .. } => (K::Refused, "SnapshotTampered"),
+        E::Truncated { .. } => (K::Refused, "SnapshotTruncated"),
+        E::Foreign { .. } => (K::Refused, "SnapshotForeign"),
+        E::TooLarge { .. } => (K::Refused, "SnapshotTooLarge"),
+        E::Malformed(_) => (K::Refused, "SnapshotMalformed"),
+        E::BadId(_) => (K::InvalidParams, "SnapshotBadId"),
+        _ => (K::Refused, "SnapshotStore"),
     };
-    ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": kind }))
+    ServerError::new(kind, e.to_string()).because(reason)
 }

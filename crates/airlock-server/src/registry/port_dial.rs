@@ -1,5 +1,5 @@
 //! Reaching a port on a sandbox's own loopback from outside its network namespace: what the
-//! exposed-port proxy (`crate::net::port_proxy`) and `sandbox.expose`'s listening check dial.
+//! exposed-port proxy (the `net` room's) and `sandbox.expose`'s listening check dial.
 use std::sync::Arc;
 
 use tokio::net::TcpStream;

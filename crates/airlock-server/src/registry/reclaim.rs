@@ -3,9 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_protocol::ErrorCode;
-
 use crate::cancel::CancelToken;
+use crate::registry::error::ErrorKind;
 use crate::registry::sandboxes::{lock, Held, Sandboxes};
 
 /// How often idle sandboxes are looked for.
@@ -46,14 +45,11 @@ impl Sandboxes {
         if held.idle_for(Instant::now()).is_none() {
             return;
         }
-        if held.idle_action == crate::wire::spec::IdleAction::Pause {
+        if held.idle_action == crate::registry::request::IdleAction::Pause {
             tracing::info!(sandbox = %held.id, "idle timeout; pausing");
             match self.pause(&held.id).await {
                 Ok(_) => return,
-                Err(e)
-                    if e.code == ErrorCode::OverCapacity.code()
-                        || e.code == ErrorCode::Busy.code() =>
-                {
+                Err(e) if matches!(e.kind, ErrorKind::OverCapacity | ErrorKind::Busy) => {
                     tracing::warn!(sandbox = %held.id, error = %e.message, "pause refused; kept live");
                     held.touch();
                     return;

@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 use airlock_broker::Limits;
 use airlock_local::{LocalBackend, LocalSandbox};
 use airlock_policy::{Capability, DisposalFailure, SandboxKey, SandboxSpec};
-use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_router::{AcquireError, Router, ScopeRecord};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::cancel::CancelToken;
+use crate::json_doc::JsonDoc;
+use crate::registry::error::ServerError;
+use crate::registry::request::NewSandbox;
 use crate::tenancy::tenant::Tenant;
-use crate::wire::spec::CreateParams;
 
 /// One live sandbox as the server holds it.
 #[derive(Debug)]
@@ -35,18 +36,18 @@ pub struct Held {
     /// The sandbox.
     pub sandbox: Arc<LocalSandbox>,
     /// What `outputs.collect` reads.
-    pub outputs: crate::wire::spec::Outputs,
+    pub outputs: crate::registry::request::Outputs,
     /// The tools the orchestrator answers.
-    pub tools: Vec<crate::wire::tools::WireTool>,
+    pub tools: Vec<crate::registry::request::ToolDecl>,
     /// Its metadata, birth and idle timeout now (`sandbox.list`, `sandbox.set_timeout`).
     pub life: crate::registry::life::Life,
     /// The idle timeout its spec asked for: what the key-reuse rule compares (the timeout in
     /// force is `life`'s).
     idle: Duration,
     /// What idle reclaim does to it.
-    pub idle_action: crate::wire::spec::IdleAction,
+    pub idle_action: crate::registry::request::IdleAction,
     /// The `sandbox.create` params it was made from (a pause keeps them to make it again).
-    pub raw: Value,
+    pub raw: JsonDoc,
     /// The tenant that made it.
     pub tenant: crate::tenancy::tenant::Tenant,
     /// Its share of the admission budget, given back once its disposal has freed it.
@@ -68,18 +69,15 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Held {
     /// Refuses a method the spec did not ask for (checked on every call).
-    pub fn allows(&self, cap: Capability) -> Result<(), ErrorObject> {
+    pub fn allows(&self, cap: Capability) -> Result<(), ServerError> {
         if self.spec.requires().contains(&cap) {
             return Ok(());
         }
-        Err(ErrorObject::new(
-            ErrorCode::SandboxRefused,
-            format!(
-                "sandbox {} was created without the {cap} capability; create one whose spec \
-                 requires it",
-                self.id
-            ),
-        ))
+        Err(ServerError::refused(format!(
+            "sandbox {} was created without the {cap} capability; create one whose spec \
+             requires it",
+            self.id
+        )))
     }
 
     /// Gives its share of the budget back (its disposal has freed what it held).
@@ -93,16 +91,13 @@ impl Held {
     }
 
     /// Claims the sandbox for `run_id`; `busy` when a run is in flight.
-    pub fn claim(&self, run_id: &str) -> Result<(), ErrorObject> {
+    pub fn claim(&self, run_id: &str) -> Result<(), ServerError> {
         let mut b = lock(&self.busy);
         if let Some(other) = b.as_ref() {
-            return Err(ErrorObject::new(
-                ErrorCode::Busy,
-                format!(
-                    "run {other} is in flight in sandbox {}; one run at a time",
-                    self.id
-                ),
-            ));
+            return Err(ServerError::busy(format!(
+                "run {other} is in flight in sandbox {}; one run at a time",
+                self.id
+            )));
         }
         *b = Some(run_id.to_owned());
         Ok(())
@@ -132,21 +127,6 @@ impl Held {
         }
         let since = now.saturating_duration_since(*lock(&self.last_used));
         (since >= self.life.idle_timeout()).then_some(since)
-    }
-
-    /// What `sandbox.create`/`sandbox.connect` answer.
-    #[must_use]
-    pub fn describe(&self, isolation: &str) -> Value {
-        json!({
-            "sandbox_id": self.id,
-            "isolation": isolation,
-            "isolation_scope": self.spec.isolation_scope().as_str(),
-            "egress": self.spec.egress().as_str(),
-            "requires": self.spec.requires().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
-            "work_dir": airlock_broker::GUEST_WORK_DIR,
-            "idle_timeout_s": self.life.idle_timeout().as_secs_f64(),
-            "metadata": self.life.metadata,
-        })
     }
 }
 
@@ -178,49 +158,63 @@ pub struct Sandboxes {
 }
 
 /// Why `sandbox.create` did not hand one out.
-fn acquire_error(e: &AcquireError) -> ErrorObject {
-    let code = match e {
-        AcquireError::Key(_) => ErrorCode::InvalidParams,
-        _ => ErrorCode::SandboxRefused,
-    };
+fn acquire_error(e: &AcquireError) -> ServerError {
     let kind = airlock_router::ErrorKind::kind(e);
-    ErrorObject::new(code, e.to_string()).with_data(json!({ "kind": kind }))
+    let e = match e {
+        AcquireError::Key(_) => ServerError::invalid(e.to_string()),
+        _ => ServerError::refused(e.to_string()),
+    };
+    e.because(kind)
 }
 
 /// Why [`Sandboxes::insert`] did not hold a sandbox.
 enum NotHeld {
     /// Its key is live under other run limits or another idle timeout (nothing was made).
-    Mismatch(ErrorObject),
+    Mismatch(ServerError),
     /// The server holds its maximum (the sandbox just made must be disposed).
-    Full(ErrorObject),
+    Full(ServerError),
 }
 
-fn key_spec_mismatch(live: &Held) -> ErrorObject {
-    let msg = format!(
+fn key_spec_mismatch(live: &Held) -> ServerError {
+    ServerError::refused(format!(
         "sandbox {} is live under this key with other run limits or another idle timeout; \
          dispose of it before asking for another",
         live.id
-    );
-    ErrorObject::new(ErrorCode::SandboxRefused, msg)
-        .with_data(json!({ "kind": "SandboxKeySpecMismatch" }))
+    ))
+    .because("SandboxKeySpecMismatch")
 }
 
 /// The answer for a sandbox id that names nothing the caller may address.
-pub(crate) fn no_sandbox(id: &str) -> ErrorObject {
-    ErrorObject::new(
-        ErrorCode::NotFound,
-        format!(
-            "no live sandbox {:?} (never created, disposed or idled out)",
-            id.chars().take(64).collect::<String>()
-        ),
-    )
+pub(crate) fn no_sandbox(id: &str) -> ServerError {
+    ServerError::not_found(format!(
+        "no live sandbox {:?} (never created, disposed or idled out)",
+        id.chars().take(64).collect::<String>()
+    ))
 }
 
-fn disposal_value(f: Option<&DisposalFailure>) -> Value {
-    match f {
-        None => Value::Null,
-        Some(f) => json!({"code": f.code().as_str(), "message": f.to_string()}),
-    }
+fn full(max_live: usize) -> ServerError {
+    ServerError::over_capacity(format!(
+        "the server holds its maximum of {max_live} live sandboxes"
+    ))
+}
+
+/// A sandbox disposed of: its id, and why its disposal was not clean, if it was not.
+#[derive(Debug)]
+pub struct Disposed {
+    /// The sandbox.
+    pub sandbox_id: String,
+    /// What the backend could not free (None: everything was).
+    pub failure: Option<DisposalFailure>,
+}
+
+/// The audit line of a refusal this registry makes itself.
+#[derive(Serialize)]
+struct RefusalLine<'a> {
+    event: &'static str,
+    key: String,
+    egress: &'a str,
+    scope: &'a str,
+    failure: &'a str,
 }
 
 impl Sandboxes {
@@ -312,13 +306,13 @@ impl Sandboxes {
 
     fn audit_refusal(&self, key: &SandboxKey, spec: &SandboxSpec, kind: &str) {
         if let Some(sink) = &self.audit {
-            let line = json!({
-                "event": "sandbox_refused",
-                "key": key.to_string(),
-                "egress": spec.egress().as_str(),
-                "scope": spec.isolation_scope().as_str(),
-                "failure": kind,
-            });
+            let line = RefusalLine {
+                event: "sandbox_refused",
+                key: key.to_string(),
+                egress: spec.egress().as_str(),
+                scope: spec.isolation_scope().as_str(),
+                failure: kind,
+            };
             sink.write_line(&line, "sandbox_refused");
         }
     }
@@ -358,7 +352,7 @@ impl Sandboxes {
     }
 
     /// Make (or, for an equal spec under the same key, get) a sandbox.
-    pub async fn create(&self, p: CreateParams, limits: Limits) -> Result<Arc<Held>, ErrorObject> {
+    pub async fn create(&self, p: NewSandbox, limits: Limits) -> Result<Arc<Held>, ServerError> {
         // Ids are not guessable (a keyless sandbox is addressed by nothing else), and a keyless
         // sandbox's key lives in a scope no orchestrator key may name (`wire_spec` refuses it).
         self.create_as(self.fresh_id(), p, limits).await
@@ -368,24 +362,18 @@ impl Sandboxes {
     pub(crate) async fn create_as(
         &self,
         id: String,
-        mut p: CreateParams,
+        mut p: NewSandbox,
         limits: Limits,
-    ) -> Result<Arc<Held>, ErrorObject> {
+    ) -> Result<Arc<Held>, ServerError> {
         let key = match p.key.take() {
             Some(k) => k,
-            None => SandboxKey::new(crate::wire::spec::KEYLESS_SCOPE, id.as_str(), "wire")
-                .map_err(|e| ErrorObject::new(ErrorCode::InternalError, e.to_string()))?,
+            None => SandboxKey::new(crate::registry::request::KEYLESS_SCOPE, id.as_str(), "wire")
+                .map_err(ServerError::internal)?,
         };
         let existing = self.live_for(&key, &p.spec);
         // A new sandbox over the cap is refused before anything is assembled.
         if existing.is_none() && lock(&self.live).len() >= self.max_live {
-            return Err(ErrorObject::new(
-                ErrorCode::OverCapacity,
-                format!(
-                    "the server holds its maximum of {} live sandboxes",
-                    self.max_live
-                ),
-            ));
+            return Err(full(self.max_live));
         }
         // The router compares the policy spec; the wire's own part (run limits, idle timeout)
         // is compared here, before the router would hand the live sandbox back.
@@ -408,8 +396,7 @@ impl Sandboxes {
             .map_err(|e| acquire_error(&e))?;
         let address = sb.key().clone();
         let Some(local) = self.backend.sandbox(&address) else {
-            return Err(ErrorObject::new(
-                ErrorCode::InternalError,
+            return Err(ServerError::internal(
                 "the backend lost the sandbox it just made",
             ));
         };
@@ -466,13 +453,7 @@ impl Sandboxes {
             return Ok(Arc::clone(h));
         }
         if live.len() >= self.max_live {
-            return Err(NotHeld::Full(ErrorObject::new(
-                ErrorCode::OverCapacity,
-                format!(
-                    "the server holds its maximum of {} live sandboxes",
-                    self.max_live
-                ),
-            )));
+            return Err(NotHeld::Full(full(self.max_live)));
         }
         live.insert(held.id.clone(), Arc::clone(&held));
         Ok(held)
@@ -480,7 +461,7 @@ impl Sandboxes {
 
     /// The live sandbox `id`, whoever's it is (the server's own work: reclaim, drain); a
     /// caller's request goes through [`Sandboxes::get_for`].
-    pub fn get(&self, id: &str) -> Result<Arc<Held>, ErrorObject> {
+    pub fn get(&self, id: &str) -> Result<Arc<Held>, ServerError> {
         lock(&self.live)
             .get(id)
             .cloned()
@@ -489,7 +470,7 @@ impl Sandboxes {
 
     /// The live sandbox `id` if `tenant` made it; another tenant's is answered exactly like an
     /// id that never existed.
-    pub fn get_for(&self, tenant: &Tenant, id: &str) -> Result<Arc<Held>, ErrorObject> {
+    pub fn get_for(&self, tenant: &Tenant, id: &str) -> Result<Arc<Held>, ServerError> {
         match lock(&self.live).get(id) {
             Some(h) if h.tenant == *tenant => Ok(Arc::clone(h)),
             _ => Err(no_sandbox(id)),
@@ -520,27 +501,32 @@ impl Sandboxes {
     }
 
     /// Dispose of `id`: a running run is cancelled, everything the sandbox wrote is freed.
-    pub async fn dispose(&self, id: &str) -> Result<Value, ErrorObject> {
+    pub async fn dispose(&self, id: &str) -> Result<Disposed, ServerError> {
         let held = lock(&self.live).remove(id);
         let Some(h) = held else {
             if let Some(r) = self.dispose_paused(id) {
                 return r;
             }
-            return Err(self
-                .get(id)
-                .err()
-                .unwrap_or_else(|| ErrorObject::new(ErrorCode::NotFound, "no such sandbox")));
+            return Err(no_sandbox(id));
         };
         // No longer live, so no new exposure: end the ones it has (their connections close).
         self.exposures.end_sandbox(&h.id);
         let outcome = self.router.dispose(&h.key).await;
         h.leave_budget();
-        Ok(json!({ "sandbox_id": h.id, "disposal": disposal_value(outcome.err().as_ref()) }))
+        Ok(Disposed {
+            sandbox_id: h.id.clone(),
+            failure: outcome.err(),
+        })
     }
 
     /// Dispose of every sandbox of `tenant`'s conversation `(scope, thread_id)`.
-    pub async fn dispose_scope(&self, tenant: &Tenant, scope: &str, thread_id: &str) -> Value {
-        let scope = &crate::wire::spec::tenant_scope(tenant, scope);
+    pub async fn dispose_scope(
+        &self,
+        tenant: &Tenant,
+        scope: &str,
+        thread_id: &str,
+    ) -> ScopeRecord {
+        let scope = &crate::tenancy::tenant::tenant_scope(tenant, scope);
         let mut ended = Vec::new();
         lock(&self.live).retain(|_, h| {
             let end = h.key.in_conversation(scope, thread_id);
@@ -552,12 +538,9 @@ impl Sandboxes {
         for h in &ended {
             self.exposures.end_sandbox(&h.id);
         }
-        let ScopeRecord {
-            disposed,
-            undisposed,
-        } = self.router.dispose_scope(scope, thread_id).await;
+        let record = self.router.dispose_scope(scope, thread_id).await;
         ended.iter().for_each(|h| h.leave_budget());
-        json!({ "disposed": disposed, "undisposed": disposal_value(undisposed.as_ref()) })
+        record
     }
 
     /// Registers a run's cancel token under its id, for `tenant`.
@@ -578,19 +561,16 @@ impl Sandboxes {
 
     /// Cancel `tenant`'s run `run_id` (its terminal result follows on its own request);
     /// another tenant's run is answered like one that never existed.
-    pub fn cancel_run(&self, tenant: &Tenant, run_id: &str) -> Result<(), ErrorObject> {
+    pub fn cancel_run(&self, tenant: &Tenant, run_id: &str) -> Result<(), ServerError> {
         match lock(&self.runs).get(run_id) {
             Some((owner, t)) if owner == tenant => {
                 t.cancel();
                 Ok(())
             }
-            _ => Err(ErrorObject::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no run {:?} in flight",
-                    run_id.chars().take(64).collect::<String>()
-                ),
-            )),
+            _ => Err(ServerError::not_found(format!(
+                "no run {:?} in flight",
+                run_id.chars().take(64).collect::<String>()
+            ))),
         }
     }
 

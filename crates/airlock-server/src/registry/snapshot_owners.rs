@@ -5,24 +5,31 @@
 //! sandbox needs it. Another tenant's snapshot is answered exactly like one never made.
 use std::time::UNIX_EPOCH;
 
-use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_snapshot::{Snapshot, SnapshotError, SnapshotId};
-use serde_json::{json, Value};
 
+use crate::registry::error::ServerError;
 use crate::registry::pause::{internal, refused, snapshot_error};
 use crate::registry::sandboxes::{lock, Sandboxes};
+use crate::state_dir::manifest_tenant;
 use crate::tenancy::tenant::Tenant;
 
-/// The tenant a snapshot's manifest names (a snapshot made before tenants: the single one).
-fn manifest_tenant(s: &Snapshot) -> Tenant {
-    let m: Value = serde_json::from_slice(s.manifest()).unwrap_or(Value::Null);
-    m.get("tenant")
-        .and_then(Value::as_str)
-        .map_or_else(Tenant::single, Tenant::new)
+fn bad_id(e: &airlock_snapshot::BadId) -> ServerError {
+    ServerError::invalid(e.to_string())
 }
 
-fn bad_id(e: &airlock_snapshot::BadId) -> ErrorObject {
-    ErrorObject::new(ErrorCode::InvalidParams, e.to_string())
+/// One of a tenant's snapshots (`snapshot.list`).
+#[derive(Debug)]
+pub struct SnapshotInfo {
+    /// Its id.
+    pub snapshot_id: SnapshotId,
+    /// Its size on disk.
+    pub bytes: u64,
+    /// When it was made, seconds since the Unix epoch.
+    pub made_unix: u64,
+    /// Whether the tenant kept it (`sandbox.snapshot`).
+    pub kept: bool,
+    /// The tenant's paused sandboxes it holds.
+    pub paused_sandboxes: Vec<String>,
 }
 
 impl Sandboxes {
@@ -43,7 +50,7 @@ impl Sandboxes {
         &self,
         tenant: &Tenant,
         id: &str,
-    ) -> Result<Snapshot, ErrorObject> {
+    ) -> Result<Snapshot, ServerError> {
         let state = self.state()?;
         let sid = SnapshotId::parse(id).map_err(|e| bad_id(&e))?;
         if self.sees(tenant, &sid) {
@@ -56,7 +63,7 @@ impl Sandboxes {
         // the last start): verified like any read, a damaged or foreign one said so; a whole
         // one is adopted by the tenant its manifest names, and is no other's.
         let snapshot = self.read_snapshot(id).await?;
-        if manifest_tenant(&snapshot) != *tenant {
+        if manifest_tenant(snapshot.manifest()) != *tenant {
             return Err(snapshot_error(&SnapshotError::NotFound(sid)));
         }
         state.keep(&sid, tenant).map_err(internal)?;
@@ -84,7 +91,7 @@ impl Sandboxes {
         for s in list.into_iter().filter(|s| self.unowned(&s.id)) {
             match state.store().read(&s.id) {
                 Ok(snapshot) => {
-                    let tenant = manifest_tenant(&snapshot);
+                    let tenant = manifest_tenant(snapshot.manifest());
                     if let Err(e) = state.keep(&s.id, &tenant) {
                         tracing::warn!(snapshot = %s.id, error = %e, "an orphan snapshot could not be kept");
                     }
@@ -97,7 +104,7 @@ impl Sandboxes {
     }
 
     /// `snapshot.list`: `tenant`'s snapshots.
-    pub fn list_snapshots(&self, tenant: &Tenant) -> Result<Value, ErrorObject> {
+    pub fn list_snapshots(&self, tenant: &Tenant) -> Result<Vec<SnapshotInfo>, ServerError> {
         let state = self.state()?;
         let paused: Vec<_> = self
             .paused_records()
@@ -105,30 +112,35 @@ impl Sandboxes {
             .filter(|r| r.tenant() == *tenant)
             .collect();
         let list = state.store().list().map_err(internal)?;
-        let items: Vec<Value> = list
+        let items = list
             .iter()
             .filter_map(|s| {
                 // The tenant's own: kept by it, or holding one of its paused sandboxes (what
                 // `sees` decides, from the records and the mark read once here).
-                let by: Vec<&str> = paused
+                let by: Vec<String> = paused
                     .iter()
                     .filter(|r| r.snapshot_id == s.id.as_str())
-                    .map(|r| r.sandbox_id.as_str())
+                    .map(|r| r.sandbox_id.clone())
                     .collect();
                 let kept = state.keepers(&s.id).contains(tenant);
-                (kept || !by.is_empty()).then(|| json!({
-                    "snapshot_id": s.id.as_str(), "bytes": s.stored_bytes,
-                    "made_unix": s.created.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-                    "kept": kept, "paused_sandboxes": by,
-                }))
+                (kept || !by.is_empty()).then(|| SnapshotInfo {
+                    snapshot_id: s.id.clone(),
+                    bytes: s.stored_bytes,
+                    made_unix: s
+                        .created
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                    kept,
+                    paused_sandboxes: by,
+                })
             })
             .collect();
-        Ok(json!({ "snapshots": items }))
+        Ok(items)
     }
 
     /// `snapshot.remove`: drops `tenant`'s mark (the file goes once nothing needs it);
     /// refused while one of its paused sandboxes needs it.
-    pub fn remove_snapshot(&self, tenant: &Tenant, id: &str) -> Result<Value, ErrorObject> {
+    pub fn remove_snapshot(&self, tenant: &Tenant, id: &str) -> Result<(), ServerError> {
         let state = self.state()?;
         let sid = SnapshotId::parse(id).map_err(|e| bad_id(&e))?;
         if !self.sees(tenant, &sid) {
@@ -151,6 +163,6 @@ impl Sandboxes {
                 Err(e) => return Err(snapshot_error(&e)),
             }
         }
-        Ok(json!({ "snapshot_id": id, "removed": true }))
+        Ok(())
     }
 }

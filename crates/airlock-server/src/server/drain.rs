@@ -182,8 +182,8 @@ impl Sandboxes {
         } else {
             unclaimed(&held).await;
             match self.pause(&id).await {
-                Ok(answer) => {
-                    let snapshot = answer["snapshot_id"].as_str().unwrap_or("");
+                Ok(captured) => {
+                    let snapshot = captured.snapshot_id.as_str();
                     tracing::info!(sandbox = %id, snapshot, "drain: paused");
                     return Fate::Paused(id);
                 }

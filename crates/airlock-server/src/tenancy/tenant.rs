@@ -41,3 +41,27 @@ impl std::fmt::Display for Tenant {
         f.write_str(&self.0)
     }
 }
+
+/// The router's scope for a tenant's `scope`: unchanged for a single-token server's one
+/// tenant, `NAME:scope` for a named tenant (a name holds no `:`, so no two tenants' scopes
+/// are ever equal).
+#[must_use]
+pub fn tenant_scope(tenant: &Tenant, scope: &str) -> String {
+    if *tenant == Tenant::single() {
+        scope.to_owned()
+    } else {
+        format!("{tenant}:{scope}")
+    }
+}
+
+/// The scope the orchestrator gave, from the router's (the inverse of [`tenant_scope`]).
+#[must_use]
+pub fn wire_scope<'a>(tenant: &Tenant, scope: &'a str) -> &'a str {
+    if *tenant == Tenant::single() {
+        return scope;
+    }
+    scope
+        .strip_prefix(tenant.as_str())
+        .and_then(|s| s.strip_prefix(':'))
+        .unwrap_or(scope)
+}

@@ -12,10 +12,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
+use crate::registry::pause::Remake;
 use crate::registry::sandboxes::{no_sandbox, Held, Sandboxes};
 use crate::tenancy::tenant::Tenant;
+use crate::wire::answers;
 use crate::wire::files_api;
 use crate::wire::run::{self, Conn};
+use crate::wire::snapshot_api::Remade;
 use crate::wire::spec;
 
 /// The session methods (everything but `execute`), besides the process methods
@@ -173,13 +176,17 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         m::SANDBOX_PAUSE => {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
-                    Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
+                    Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid).into()),
                     // A client's pause reserves its place in its tenant's max_snapshots
                     // until its paused record is written (or it failed); the server's own
                     // (idle reclaim, the drain) never loses a sandbox to it.
                     Ok(sid) => match sbs.reserve_snapshot(&conn.info.tenant) {
-                        Err(r) => Err(r.to_error()),
-                        Ok(quota) => sbs.pause_within(&sid, Some(quota)).await,
+                        Err(r) => Err(r.to_error().into()),
+                        Ok(quota) => sbs
+                            .pause_within(&sid, Some(quota))
+                            .await
+                            .map(|c| answers::paused(&c))
+                            .map_err(Into::into),
                     },
                     Err(e) => Err(e),
                 };
@@ -189,13 +196,12 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         m::SANDBOX_RESUME => {
             tasks.spawn(async move {
                 let r = match only_sandbox_id(&method, params) {
-                    Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid)),
-                    Ok(sid) => {
-                        let resolve = crate::wire::snapshot_api::limits_of(&conn);
-                        sbs.resume(&sid, &resolve)
-                            .await
-                            .map(|h| h.describe(sbs.isolation()))
-                    }
+                    Ok(sid) if !sbs.owns(&conn.info.tenant, &sid) => Err(no_sandbox(&sid).into()),
+                    Ok(sid) => sbs
+                        .resume(&sid, &Remade(&conn))
+                        .await
+                        .map(|h| answers::describe(&h, sbs.isolation()))
+                        .map_err(Into::into),
                     Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
@@ -204,9 +210,10 @@ fn serve(conn: &Conn, req: Request, tasks: &mut JoinSet<()>) {
         m::SCOPE_DISPOSE => {
             tasks.spawn(async move {
                 let r = match parse_scope(params) {
-                    Ok(p) => Ok(sbs
-                        .dispose_scope(&conn.info.tenant, &p.scope, &p.thread_id)
-                        .await),
+                    Ok(p) => Ok(answers::scope_disposed(
+                        &sbs.dispose_scope(&conn.info.tenant, &p.scope, &p.thread_id)
+                            .await,
+                    )),
                     Err(e) => Err(e),
                 };
                 respond(&conn, id, r).await;
@@ -277,16 +284,16 @@ async fn create(conn: &Conn, sbs: &Sandboxes, params: Value) -> Result<Value, Er
     // A key whose sandbox is paused: it is resumed, then the create finds it live under its
     // key (the spec is compared as for any live sandbox).
     let tenant = &conn.info.tenant;
-    if let Some(sid) = params.get("key").and_then(|k| sbs.paused_under(tenant, k)) {
-        let resolve = crate::wire::snapshot_api::limits_of(conn);
-        sbs.resume(&sid, &resolve).await?;
+    let key = params.get("key").filter(|k| !k.is_null());
+    if let Some(sid) = key.and_then(|k| sbs.paused_by(tenant, |raw| raw.0.get("key") == Some(k))) {
+        sbs.resume(&sid, &Remade(conn)).await?;
     }
     let p = spec::parse_create(Some(params), sbs.host_policy())
         .and_then(|p| p.for_tenant(tenant))
         .map_err(invalid)?;
-    let limits = crate::wire::snapshot_api::limits_of(conn)(&p)?;
+    let limits = Remade(conn).limits(&p)?;
     let held = sbs.create(p, limits).await?;
-    Ok(held.describe(sbs.isolation()))
+    Ok(answers::describe(&held, sbs.isolation()))
 }
 
 /// A method on one live sandbox: looked up, touched and capability-checked before it runs.
@@ -321,13 +328,13 @@ fn on_sandbox(
             return;
         }
         Err(e) => {
-            tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+            tasks.spawn(async move { respond(&conn, id, Err(e.into())).await });
             return;
         }
     };
     crate::telemetry::request_span::record_sandbox(&conn.span, &held.id);
     if let Some(e) = spec::needs(&method).and_then(|cap| held.allows(cap).err()) {
-        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        tasks.spawn(async move { respond(&conn, id, Err(e.into())).await });
         return;
     }
     // Only a call the sandbox serves postpones its idle reclaim.
@@ -340,21 +347,29 @@ fn on_sandbox(
                 let r = match method.as_str() {
                     m::SANDBOX_CONNECT => id_only(&method, params).map(|()| {
                         crate::wire::process_api::attach_all(&conn, &held);
-                        held.describe(sbs.isolation())
+                        answers::describe(&held, sbs.isolation())
                     }),
                     m::SANDBOX_DISPOSE => match id_only(&method, params) {
-                        Ok(()) => sbs.dispose(&held.id).await,
+                        Ok(()) => sbs
+                            .dispose(&held.id)
+                            .await
+                            .map(|d| answers::disposed(&d))
+                            .map_err(Into::into),
                         Err(e) => Err(e),
                     },
                     m::SANDBOX_SNAPSHOT => match id_only(&method, params) {
-                        Ok(()) => sbs.snapshot(&held).await,
+                        Ok(()) => sbs
+                            .snapshot(&held)
+                            .await
+                            .map(|c| answers::captured(&c))
+                            .map_err(Into::into),
                         Err(e) => Err(e),
                     },
                     m::SANDBOX_FORK => {
                         crate::wire::snapshot_api::fork(&conn, &sbs, &held, params).await
                     }
                     m::SANDBOX_SET_TIMEOUT => crate::wire::sandbox_list::set_timeout(&held, params)
-                        .map(|()| held.describe(sbs.isolation())),
+                        .map(|()| answers::describe(&held, sbs.isolation())),
                     m::FILES_WRITE => {
                         files_api::write(&held, params, &conn.shared.config.metrics).await
                     }
@@ -401,7 +416,11 @@ fn on_paused(
     tasks.spawn(async move {
         if method == m::SANDBOX_DISPOSE {
             let r = match id_only(&method, params) {
-                Ok(()) => sbs.dispose(&sid).await,
+                Ok(()) => sbs
+                    .dispose(&sid)
+                    .await
+                    .map(|d| answers::disposed(&d))
+                    .map_err(Into::into),
                 Err(e) => Err(e),
             };
             return respond(&conn, id, r).await;
@@ -410,12 +429,8 @@ fn on_paused(
         if crate::server::drain::is_draining(&conn.shared) {
             return respond(&conn, id, Err(crate::server::drain::draining_error())).await;
         }
-        let resumed = {
-            let resolve = crate::wire::snapshot_api::limits_of(&conn);
-            sbs.resume(&sid, &resolve).await
-        };
-        if let Err(e) = resumed {
-            return respond(&conn, id, Err(e)).await;
+        if let Err(e) = sbs.resume(&sid, &Remade(&conn)).await {
+            return respond(&conn, id, Err(e.into())).await;
         }
         let mut inner = JoinSet::new();
         on_sandbox(conn.clone(), &sbs, id.clone(), method, params, &mut inner);
@@ -461,7 +476,7 @@ fn start_run(
         .map(|s| s.budget().begin_run(&held.tenant))
     {
         Some(Err(r)) => {
-            tasks.spawn(async move { respond(&conn, id, Err(r.to_error())).await });
+            tasks.spawn(async move { respond(&conn, id, Err(r.to_error().into())).await });
             return;
         }
         Some(Ok(t)) => Some(t),
@@ -469,7 +484,7 @@ fn start_run(
     };
     let run_id = conn.shared.mint_run_id();
     if let Err(e) = held.claim(&run_id) {
-        tasks.spawn(async move { respond(&conn, id, Err(e)).await });
+        tasks.spawn(async move { respond(&conn, id, Err(e.into())).await });
         return;
     }
     // Registered before the task starts, so `run.cancel` reaches the run from this moment.

@@ -1,12 +1,15 @@
 //! The JSON-RPC face (WebSocket and stdio alike): a connection's session, its dispatch of
 //! methods, each method's params parsed into the registry's requests and its answers and
 //! errors written back, runs with their streamed output and relayed tool calls.
+pub mod answers;
 pub mod attached;
 pub(crate) mod dispatch;
+pub mod errors;
 mod execute_sandbox;
 pub(crate) mod expose_api;
 pub(crate) mod files_api;
 pub(crate) mod in_flight;
+pub(crate) mod metadata;
 pub(crate) mod outputs;
 pub(crate) mod outputs_api;
 pub mod params;

@@ -44,7 +44,7 @@ fn key_value(h: &Held) -> Value {
     if k.scope() == crate::wire::spec::KEYLESS_SCOPE {
         return Value::Null;
     }
-    let scope = crate::wire::spec::wire_scope(&h.tenant, k.scope());
+    let scope = crate::tenancy::tenant::wire_scope(&h.tenant, k.scope());
     let mut v = json!({ "scope": scope, "thread_id": k.thread_id() });
     if let (Some(c), Value::Object(m)) = (k.call_id(), &mut v) {
         m.insert("call_id".into(), json!(c));
@@ -87,7 +87,7 @@ pub(crate) fn list(sbs: &Sandboxes, tenant: &crate::tenancy::tenant::Tenant) -> 
 fn paused_record(r: &crate::state_dir::PausedRecord) -> Value {
     json!({
         "sandbox_id": r.sandbox_id,
-        "key": r.create.get("key").cloned().unwrap_or(Value::Null),
+        "key": r.create.0.get("key").cloned().unwrap_or(Value::Null),
         "metadata": r.metadata,
         "paused_at_ms": r.paused_at_ms,
         "snapshot_id": r.snapshot_id,

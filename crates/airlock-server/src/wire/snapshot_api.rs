@@ -7,9 +7,14 @@ use airlock_protocol::{ErrorCode, ErrorObject};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::registry::pause::LimitsOf;
+use airlock_policy::HostPolicy;
+
+use crate::json_doc::JsonDoc;
+use crate::registry::error::ServerError;
+use crate::registry::pause::Remake;
 use crate::registry::sandboxes::{Held, Sandboxes};
 use crate::tenancy::tenant::Tenant;
+use crate::wire::answers;
 use crate::wire::run::Conn;
 use crate::wire::spec::CreateParams;
 
@@ -35,16 +40,28 @@ struct RemoveParams {
 #[serde(deny_unknown_fields)]
 struct NoParams {}
 
-/// The limits a sandbox made again gets: its requested ones within the connection's ceilings.
-pub(crate) fn limits_of(
-    conn: &Conn,
-) -> impl Fn(&CreateParams) -> Result<airlock_broker::Limits, ErrorObject> + Sync + '_ {
-    move |p: &CreateParams| {
-        let config = &conn.shared.config;
+/// A sandbox made again by this face: its `sandbox.create` params parsed again, its limits
+/// its requested ones within the connection's ceilings.
+pub(crate) struct Remade<'a>(pub(crate) &'a Conn);
+
+impl Remake for Remade<'_> {
+    fn request(
+        &self,
+        raw: &JsonDoc,
+        host: &HostPolicy,
+        tenant: &Tenant,
+    ) -> Result<CreateParams, ServerError> {
+        crate::wire::spec::parse_create(Some(raw.0.clone()), host)
+            .and_then(|p| p.for_tenant(tenant))
+            .map_err(ServerError::refused)
+    }
+
+    fn limits(&self, p: &CreateParams) -> Result<airlock_broker::Limits, ServerError> {
+        let config = &self.0.shared.config;
         config
             .ceilings
             .resolve(&config.defaults, &p.limits)
-            .map_err(|r| invalid(r.to_string()))
+            .map_err(|r| ServerError::invalid(r.to_string()))
     }
 }
 
@@ -57,9 +74,8 @@ pub(crate) async fn fork(
 ) -> Result<Value, ErrorObject> {
     let p: ForkParams =
         serde_json::from_value(params).map_err(|e| invalid(format!("sandbox.fork params: {e}")))?;
-    let resolve = limits_of(conn);
-    let limits: LimitsOf<'_> = &resolve;
-    sbs.fork(held, p.count, limits).await
+    let forked = sbs.fork(held, p.count, &Remade(conn)).await?;
+    Ok(answers::forked(&forked))
 }
 
 /// `snapshot.list`.
@@ -71,7 +87,7 @@ pub(crate) fn list(sbs: &Sandboxes, tenant: &Tenant, params: Value) -> Result<Va
     };
     serde_json::from_value::<NoParams>(params)
         .map_err(|e| invalid(format!("snapshot.list params: {e}")))?;
-    sbs.list_snapshots(tenant)
+    Ok(answers::snapshots(&sbs.list_snapshots(tenant)?))
 }
 
 /// `snapshot.remove`.
@@ -82,7 +98,8 @@ pub(crate) fn remove(
 ) -> Result<Value, ErrorObject> {
     let p: RemoveParams = serde_json::from_value(params)
         .map_err(|e| invalid(format!("snapshot.remove params: {e}")))?;
-    sbs.remove_snapshot(tenant, &p.snapshot_id)
+    sbs.remove_snapshot(tenant, &p.snapshot_id)?;
+    Ok(serde_json::json!({ "snapshot_id": p.snapshot_id, "removed": true }))
 }
 
 /// Splits `from_snapshot` off `sandbox.create`'s params; without a `spec` the snapshot's own
@@ -116,7 +133,7 @@ pub(crate) async fn create_from(
     let p = crate::wire::spec::parse_create(Some(params), sbs.host_policy())
         .and_then(|p| p.for_tenant(&conn.info.tenant))
         .map_err(invalid)?;
-    let limits = limits_of(conn)(&p)?;
+    let limits = Remade(conn).limits(&p)?;
     let held = sbs.create_from(p, limits, Arc::new(snapshot)).await?;
-    Ok(held.describe(sbs.isolation()))
+    Ok(answers::describe(&held, sbs.isolation()))
 }

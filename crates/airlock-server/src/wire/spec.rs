@@ -15,8 +15,9 @@ use serde_json::Value;
 
 use crate::ceilings::RequestedLimits;
 
-/// The scope of keyless sandboxes' keys; an orchestrator's key may not name it.
-pub const KEYLESS_SCOPE: &str = "airlock-keyless";
+pub use crate::registry::request::{
+    IdleAction, NewSandbox as CreateParams, Outputs, KEYLESS_SCOPE,
+};
 
 /// Most hosts in an egress allowlist.
 const MAX_ALLOW: usize = 64;
@@ -66,7 +67,7 @@ struct RawSpec {
     #[serde(default)]
     outputs_named_at_call_time: bool,
     #[serde(default)]
-    tools: Vec<crate::wire::tools::WireTool>,
+    tools: Vec<crate::registry::request::ToolDecl>,
     #[serde(default)]
     stateful: bool,
     #[serde(default)]
@@ -92,52 +93,6 @@ struct RawKey {
 struct RawCreate {
     spec: RawSpec,
     key: Option<RawKey>,
-}
-
-/// What idle reclaim does to a sandbox idle past its timeout.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IdleAction {
-    /// Dispose of it: nothing of it remains.
-    #[default]
-    Dispose,
-    /// Pause it: its files and kernel state go to the snapshot store, its processes and
-    /// memory are freed, and the next call on it resumes it.
-    Pause,
-}
-
-/// What `outputs.collect` may read.
-#[derive(Debug, Clone, Default)]
-pub struct Outputs {
-    /// Declared at create.
-    pub declared: Vec<airlock_router::outputs::DeclaredOutput>,
-    /// Whether a call may name others.
-    pub at_call_time: bool,
-}
-
-/// A parsed `sandbox.create`.
-#[derive(Debug, Clone)]
-pub struct CreateParams {
-    /// The policy spec the router decides on.
-    pub spec: SandboxSpec,
-    /// Limits every run of the sandbox asks for (resolved against the ceilings).
-    pub limits: RequestedLimits,
-    /// Disposed after this long without a call.
-    pub idle: Duration,
-    /// The outputs `outputs.collect` reads.
-    pub outputs: Outputs,
-    /// The tools the orchestrator answers (served through the registry's door).
-    pub tools: Vec<crate::wire::tools::WireTool>,
-    /// The orchestrator's key, when it gave one.
-    pub key: Option<SandboxKey>,
-    /// The orchestrator's labels (no part of spec equality).
-    pub metadata: crate::registry::life::Metadata,
-    /// What idle reclaim does.
-    pub idle_action: IdleAction,
-    /// The params as sent (`spec` and `key`): what a paused sandbox is made again from.
-    pub raw: Value,
-    /// The tenant it is made for (the connection's; never from the wire).
-    pub tenant: crate::tenancy::tenant::Tenant,
 }
 
 fn invalid(m: impl Into<String>) -> String {
@@ -166,7 +121,7 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         None => DEFAULT_IDLE,
         Some(x) => crate::registry::life::checked_idle("spec.idle_timeout_s", x)?,
     };
-    let metadata = crate::registry::life::parse_metadata(s.metadata)?;
+    let metadata = crate::wire::metadata::parse_metadata(s.metadata)?;
     let mut b = SandboxSpec::builder("python")
         .requires(s.requires.unwrap_or_else(default_requires))
         .egress(s.egress.unwrap_or(Egress::Closed))
@@ -211,53 +166,9 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         key,
         metadata,
         idle_action: s.idle_action,
-        raw: params,
+        raw: crate::json_doc::JsonDoc(params),
         tenant: crate::tenancy::tenant::Tenant::single(),
     })
-}
-
-impl CreateParams {
-    /// These params made for `tenant`: its key moves into the tenant's own part of the key
-    /// space (two tenants' equal keys address two sandboxes).
-    pub fn for_tenant(mut self, tenant: &crate::tenancy::tenant::Tenant) -> Result<Self, String> {
-        if let Some(k) = self.key.take() {
-            let mut scoped =
-                SandboxKey::new(tenant_scope(tenant, k.scope()), k.thread_id(), "wire")
-                    .map_err(|e| format!("key: {e}"))?;
-            if let Some(c) = k.call_id() {
-                scoped = scoped
-                    .with_call_id(c)
-                    .map_err(|e| format!("key.call_id: {e}"))?;
-            }
-            self.key = Some(scoped);
-        }
-        self.tenant = tenant.clone();
-        Ok(self)
-    }
-}
-
-/// The router's scope for a tenant's `scope`: unchanged for a single-token server's one
-/// tenant, `NAME:scope` for a named tenant (a name holds no `:`, so no two tenants' scopes
-/// are ever equal).
-#[must_use]
-pub fn tenant_scope(tenant: &crate::tenancy::tenant::Tenant, scope: &str) -> String {
-    if *tenant == crate::tenancy::tenant::Tenant::single() {
-        scope.to_owned()
-    } else {
-        format!("{tenant}:{scope}")
-    }
-}
-
-/// The scope the orchestrator gave, from the router's (the inverse of [`tenant_scope`]).
-#[must_use]
-pub fn wire_scope<'a>(tenant: &crate::tenancy::tenant::Tenant, scope: &'a str) -> &'a str {
-    if *tenant == crate::tenancy::tenant::Tenant::single() {
-        return scope;
-    }
-    scope
-        .strip_prefix(tenant.as_str())
-        .and_then(|s| s.strip_prefix(':'))
-        .unwrap_or(scope)
 }
 
 fn parse_key(k: RawKey) -> Result<SandboxKey, String> {

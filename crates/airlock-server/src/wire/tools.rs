@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use airlock_broker::ToolHandler;
 use airlock_local::RegistryTools;
-use airlock_policy::{Identity, SandboxKey};
+use airlock_policy::SandboxKey;
 use airlock_router::host_tools::{
     HostTool, HostToolRegistry, ToolBody, ToolBodyError, ToolCall, ToolDeclaration,
 };
 use airlock_router::Observers;
 use async_trait::async_trait;
-use serde::Deserialize;
 use serde_json::Value;
 
+use crate::registry::request::ToolDecl;
 use crate::wire::remote_tools::RemoteTools;
 
 /// Most tools one spec declares.
@@ -23,23 +23,9 @@ pub const MAX_TOOLS: usize = 64;
 /// Longest description.
 const MAX_DESCRIPTION: usize = 4096;
 
-/// One tool as `sandbox.create` declares it. Every leg of the declaration must be stated
-/// (`null` is an answer: the tool plays no part in that role).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireTool {
-    name: String,
-    #[serde(default)]
-    description: String,
-    schema: Value,
-    source: Option<String>,
-    sink: Option<String>,
-    identity: Option<Identity>,
-}
-
 /// Checks the declared tools as a registry would (names, schemas, identities), so a bad
 /// declaration is refused at create, not at the first call.
-pub fn check(tools: &[WireTool]) -> Result<(), String> {
+pub fn check(tools: &[ToolDecl]) -> Result<(), String> {
     if tools.len() > MAX_TOOLS {
         return Err(format!("spec.tools declares more than {MAX_TOOLS} tools"));
     }
@@ -85,7 +71,7 @@ impl ToolBody for Unreachable {
 }
 
 fn registry(
-    tools: &[WireTool],
+    tools: &[ToolDecl],
     remote: Option<&Arc<RemoteTools>>,
     observers: Observers,
 ) -> Result<RegistryTools, String> {
@@ -101,7 +87,7 @@ fn registry(
         reg.register(HostTool {
             name: t.name.clone(),
             description: t.description.clone(),
-            schema: t.schema.clone(),
+            schema: t.schema.0.clone(),
             declaration: ToolDeclaration::new(t.source.as_deref(), t.sink.as_deref(), t.identity),
             body,
         })
@@ -113,7 +99,7 @@ fn registry(
 /// One run's door over the declared tools, relaying to `remote`; every call is reported to
 /// `observers` (`host_tool_called`).
 pub fn door(
-    tools: &[WireTool],
+    tools: &[ToolDecl],
     remote: &Arc<RemoteTools>,
     key: &SandboxKey,
     observers: &Observers,
