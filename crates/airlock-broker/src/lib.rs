@@ -26,6 +26,7 @@ pub mod result;
 pub mod run;
 pub mod runner;
 pub mod sandbox_fs;
+pub(crate) mod stage;
 pub mod tools;
 pub mod zygote;
 

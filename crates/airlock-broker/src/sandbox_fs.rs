@@ -14,7 +14,6 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use airlock_protocol::Message;
 
 use crate::machine::init::{Machine, MachineError, SandboxNamespaces};
 use crate::refusal::read_refusal;
+use crate::stage::{StageLaunch, StageOutput};
 
 /// Host ids a root broker's sandboxes get: a range no account or file on a normal host uses.
 const SANDBOX_ID_BASE: u32 = 2_000_000_000;
@@ -313,15 +313,13 @@ fn create_blocking_as(
     };
     let (ours, theirs) = UnixStream::pair()?;
     let (fd_ours, fd_theirs) = UnixStream::pair()?;
-    let mut cmd = Command::new(executor);
-    cmd.arg("__executor")
-        .env_clear()
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    fdpass::map_fds_at_spawn(&mut cmd, vec![(fd_theirs.into(), SANDBOX_CHANNEL_FD)])
-        .map_err(std::io::Error::other)?;
+    let mut cmd = crate::stage::command(StageLaunch {
+        executor,
+        socket: OwnedFd::from(theirs),
+        fds: vec![(fd_theirs.into(), SANDBOX_CHANNEL_FD)],
+        output: StageOutput::Discarded,
+        own_group: true,
+    })?;
     let mut child = cmd.spawn()?;
     // The child holds the other ends now; ours must see EOF when it exits.
     drop(cmd);

@@ -6,13 +6,13 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use airlock_executor::config::{HostId, SealConfig, SEAL_METHOD};
 use airlock_protocol::{FrameReader, Message};
 
 use crate::refusal::refusal_of;
+use crate::stage::{StageLaunch, StageOutput};
 
 /// How long the sealing stage may take.
 const SEAL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,12 +33,14 @@ pub(super) async fn seal(
 
 fn seal_blocking(executor: &Path, owner: Option<HostId>, kernel_pid: i32) -> Result<(), String> {
     let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(executor);
-    cmd.arg("__executor")
-        .env_clear()
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut cmd = crate::stage::command(StageLaunch {
+        executor,
+        socket: OwnedFd::from(theirs),
+        fds: Vec::new(),
+        output: StageOutput::Discarded,
+        own_group: false,
+    })
+    .map_err(|e| format!("the sealing stage: {e}"))?;
     let mut child = cmd.spawn().map_err(|e| format!("the sealing stage: {e}"))?;
     drop(cmd);
     let config = SealConfig {

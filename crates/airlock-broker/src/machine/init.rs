@@ -6,7 +6,6 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use serde_json::json;
 
 use crate::limits::Limits;
 use crate::run::cgroup_attach;
+use crate::stage::{StageLaunch, StageOutput};
 use airlock_jail::cgroup::RunCgroup;
 
 /// How long the init may take to hand its namespaces over.
@@ -117,23 +117,17 @@ impl Machine {
             mntns,
             owner,
         } = sandbox;
-        let mut cmd = tokio::process::Command::new(executor);
-        cmd.arg("__executor")
-            .env_clear()
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .kill_on_drop(true);
-        fdpass::map_fds_at_spawn(
-            cmd.as_std_mut(),
-            vec![
+        let mut cmd = crate::stage::async_command(StageLaunch {
+            executor,
+            socket: OwnedFd::from(theirs),
+            fds: vec![
                 (userns, SANDBOX_USERNS_FD),
                 (mntns, SANDBOX_MNTNS_FD),
                 (OwnedFd::from(fds_theirs), MACHINE_CHANNEL_FD),
             ],
-        )
-        .map_err(io::Error::other)?;
+            output: StageOutput::Discarded,
+            own_group: true,
+        })?;
         let stage = cmd.spawn()?;
         drop(cmd);
         let init_stage = stage.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);

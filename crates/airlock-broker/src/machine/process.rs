@@ -5,7 +5,6 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -25,6 +24,7 @@ use crate::run::guest_messages::refusal_of;
 use crate::run::prepare::prepare;
 use crate::run::{RunSpec, Workload};
 use crate::sandbox_fs::SandboxFs;
+use crate::stage::{StageLaunch, StageOutput};
 
 /// How long a process's stage may take from spawn to its attestation.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -124,15 +124,13 @@ pub async fn start(
     if let Some(fd) = ends.theirs {
         maps.push((fd, PROCESS_STDIO_FD));
     }
-    let mut cmd = tokio::process::Command::new(&prepared.executor);
-    cmd.arg("__executor")
-        .env_clear()
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    airlock_jail::fdpass::map_fds_at_spawn(cmd.as_std_mut(), maps).map_err(io::Error::other)?;
+    let mut cmd = crate::stage::async_command(StageLaunch {
+        executor: &prepared.executor,
+        socket: OwnedFd::from(theirs),
+        fds: maps,
+        output: StageOutput::Piped,
+        own_group: true,
+    })?;
     let mut child = cmd.spawn()?;
     drop(cmd);
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);

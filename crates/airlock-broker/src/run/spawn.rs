@@ -2,7 +2,6 @@
 //! zygote; with its socket, the sandbox's (or a one-shot run's hand-over) fds, the egress
 //! channel, and readers on its stdout and stderr.
 use std::os::fd::OwnedFd;
-use std::process::Stdio;
 use std::time::Duration;
 
 use airlock_executor::config::SANDBOX_CHANNEL_FD;
@@ -16,6 +15,7 @@ use super::prepared::{Prepared, RunRoot};
 use super::stage_proc::StageProcess;
 use crate::limits::Limits;
 use crate::output::{capture, Captured, CellPipe, Stream};
+use crate::stage::{StageLaunch, StageOutput};
 
 /// How long the readers get to drain the pipes once every process is gone.
 const DRAIN: Duration = Duration::from_secs(2);
@@ -93,16 +93,13 @@ fn spawn_stage(
     socket: OwnedFd,
     maps: Vec<(OwnedFd, i32)>,
 ) -> std::io::Result<(StageProcess, OwnedFd, OwnedFd)> {
-    let mut cmd = tokio::process::Command::new(&p.executor);
-    cmd.arg("__executor")
-        .env_clear()
-        .stdin(Stdio::from(socket))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    airlock_jail::fdpass::map_fds_at_spawn(cmd.as_std_mut(), maps)
-        .map_err(std::io::Error::other)?;
+    let mut cmd = crate::stage::async_command(StageLaunch {
+        executor: &p.executor,
+        socket,
+        fds: maps,
+        output: StageOutput::Piped,
+        own_group: true,
+    })?;
     let mut child = cmd.spawn()?;
     let missing = || std::io::Error::other("child pipes missing");
     let stdout = child.stdout.take().ok_or_else(missing)?.into_owned_fd()?;
