@@ -123,7 +123,8 @@ fuzz_target!(|input: &[u8]| {
         match msg {
             Message::Request(req) if req.method == "call_tool" && report.is_none() => {
                 let before = relay.calls();
-                if let Some(call) = call_tool(&tools, &mut relay, &limits, req, in_flight.is_some()) {
+                if let Some(call) = call_tool(&tools, &mut relay, &limits, req, in_flight.is_some())
+                {
                     in_flight = Some(call);
                 }
                 assert_eq!(relay.calls(), before.saturating_add(1));

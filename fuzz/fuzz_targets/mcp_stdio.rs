@@ -56,7 +56,10 @@ fn check(msg: &RxJsonRpcMessage<RoleServer>) {
     }
     let third: RxJsonRpcMessage<RoleServer> =
         serde_json::from_value(again.clone()).expect("the second encoding decodes");
-    assert_eq!(serde_json::to_value(&third).expect("encodes a third time"), again);
+    assert_eq!(
+        serde_json::to_value(&third).expect("encodes a third time"),
+        again
+    );
     if v["method"] == "tools/call" {
         let name = v["params"]["name"].as_str().unwrap_or_default();
         if let Some(Value::Object(args)) = v["params"].get("arguments") {

@@ -5,8 +5,8 @@
 //! `Proxy-Authorization`; the head forwarded parses again under the same strict grammar.
 #![no_main]
 
-use airlock_server::tenancy::auth::Auth;
 use airlock_server::net::port_proxy::rewrite;
+use airlock_server::tenancy::auth::Auth;
 use libfuzzer_sys::fuzz_target;
 
 const TOKEN: &str = "fuzz-server-token-0123456789";
@@ -23,8 +23,13 @@ fuzz_target!(|input: &[u8]| {
     let request_line = lines.next().unwrap_or_default();
     assert!(!auth.carries_token(request_line.as_bytes()), "{head:?}");
     for line in lines.filter(|l| !l.is_empty()) {
-        let (name, value) = line.split_once(": ").expect("a forwarded header is `name: value`");
-        assert!(!name.eq_ignore_ascii_case("proxy-authorization"), "{head:?}");
+        let (name, value) = line
+            .split_once(": ")
+            .expect("a forwarded header is `name: value`");
+        assert!(
+            !name.eq_ignore_ascii_case("proxy-authorization"),
+            "{head:?}"
+        );
         assert!(!auth.carries_token(value.as_bytes()), "{head:?}");
     }
     assert!(!head.contains(TOKEN), "{head:?}");

@@ -39,7 +39,10 @@ fuzz_target!(|data: &[u8]| {
     } else {
         restore_payload_bytes(rest, &fd, &BOUNDS)
     };
-    assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "wrote outside");
+    assert!(
+        std::fs::read_dir(&outside).unwrap().next().is_none(),
+        "wrote outside"
+    );
     let mut seen = (0u64, 0u64);
     check(&root, 0, &mut seen);
     if let Ok(info) = restored {

@@ -15,7 +15,11 @@ fuzz_target!(|input: &[u8]| {
         return;
     };
     for e in &entries {
-        assert!(tokens::check_name(e.tenant.as_str()).is_ok(), "{:?}", e.tenant);
+        assert!(
+            tokens::check_name(e.tenant.as_str()).is_ok(),
+            "{:?}",
+            e.tenant
+        );
     }
     let again = tokens::parse("fuzz", &tokens::render(&entries)).expect("a rendered file parses");
     assert_eq!(again, entries);

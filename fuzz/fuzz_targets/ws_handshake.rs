@@ -17,8 +17,8 @@
 mod common;
 
 use airlock_protocol::{Message, DEFAULT_MAX_MESSAGE_BYTES};
-use airlock_server::tenancy::auth::Auth;
 use airlock_server::fuzzing::ws_connection;
+use airlock_server::tenancy::auth::Auth;
 use airlock_server::wire::transport::Inbound;
 use libfuzzer_sys::fuzz_target;
 

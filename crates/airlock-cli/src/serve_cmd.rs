@@ -2,7 +2,7 @@
 //!
 //! Refuses to start without authentication (a token from `--token-file` or `AIRLOCK_TOKEN`)
 //! unless `--insecure-no-auth` is given, and refuses a non-loopback address unless
-//! `--allow-remote` is. SIGTERM and SIGINT drain it (`airlock_server::ops::drain`): nothing new is
+//! `--allow-remote` is. SIGTERM and SIGINT drain it (`airlock_server::server::drain`): nothing new is
 //! admitted, runs in flight may finish for `--drain-grace` (a second signal cuts it short),
 //! then what is left is cancelled (each run still gets its terminal response), every sandbox
 //! whose spec allows `snapshot` is paused to the state directory, the others are disposed of,
@@ -387,7 +387,7 @@ fn grace(v: f64) -> anyhow::Result<Duration> {
     seconds("drain-grace", v)
 }
 
-/// The first SIGTERM or SIGINT drains the server (`airlock_server::ops::drain`); a second one
+/// The first SIGTERM or SIGINT drains the server (`airlock_server::server::drain`); a second one
 /// during the grace cancels the runs left at once (the sandboxes are still paused). Further
 /// signals change nothing: the pauses go on (SIGKILL cuts them; what was paused is whole).
 async fn on_signal(server: Server, grace: Duration) {

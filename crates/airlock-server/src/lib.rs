@@ -1,13 +1,12 @@
-//! The broker as a server: orchestrators connect over WebSocket or stdio, send `execute`
-//! requests, answer the `call_tool` requests the broker sends them mid-run, and get exactly
-//! one terminal response per `execute`.
+//! `airlock serve`: orchestrators connect over WebSocket or stdio and make, use and dispose of
+//! sandboxes (and run one-shot `execute`s), answering the tool calls a run makes of them.
 //!
-//! Layout: [`transport`] is the seam between bytes and sessions; [`framed`] (Content-Length,
-//! for stdio) and [`ws`] (WebSocket with bearer auth) are the two transports; [`session`] is
-//! the per-connection JSON-RPC logic (one run at a time, busy otherwise); [`remote_tools`]
-//! relays a run's tool calls to the orchestrator; [`ceilings`] and [`params`] turn an
-//! `execute` into a bounded [`RunSpec`](airlock_broker::RunSpec); [`audit`] writes one record per run.
-//! The wire format is documented in `docs/server.md`.
+//! Layout, each room using only those below it: [`net`] (listeners, stdio framing, the
+//! exposed-port proxy, the ops endpoints) → [`wire`] (the JSON-RPC face: sessions, dispatch,
+//! each method's params and answers, runs) → [`server`] (configuration, shared state, the
+//! drain) → [`ops`] (metrics, health) → [`registry`] (the typed core: sandboxes, pause and
+//! fork, budget, exposures) → [`telemetry`] (audit, traces) → [`tenancy`] (tenants, tokens,
+//! auth). The wire format is documented in `docs/server.md`.
 //!
 //! **Architecture Invariant:** every `execute` that reaches a session gets exactly one
 //! terminal response (a result for a run that started, an error for one refused before), and

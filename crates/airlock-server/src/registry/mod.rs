@@ -16,5 +16,5 @@ pub(crate) mod reclaim;
 pub mod request;
 pub(crate) mod resume_gate;
 pub mod sandboxes;
-pub(crate) mod snapshot_owners;
+pub mod snapshot_owners;
 mod snapshot_reservations;

@@ -64,14 +64,6 @@ pub struct Forked {
     pub copy_on_write: bool,
 }
 
-pub(crate) fn refused(msg: impl Into<String>) -> ServerError {
-    ServerError::refused(msg)
-}
-
-pub(crate) fn internal(msg: impl std::fmt::Display) -> ServerError {
-    ServerError::internal(msg)
-}
-
 /// A sandbox claimed for a snapshot, a pause or a fork, released when dropped: also when the
 /// request's task is dropped mid-capture (its connection aborted at the end of a shutdown's
 /// timeout), so the drain's own pause that follows is not refused `busy` and the sandbox
@@ -100,7 +92,7 @@ impl Drop for Claim<'_> {
 impl Sandboxes {
     pub(crate) fn state(&self) -> Result<&Arc<StateDir>, ServerError> {
         self.state_dir().ok_or_else(|| {
-            refused(
+            ServerError::refused(
                 "this server keeps no snapshots: its state directory could not be opened \
                  (see its log; start it with --state-dir DIR)",
             )
@@ -122,7 +114,7 @@ impl Sandboxes {
         let captured = made?;
         state
             .keep(&captured.snapshot_id, &held.tenant)
-            .map_err(internal)?;
+            .map_err(ServerError::internal)?;
         Ok(captured)
     }
 
@@ -140,7 +132,9 @@ impl Sandboxes {
             .sandbox
             .snapshot(Arc::clone(state.store()), manifest)
             .await
-            .map_err(|e| refused(format!("sandbox {} could not be snapshotted: {e}", held.id)))?;
+            .map_err(|e| {
+                ServerError::refused(format!("sandbox {} could not be snapshotted: {e}", held.id))
+            })?;
         Ok(Captured {
             sandbox_id: held.id.clone(),
             snapshot_id: made.id,
@@ -167,7 +161,9 @@ impl Sandboxes {
         let state = self.state()?;
         let held = match self.get(id) {
             Err(_) if self.is_paused(id) => {
-                return Err(refused(format!("sandbox {id} is paused already")));
+                return Err(ServerError::refused(format!(
+                    "sandbox {id} is paused already"
+                )));
             }
             got => got?,
         };
@@ -183,7 +179,9 @@ impl Sandboxes {
             idle_timeout_s: Some(held.life.idle_timeout().as_secs_f64()),
             tenant: Some(held.tenant.to_string()),
         };
-        state.record_paused(&record).map_err(internal)?;
+        state
+            .record_paused(&record)
+            .map_err(ServerError::internal)?;
         lock(&self.paused).insert(held.id.clone(), record);
         drop(quota);
         // Live until now: a dispose that came meanwhile wins, and the pause is undone.
@@ -229,7 +227,10 @@ impl Sandboxes {
         }
         let record = lock(&self.paused).get(id).cloned();
         let Some(record) = record else {
-            return Err(self.get(id).err().unwrap_or_else(|| internal("no sandbox")));
+            return Err(self
+                .get(id)
+                .err()
+                .unwrap_or_else(|| ServerError::internal("no sandbox")));
         };
         let state = self.state()?;
         let snapshot = self.read_snapshot(&record.snapshot_id).await?;
@@ -245,7 +246,7 @@ impl Sandboxes {
         {
             held.life.set_idle_timeout(t);
         }
-        state.forget_paused(id).map_err(internal)?;
+        state.forget_paused(id).map_err(ServerError::internal)?;
         lock(&self.paused).remove(id);
         self.drop_unless_held(&record.snapshot_id);
         Ok(held)
@@ -291,7 +292,7 @@ impl Sandboxes {
             Err(ForkError::NotForkable(why)) => {
                 tracing::debug!(sandbox = %held.id, %why, "forked by a copy of its state");
             }
-            Err(e @ ForkError::Failed(_)) => return Err(refused(e.to_string())),
+            Err(e @ ForkError::Failed(_)) => return Err(ServerError::refused(e.to_string())),
         }
         let made = self.capture(held, state).await;
         drop(claim);
@@ -319,7 +320,7 @@ impl Sandboxes {
         for branch in branches {
             let id = self.fresh_id();
             let key = SandboxKey::new(crate::registry::request::KEYLESS_SCOPE, id.as_str(), "wire")
-                .map_err(internal)?;
+                .map_err(ServerError::internal)?;
             self.backend.offer_root(key.clone(), Arc::clone(&branch.fs));
             let made = self.create_as(id, p.clone(), limits.clone()).await;
             self.backend.withdraw_root(&key);
@@ -327,7 +328,7 @@ impl Sandboxes {
                 Ok(b) if b.sandbox.adopt_branch(branch).await => Ok(b.id.clone()),
                 Ok(b) => Err((
                     Some(b.id.clone()),
-                    internal("a branch was disposed as it was made"),
+                    ServerError::internal("a branch was disposed as it was made"),
                 )),
                 Err(e) => Err((None, e)),
             };
@@ -397,7 +398,7 @@ impl Sandboxes {
     ) -> Result<Arc<Held>, ServerError> {
         let held = self.create_as(id.clone(), p, limits).await?;
         if held.id != id {
-            return Err(refused(format!(
+            return Err(ServerError::refused(format!(
                 "its key is live as sandbox {}; dispose of it first",
                 held.id
             )));
@@ -405,7 +406,9 @@ impl Sandboxes {
         let spool = self.state()?.store().dir().to_path_buf();
         if let Err(e) = held.sandbox.restore(snapshot, spool).await {
             let _ = self.dispose(&id).await;
-            return Err(refused(format!("the snapshot could not be restored: {e}")));
+            return Err(ServerError::refused(format!(
+                "the snapshot could not be restored: {e}"
+            )));
         }
         Ok(held)
     }
@@ -416,7 +419,7 @@ impl Sandboxes {
         let id = SnapshotId::parse(id).map_err(|e| ServerError::invalid(e.to_string()))?;
         tokio::task::spawn_blocking(move || store.read(&id))
             .await
-            .map_err(internal)?
+            .map_err(ServerError::internal)?
             .map_err(|e| snapshot_error(&e))
     }
 
@@ -441,7 +444,7 @@ impl Sandboxes {
         let record = lock(&self.paused).remove(id)?;
         let r = self
             .state()
-            .and_then(|s| s.forget_paused(id).map_err(internal))
+            .and_then(|s| s.forget_paused(id).map_err(ServerError::internal))
             .map(|()| Disposed {
                 sandbox_id: id.to_owned(),
                 failure: None,

@@ -207,14 +207,15 @@ pub struct Disposed {
     pub failure: Option<DisposalFailure>,
 }
 
-/// The audit line of a refusal this registry makes itself.
+/// The audit line of a refusal this registry makes itself (its members in the order every
+/// other audit line has them: by name).
 #[derive(Serialize)]
 struct RefusalLine<'a> {
-    event: &'static str,
-    key: String,
     egress: &'a str,
-    scope: &'a str,
+    event: &'static str,
     failure: &'a str,
+    key: String,
+    scope: &'a str,
 }
 
 impl Sandboxes {
@@ -354,7 +355,7 @@ impl Sandboxes {
     /// Make (or, for an equal spec under the same key, get) a sandbox.
     pub async fn create(&self, p: NewSandbox, limits: Limits) -> Result<Arc<Held>, ServerError> {
         // Ids are not guessable (a keyless sandbox is addressed by nothing else), and a keyless
-        // sandbox's key lives in a scope no orchestrator key may name (`wire_spec` refuses it).
+        // sandbox's key lives in a scope no orchestrator key may name (the wire's `spec.rs` refuses it).
         self.create_as(self.fresh_id(), p, limits).await
     }
 
@@ -507,7 +508,10 @@ impl Sandboxes {
             if let Some(r) = self.dispose_paused(id) {
                 return r;
             }
-            return Err(no_sandbox(id));
+            return Err(self
+                .get(id)
+                .err()
+                .unwrap_or_else(|| ServerError::not_found("no such sandbox")));
         };
         // No longer live, so no new exposure: end the ones it has (their connections close).
         self.exposures.end_sandbox(&h.id);

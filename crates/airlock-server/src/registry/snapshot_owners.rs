@@ -8,14 +8,10 @@ use std::time::UNIX_EPOCH;
 use airlock_snapshot::{Snapshot, SnapshotError, SnapshotId};
 
 use crate::registry::error::ServerError;
-use crate::registry::pause::{internal, refused, snapshot_error};
+use crate::registry::pause::snapshot_error;
 use crate::registry::sandboxes::{lock, Sandboxes};
 use crate::state_dir::manifest_tenant;
 use crate::tenancy::tenant::Tenant;
-
-fn bad_id(e: &airlock_snapshot::BadId) -> ServerError {
-    ServerError::invalid(e.to_string())
-}
 
 /// One of a tenant's snapshots (`snapshot.list`).
 #[derive(Debug)]
@@ -52,7 +48,7 @@ impl Sandboxes {
         id: &str,
     ) -> Result<Snapshot, ServerError> {
         let state = self.state()?;
-        let sid = SnapshotId::parse(id).map_err(|e| bad_id(&e))?;
+        let sid = SnapshotId::parse(id).map_err(|e| ServerError::invalid(e.to_string()))?;
         if self.sees(tenant, &sid) {
             return self.read_snapshot(id).await;
         }
@@ -66,7 +62,7 @@ impl Sandboxes {
         if manifest_tenant(snapshot.manifest()) != *tenant {
             return Err(snapshot_error(&SnapshotError::NotFound(sid)));
         }
-        state.keep(&sid, tenant).map_err(internal)?;
+        state.keep(&sid, tenant).map_err(ServerError::internal)?;
         Ok(snapshot)
     }
 
@@ -111,7 +107,7 @@ impl Sandboxes {
             .into_iter()
             .filter(|r| r.tenant() == *tenant)
             .collect();
-        let list = state.store().list().map_err(internal)?;
+        let list = state.store().list().map_err(ServerError::internal)?;
         let items = list
             .iter()
             .filter_map(|s| {
@@ -142,7 +138,7 @@ impl Sandboxes {
     /// refused while one of its paused sandboxes needs it.
     pub fn remove_snapshot(&self, tenant: &Tenant, id: &str) -> Result<(), ServerError> {
         let state = self.state()?;
-        let sid = SnapshotId::parse(id).map_err(|e| bad_id(&e))?;
+        let sid = SnapshotId::parse(id).map_err(|e| ServerError::invalid(e.to_string()))?;
         if !self.sees(tenant, &sid) {
             return Err(snapshot_error(&SnapshotError::NotFound(sid)));
         }
@@ -151,11 +147,11 @@ impl Sandboxes {
             .find(|r| r.snapshot_id == id && r.tenant() == *tenant)
             .map(|r| r.sandbox_id.clone());
         if let Some(sb) = holder {
-            return Err(refused(format!(
+            return Err(ServerError::refused(format!(
                 "snapshot {id} holds paused sandbox {sb}; resume or dispose of it first"
             )));
         }
-        let still_kept = state.unkeep(&sid, tenant).map_err(internal)?;
+        let still_kept = state.unkeep(&sid, tenant).map_err(ServerError::internal)?;
         let needed = lock(&self.paused).values().any(|r| r.snapshot_id == id);
         if !still_kept && !needed {
             match state.store().remove(&sid) {

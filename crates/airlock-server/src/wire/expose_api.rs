@@ -1,5 +1,5 @@
 //! `sandbox.expose` and `sandbox.unexpose`: the wire side of [`crate::registry::expose`], and the
-//! server's [`PortDialer`] (through the sandbox's own network namespace).
+//! server's [`PortDialer`](crate::registry::port_dial::PortDialer) (through the sandbox's own network namespace).
 use std::net::SocketAddr;
 
 use airlock_protocol::{ErrorCode, ErrorObject};
