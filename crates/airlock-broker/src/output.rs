@@ -92,6 +92,11 @@ impl DroppedBytes {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Counts `n` more bytes not delivered (a listener that gave up on chunks it had taken).
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// Bytes kept from one stream, plus how much was dropped.
