@@ -18,7 +18,7 @@ use super::prepared::Prepared;
 use super::spawn::Via;
 use super::spec::Cancel;
 pub(crate) use super::supervisor::Start;
-use super::supervisor::{on_cancel, on_grace_elapsed, on_timeout, Supervisor};
+use super::supervisor::{on_cancel, on_timeout, Supervisor};
 use super::{clock, disk_watch, verdict};
 use crate::limits::Limits;
 use crate::result::RunResult;
@@ -80,7 +80,7 @@ pub(crate) async fn drive(
         let flow = tokio::select! {
             status = sup.s.child.wait() => sup.on_exited(status),
             () = &mut timeout => on_timeout(),
-            _ = tokio::time::sleep_until(reported_by), if sup.reported() => on_grace_elapsed(),
+            _ = tokio::time::sleep_until(reported_by), if sup.reported() => sup.on_grace_elapsed(),
             _ = &mut cancel => on_cancel(),
             over = &mut disk.over, if sup.disk_watching => sup.on_disk(over),
             _ = watchdog.tick() => sup.on_watchdog_tick(),

@@ -213,12 +213,62 @@ pub(super) fn on_timeout() -> Flow {
     ControlFlow::Break(End::Timeout)
 }
 
-/// The guest reported its result but did not exit within the grace period.
-pub(super) fn on_grace_elapsed() -> Flow {
-    ControlFlow::Break(End::NoExitAfterResult)
+impl Supervisor<'_> {
+    /// The grace after the guest's report ran out. Only a guest still running after it
+    /// reported has not exited: a stage that exited meanwhile (its exit and the grace became
+    /// ready together, the broker's task late under load) ended as it should, and a guest that
+    /// is gone while its stage still tears the run's namespaces down (which a busy host
+    /// stretches) gets another grace, within the run's deadline.
+    pub(super) fn on_grace_elapsed(&mut self) -> Flow {
+        if let Ok(Some(status)) = self.s.child.try_wait() {
+            return self.on_exited(Ok(status));
+        }
+        if guest_gone(self.stage_pid) {
+            self.phase = Phase::Reported {
+                by: Instant::now() + self.limits.grace,
+            };
+            return ControlFlow::Continue(());
+        }
+        ControlFlow::Break(End::NoExitAfterResult)
+    }
+}
+
+/// Whether the guest under the stage `stage_pid` (its child, pid 1 of the run's pid
+/// namespace) has exited: no child of the stage is alive (each is gone or a zombie).
+fn guest_gone(stage_pid: i32) -> bool {
+    procfs::children_of(stage_pid).into_iter().all(|pid| {
+        procfs::stat_fields(pid)
+            .and_then(|f| f.into_iter().next())
+            .is_none_or(|state| state == "Z" || state == "X")
+    })
 }
 
 /// The caller cancelled the run.
 pub(super) fn on_cancel() -> Flow {
     ControlFlow::Break(End::Cancelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guest_gone;
+
+    /// A stage whose child still runs has a guest; once the child has exited (a zombie its
+    /// parent has not reaped yet) it has none.
+    #[test]
+    fn the_guest_is_gone_once_the_stages_child_exited() {
+        let mut stage = std::process::Command::new("sh")
+            .args(["-c", "sleep 1 & exec sleep 30"])
+            .spawn()
+            .unwrap_or_else(|e| panic!("sh: {e}"));
+        let pid = i32::try_from(stage.id()).unwrap_or(0);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!guest_gone(pid), "its child sleeps yet");
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !guest_gone(pid) && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(guest_gone(pid), "its child exited a while ago");
+        let _ = stage.kill();
+        let _ = stage.wait();
+    }
 }
