@@ -70,11 +70,10 @@ pub struct PausedRecord {
 impl PausedRecord {
     /// The tenant it belongs to.
     #[must_use]
-    pub fn tenant(&self) -> crate::tenancy::tenant::Tenant {
-        self.tenant.as_deref().map_or_else(
-            crate::tenancy::tenant::Tenant::single,
-            crate::tenancy::tenant::Tenant::new,
-        )
+    pub fn tenant(&self) -> Tenant {
+        self.tenant
+            .as_deref()
+            .map_or_else(Tenant::single, Tenant::new)
     }
 }
 

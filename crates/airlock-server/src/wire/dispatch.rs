@@ -349,14 +349,7 @@ fn on_sandbox(
                         crate::wire::process_api::attach_all(&conn, &held);
                         answers::describe(&held, sbs.isolation())
                     }),
-                    m::SANDBOX_DISPOSE => match id_only(&method, params) {
-                        Ok(()) => sbs
-                            .dispose(&held.id)
-                            .await
-                            .map(|d| answers::disposed(&d))
-                            .map_err(Into::into),
-                        Err(e) => Err(e),
-                    },
+                    m::SANDBOX_DISPOSE => dispose(&sbs, &method, params, &held.id).await,
                     m::SANDBOX_SNAPSHOT => match id_only(&method, params) {
                         Ok(()) => sbs
                             .snapshot(&held)
@@ -415,14 +408,7 @@ fn on_paused(
     let sbs = Arc::clone(sbs);
     tasks.spawn(async move {
         if method == m::SANDBOX_DISPOSE {
-            let r = match id_only(&method, params) {
-                Ok(()) => sbs
-                    .dispose(&sid)
-                    .await
-                    .map(|d| answers::disposed(&d))
-                    .map_err(Into::into),
-                Err(e) => Err(e),
-            };
+            let r = dispose(&sbs, &method, params, &sid).await;
             return respond(&conn, id, r).await;
         }
         // A resume makes a sandbox: nothing new while draining.
@@ -446,6 +432,17 @@ fn only_sandbox_id(method: &str, params: Value) -> Result<String, ErrorObject> {
 }
 
 /// Refuses members other than `sandbox_id` (unknown members are `invalid_params`).
+/// `sandbox.dispose` of `sid`, live or paused.
+async fn dispose(
+    sbs: &Sandboxes,
+    method: &str,
+    params: Value,
+    sid: &str,
+) -> Result<Value, ErrorObject> {
+    id_only(method, params)?;
+    Ok(answers::disposed(&sbs.dispose(sid).await?))
+}
+
 pub(crate) fn id_only(method: &str, params: Value) -> Result<(), ErrorObject> {
     serde_json::from_value::<IdOnly>(params)
         .map(|_| ())
