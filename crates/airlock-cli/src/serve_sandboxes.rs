@@ -62,14 +62,13 @@ pub fn build(
         .map(|sink| Arc::new(AuditObserver(Arc::clone(sink))) as Arc<dyn SandboxObserver>);
     let metrics = MetricsObserver::new(Arc::clone(&config.metrics), audit);
     let observer = Some(Arc::new(metrics) as Arc<dyn SandboxObserver>);
-    let Assembly { backend, router } = assemble(local, policy, observer.clone())?;
+    let Assembly { router, .. } = assemble(local, policy, observer.clone())?;
     for w in router.warnings() {
         tracing::warn!(warning = %w, "router");
     }
     Ok(Arc::new(
         Sandboxes::new(
             router,
-            backend,
             epoch.to_owned(),
             capacity.max_live,
             Observers::new(observer),

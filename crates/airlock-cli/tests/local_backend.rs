@@ -14,7 +14,7 @@ use airlock_router::conformance::{
     call_scope_suite, egress_suite, exec_suite, files_delete_suite, files_in_suite,
     files_out_suite, links_suite, run_code_suite, EgressProbe, Fetch,
 };
-use airlock_router::{Backend, Router, Sandbox};
+use airlock_router::{Backend, Origin, Router, Sandbox};
 
 #[path = "egress/server.rs"]
 #[allow(
@@ -36,7 +36,7 @@ fn spec() -> SandboxSpec {
 }
 
 async fn local(b: &LocalBackend, k: &SandboxKey) -> Arc<LocalSandbox> {
-    b.acquire(k, &spec()).await.unwrap();
+    b.acquire(k, &spec(), Origin::Fresh).await.unwrap();
     b.sandbox(k).unwrap()
 }
 
@@ -93,12 +93,8 @@ async fn the_rung_and_declarations_are_honest() {
     }
     assert_eq!(b.declarations().effective_egress_modes(), modes);
     // Under the default microvm floor the router refuses it; opted down, it serves.
-    assert!(
-        Router::builder(vec![Arc::new(backend()) as Arc<dyn Backend>])
-            .build()
-            .is_err()
-    );
-    let router = Router::builder(vec![Arc::new(backend()) as Arc<dyn Backend>])
+    assert!(Router::builder(vec![Arc::new(backend())]).build().is_err());
+    let router = Router::builder(vec![Arc::new(backend())])
         .min_isolation(Isolation::OsProcess)
         .build()
         .unwrap();
@@ -127,7 +123,7 @@ async fn local_passes_the_egress_suite() {
         .build()
         .unwrap();
     let k = key("egress");
-    b.acquire(&k, &spec).await.unwrap();
+    b.acquire(&k, &spec, Origin::Fresh).await.unwrap();
     let sb = b.sandbox(&k).unwrap();
     let fetch = "import urllib.request, sys\ntry:\n    urllib.request.urlopen('{url}', timeout=10).read()\nexcept Exception as e:\n    print(e); sys.exit(1)";
     let probe = EgressProbe {
@@ -239,7 +235,7 @@ async fn a_conversation_sandbox_persists_across_runs_and_scope_purge_clears_it()
         .await
         .unwrap();
     assert_eq!(r.exit_code, Some(0), "{r:?}");
-    let again = b.acquire(&k, &spec()).await.unwrap();
+    let again = b.acquire(&k, &spec(), Origin::Fresh).await.unwrap();
     let r = again
         .run_code("print(open('state.txt').read())", &Default::default())
         .await

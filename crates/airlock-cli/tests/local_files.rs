@@ -14,7 +14,7 @@ use airlock_router::outputs::{
     collect_outputs, CollectContext, CollectError, Collected, DeclaredOutput,
 };
 use airlock_router::sinks::{MemorySink, OutputSink, SinkError};
-use airlock_router::{Backend, RunOptions, Sandbox, SandboxError};
+use airlock_router::{Backend, Origin, RunOptions, Sandbox, SandboxError};
 
 const SECRET: &[u8] = b"HOST-SECRET-5f1c";
 
@@ -29,7 +29,7 @@ fn spec() -> SandboxSpec {
 async fn sandbox(agent: &str) -> (LocalBackend, Arc<LocalSandbox>) {
     let b = LocalBackend::new(LocalConfig::new(env!("CARGO_BIN_EXE_airlock"))).unwrap();
     let k = SandboxKey::new("t", "th", agent).unwrap();
-    b.acquire(&k, &spec()).await.unwrap();
+    b.acquire(&k, &spec(), Origin::Fresh).await.unwrap();
     let sb = b.sandbox(&k).unwrap();
     (b, sb)
 }

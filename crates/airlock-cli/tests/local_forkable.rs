@@ -7,7 +7,7 @@
 
 use airlock_local::{LocalBackend, LocalConfig};
 use airlock_policy::{SandboxKey, SandboxSpec};
-use airlock_router::{Backend, Sandbox};
+use airlock_router::{Backend, Origin, Sandbox};
 
 fn key(agent: &str) -> SandboxKey {
     SandboxKey::new("tenant", "thread", agent).unwrap()
@@ -76,7 +76,7 @@ async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_n
     let b = forkable_backend();
     let k = key("forkable");
     let stateful = stateful();
-    b.acquire(&k, &stateful).await.unwrap();
+    b.acquire(&k, &stateful, Origin::Fresh).await.unwrap();
     let sb = b.sandbox(&k).unwrap();
     let before = listeners_of(std::process::id());
     let r = sb.run_code(DOOR_PROBE, &Default::default()).await.unwrap();
@@ -124,7 +124,7 @@ async fn a_forkable_kernels_door_is_held_by_the_broker_and_refuses_what_it_did_n
 }
 
 /// Issue 27's copy-on-write fork at the backend: a forkable kernel forks into two branches
-/// that new sandboxes adopt; each holds the parent's variables and files at the fork, what
+/// that new sandboxes are made from; each holds the parent's variables and files at the fork, what
 /// one changes no other sees, and the parent goes on with its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forkable_kernel_forks_into_branches_that_share_nothing_after() {
@@ -132,7 +132,7 @@ async fn a_forkable_kernel_forks_into_branches_that_share_nothing_after() {
     let b = forkable_backend();
     let stateful = stateful();
     let k = key("cow-parent");
-    b.acquire(&k, &stateful).await.unwrap();
+    b.acquire(&k, &stateful, Origin::Fresh).await.unwrap();
     let parent = b.sandbox(&k).unwrap();
     let setup = "x = 41\nopen('f.txt', 'w').write('parent')";
     let r = parent.run_code(setup, &Default::default()).await.unwrap();
@@ -142,9 +142,10 @@ async fn a_forkable_kernel_forks_into_branches_that_share_nothing_after() {
     let mut kids = Vec::new();
     for (i, branch) in branches.into_iter().enumerate() {
         let kk = key(&format!("cow-branch-{i}"));
-        b.acquire(&kk, &stateful).await.unwrap();
-        let kid = b.sandbox(&kk).unwrap();
-        assert!(kid.adopt_branch(branch).await);
+        let kid = b
+            .acquire(&kk, &stateful, Origin::Branch(branch))
+            .await
+            .unwrap();
         kids.push(kid);
     }
     for (i, kid) in kids.iter().enumerate() {

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use airlock_policy::Policy;
 use airlock_router::{Backend, Observers, Router, RouterConfigError, SandboxObserver};
+
+use crate::backend::LocalRouter;
 use thiserror::Error;
 
 use crate::backend::{LocalBackend, LocalError};
@@ -20,7 +22,7 @@ pub struct Assembly {
     /// The backend (its probed rung, its live sandboxes).
     pub backend: Arc<LocalBackend>,
     /// The router over that one backend.
-    pub router: Router,
+    pub router: LocalRouter,
 }
 
 /// Why no [`Assembly`] could be made.
@@ -67,7 +69,7 @@ fn route(
     policy: Option<&Policy>,
     observer: Option<Arc<dyn SandboxObserver>>,
 ) -> Result<Assembly, AssemblyError> {
-    let mut builder = Router::builder(vec![Arc::clone(&backend) as Arc<dyn Backend>]);
+    let mut builder = Router::builder(vec![Arc::clone(&backend)]);
     if let Some(o) = observer {
         builder = builder.observer(o);
     }

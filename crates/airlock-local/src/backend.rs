@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use airlock_broker::kernel::Branch;
 use airlock_broker::Image;
 use airlock_policy::{
     BackendDeclarations, Capability, DisposalFailure, Isolation, IsolationScope, OsFamily,
     SandboxKey, SandboxLimits, SandboxSpec,
 };
-use airlock_router::{Backend, BackendError, Sandbox, ScopePurge};
+use airlock_router::{Backend, BackendError, Origin, ScopePurge};
 use async_trait::async_trait;
 use thiserror::Error;
 
@@ -38,6 +39,9 @@ struct Entry {
     sandbox: Arc<LocalSandbox>,
 }
 
+/// A router over the local backend: its acquires hand out [`LocalSandbox`]es.
+pub type LocalRouter = airlock_router::Router<LocalBackend>;
+
 /// The `local` backend.
 pub struct LocalBackend {
     probe: RungProbe,
@@ -45,8 +49,6 @@ pub struct LocalBackend {
     config: Arc<LocalConfig>,
     tools: Option<Arc<dyn ToolsForRun>>,
     sandboxes: Mutex<HashMap<SandboxKey, Entry>>,
-    /// Roots already made for sandboxes about to be acquired (a fork's branches).
-    offered: Mutex<HashMap<SandboxKey, Arc<airlock_broker::SandboxFs>>>,
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -106,20 +108,7 @@ impl LocalBackend {
             config,
             tools: None,
             sandboxes: Mutex::new(HashMap::new()),
-            offered: Mutex::new(HashMap::new()),
         })
-    }
-
-    /// The sandbox next acquired under `key` gets `fs` as its root instead of a new one (a
-    /// fork's branch, whose root is made with it); [`LocalBackend::withdraw_root`] takes an
-    /// offer back that nobody took.
-    pub fn offer_root(&self, key: SandboxKey, fs: Arc<airlock_broker::SandboxFs>) {
-        lock(&self.offered).insert(key, fs);
-    }
-
-    /// Take back the root offered for `key`, if nobody took it.
-    pub fn withdraw_root(&self, key: &SandboxKey) {
-        lock(&self.offered).remove(key);
     }
 
     /// Serves `call_tool` from every run through `tools` (e.g. a host-tool registry adapter).
@@ -174,6 +163,10 @@ fn image_for(config: &LocalConfig, spec: &SandboxSpec) -> Result<Option<Arc<Imag
 
 #[async_trait]
 impl Backend for LocalBackend {
+    type Sandbox = LocalSandbox;
+    /// A copy-on-write fork's branch ([`LocalSandbox::fork_kernel`]): its root and its kernel.
+    type Branch = Branch;
+
     fn name(&self) -> &str {
         "local"
     }
@@ -190,15 +183,20 @@ impl Backend for LocalBackend {
         &self,
         key: &SandboxKey,
         spec: &SandboxSpec,
-    ) -> Result<Arc<dyn Sandbox>, BackendError> {
+        origin: Origin<Branch>,
+    ) -> Result<Arc<LocalSandbox>, BackendError> {
         if let Some(e) = lock(&self.sandboxes).get(key) {
-            return Ok(Arc::clone(&e.sandbox) as Arc<dyn Sandbox>);
+            return Ok(Arc::clone(&e.sandbox));
         }
         let egress = crate::egress::for_spec(spec, &self.config).map_err(BackendError::Refused)?;
         let image = image_for(&self.config, spec).map_err(BackendError::Refused)?;
         let machine = crate::processes::wants_machine(spec).map_err(BackendError::Refused)?;
-        // A call-scoped sandbox's root is made when something needs it (see `crate::root`).
-        let offered = lock(&self.offered).remove(key);
+        // A branch brings its root and kernel; a call-scoped sandbox's root is made when
+        // something needs it (see `crate::root`).
+        let (offered, kernel) = match origin {
+            Origin::Branch(b) => (Some(b.fs), Some(b.kernel)),
+            Origin::Fresh => (None, None),
+        };
         let root = if let Some(fs) = offered {
             Root::Made(fs)
         } else if spec.isolation_scope() == IsolationScope::Call {
@@ -213,7 +211,7 @@ impl Backend for LocalBackend {
         let mut map = lock(&self.sandboxes);
         if let Some(e) = map.get(key) {
             // Another acquire of this key won the race; ours is dropped (and freed).
-            return Ok(Arc::clone(&e.sandbox) as Arc<dyn Sandbox>);
+            return Ok(Arc::clone(&e.sandbox));
         }
         let sandbox = Arc::new(LocalSandbox::new(Parts {
             key: key.clone(),
@@ -226,6 +224,7 @@ impl Backend for LocalBackend {
             stateful: spec.stateful(),
             restricted: spec.restricted(),
             machine,
+            kernel,
         }));
         map.insert(
             key.clone(),

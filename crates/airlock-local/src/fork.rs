@@ -1,7 +1,7 @@
 //! A stateful sandbox's copy-on-write fork (issue 27): its kernel is cloned into branches
 //! (`airlock_broker::kernel`'s fork), the sandbox itself goes on as branch 0 (its filesystem
-//! and kernel replaced by that branch's), and each other branch is adopted by a sandbox made
-//! for it before anything ran there.
+//! and kernel replaced by that branch's), and each other branch is made a sandbox of its own
+//! by an acquire from it (`Origin::Branch`, see [`crate::backend`]).
 use std::sync::Arc;
 
 use airlock_broker::kernel::{Branch, ForkError};
@@ -10,7 +10,7 @@ use crate::sandbox::LocalSandbox;
 
 impl LocalSandbox {
     /// Fork this sandbox's kernel into `count` branches besides itself; the caller gives each
-    /// to a new sandbox ([`LocalSandbox::adopt_branch`]). [`ForkError::NotForkable`] leaves
+    /// to a new sandbox (an acquire with `Origin::Branch`). [`ForkError::NotForkable`] leaves
     /// everything as it was (a copy can be made instead).
     pub async fn fork_kernel(&self, count: usize) -> Result<Vec<Branch>, ForkError> {
         let not = |why: &str| ForkError::NotForkable(why.into());
@@ -36,15 +36,5 @@ impl LocalSandbox {
         }
         *k = own.kernel;
         Ok(branches)
-    }
-
-    /// Take `branch`'s filesystem and kernel: for a sandbox made for it, before anything ran.
-    pub async fn adopt_branch(&self, branch: Branch) -> bool {
-        let mut kernel = self.run_lock.lock().await;
-        if !self.root.replace(branch.fs) {
-            return false;
-        }
-        *kernel = Some(branch.kernel);
-        true
     }
 }

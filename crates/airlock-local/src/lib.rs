@@ -31,7 +31,7 @@ pub mod snapshot;
 pub mod tools;
 
 pub use assembly::{assemble, Assembly, AssemblyError};
-pub use backend::LocalBackend;
+pub use backend::{LocalBackend, LocalRouter};
 pub use config::LocalConfig;
 pub use run::RunRequest;
 pub use rung::{probe_rung, RungProbe};

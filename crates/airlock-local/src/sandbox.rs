@@ -84,6 +84,8 @@ pub(crate) struct Parts {
     pub(crate) restricted: bool,
     /// The sandbox has a machine (its spec asks for `processes` or `ports`).
     pub(crate) machine: bool,
+    /// The kernel it starts with (a fork's branch's), instead of a new one when stateful.
+    pub(crate) kernel: Option<airlock_broker::Kernel>,
 }
 
 pub(crate) fn backend(detail: impl Into<String>) -> SandboxError {
@@ -103,12 +105,14 @@ impl LocalSandbox {
             files_in: p.files_in,
             tools: p.tools,
             egress: p.egress,
-            run_lock: Mutex::new(p.stateful.then(|| {
-                if cow_fork {
-                    airlock_broker::Kernel::forkable()
-                } else {
-                    airlock_broker::Kernel::default()
-                }
+            run_lock: Mutex::new(p.kernel.or_else(|| {
+                p.stateful.then(|| {
+                    if cow_fork {
+                        airlock_broker::Kernel::forkable()
+                    } else {
+                        airlock_broker::Kernel::default()
+                    }
+                })
             })),
             disposed: watch::channel(false).0,
             restricted: p.restricted,
@@ -137,6 +141,7 @@ impl LocalSandbox {
             stateful: spec.stateful(),
             restricted: spec.restricted(),
             machine: false,
+            kernel: None,
         }))
     }
 

@@ -13,9 +13,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use airlock_local::LocalRouter;
 use airlock_local::{assemble, Assembly, AssemblyError, LocalBackend, LocalConfig, LocalSandbox};
 use airlock_policy::{Capability, Identity, IsolationScope, SandboxKey, SandboxSpec};
-use airlock_router::{Backend, Router, RouterConfigError};
+use airlock_router::{Backend, RouterConfigError, Sandbox};
 
 use crate::config::McpConfig;
 use crate::error::McpError;
@@ -37,7 +38,7 @@ const CANDIDATES: [Capability; 6] = [
 pub struct Sandboxes {
     /// The router, or why none can be built (the floor is above this machine's rung): then
     /// every call is refused with that reason.
-    router: Result<Router, String>,
+    router: Result<LocalRouter, String>,
     backend: Arc<LocalBackend>,
     config: McpConfig,
     session: SandboxKey,
@@ -60,7 +61,7 @@ impl std::fmt::Debug for Sandboxes {
 pub struct Lease {
     /// The sandbox.
     pub sandbox: Arc<LocalSandbox>,
-    dispose: Option<(Router, SandboxKey)>,
+    dispose: Option<(LocalRouter, SandboxKey)>,
 }
 
 impl Lease {
@@ -213,15 +214,11 @@ impl Sandboxes {
                 (key, true)
             }
         };
-        let sb = router
+        let sandbox = router
             .acquire(&key, &self.spec)
             .await
             .map_err(|e| format!("no sandbox: {e}"))?;
-        let address = sb.key().clone();
-        let sandbox = self
-            .backend
-            .sandbox(&address)
-            .ok_or_else(|| "the backend lost the sandbox it just made".to_owned())?;
+        let address = sandbox.key().clone();
         Ok(Lease {
             sandbox,
             dispose: dispose.then(|| (router.clone(), address)),

@@ -48,13 +48,29 @@ pub struct ScopePurge {
     pub failure: Option<DisposalFailure>,
 }
 
+/// Where a sandbox an acquire makes comes from.
+#[derive(Debug)]
+pub enum Origin<B> {
+    /// Made new from its spec.
+    Fresh,
+    /// Made around a branch of another sandbox the backend handed out (a copy-on-write
+    /// fork's: its root and its kernel), under a key never used before.
+    Branch(B),
+}
+
 /// A sandbox provider.
 ///
 /// Disposal is reported, never raised: `None` means nothing went wrong that the backend
 /// knows of (a backend with no way to check answers `None` too); a `DisposalFailure` means the
 /// delete is known not to have landed, and the router then refuses the key until one does.
 #[async_trait]
-pub trait Backend: Send + Sync + fmt::Debug {
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// The sandboxes it hands out.
+    type Sandbox: Sandbox + 'static;
+    /// What a branch of one of its sandboxes is ([`Origin::Branch`]); a backend that cannot
+    /// fork names [`std::convert::Infallible`].
+    type Branch: Send + 'static;
+
     /// The backend's registered name.
     fn name(&self) -> &str;
 
@@ -64,13 +80,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// What it declares it can serve (each field's silence has its own meaning).
     fn declarations(&self) -> &BackendDeclarations;
 
-    /// Gets or creates the sandbox for `key` (the router has already checked `spec` and
-    /// serialises acquires of one key).
+    /// Gets or creates the sandbox for `key`, made from `origin` when it is new (the router
+    /// has already checked `spec`, serialises acquires of one key, and hands a branch only to
+    /// a key with no live sandbox).
     async fn acquire(
         &self,
         key: &SandboxKey,
         spec: &SandboxSpec,
-    ) -> Result<Arc<dyn Sandbox>, BackendError>;
+        origin: Origin<Self::Branch>,
+    ) -> Result<Arc<Self::Sandbox>, BackendError>;
 
     /// Disposes the sandbox for `key` (success when there is none).
     async fn dispose(&self, key: &SandboxKey) -> Option<DisposalFailure>;

@@ -13,6 +13,7 @@ use airlock_policy::{
 use futures_util::FutureExt;
 use thiserror::Error;
 
+use crate::backend::Backend;
 use crate::ids::fresh_id;
 use crate::observe::{type_kind, ErrorKind, ToolCallEnded};
 pub use crate::reclaim_failure::{ReclaimDisposal, ReclaimFailure};
@@ -83,15 +84,15 @@ impl CallSession {
 }
 
 /// Runs the call's cleanup if the call future is dropped unfinished.
-struct CallCleanup {
-    router: Router,
+struct CallCleanup<B: Backend> {
+    router: Router<B>,
     session: Option<CallSession>,
     scope: IsolationScope,
     tool: String,
     started: Instant,
 }
 
-impl Drop for CallCleanup {
+impl<B: Backend> Drop for CallCleanup<B> {
     fn drop(&mut self) {
         let Some(session) = self.session.take() else {
             return;
@@ -114,7 +115,7 @@ impl Drop for CallCleanup {
     }
 }
 
-impl Router {
+impl<B: Backend> Router<B> {
     fn call_ended(
         &self,
         keys: Vec<SandboxKey>,
@@ -167,7 +168,7 @@ impl Router {
                 return Err(CallError::Key(e));
             }
         };
-        let sandbox = match self.acquire(&key, spec).await {
+        let sandbox: Arc<dyn Sandbox> = match self.acquire(&key, spec).await {
             Ok(sb) => sb,
             Err(e) => {
                 self.call_ended(vec![key], tool, started, Some(e.kind()));

@@ -20,8 +20,8 @@ pub struct ScopeRecord {
     pub undisposed: Option<DisposalFailure>,
 }
 
-async fn bounded_dispose(
-    b: &Arc<dyn Backend>,
+async fn bounded_dispose<B: Backend>(
+    b: &Arc<B>,
     key: &SandboxKey,
     t: Duration,
 ) -> Option<DisposalFailure> {
@@ -37,7 +37,7 @@ async fn bounded_dispose(
     }
 }
 
-impl Router {
+impl<B: Backend> Router<B> {
     /// Drops the key's slot when nothing holds or waits on it and it is empty, so per-call keys
     /// do not accumulate. Under the map lock nobody can clone the handle meanwhile.
     pub(crate) fn forget_idle_slot(&self, key: &SandboxKey) {

@@ -23,7 +23,7 @@ pub mod sandbox;
 pub mod scope_guard;
 pub mod sinks;
 
-pub use backend::{Backend, BackendError, ScopePurge};
+pub use backend::{Backend, BackendError, Origin, ScopePurge};
 pub use call::{CallError, CallSession, CALLS_DIR};
 pub use disposal::ScopeRecord;
 pub use observe::{

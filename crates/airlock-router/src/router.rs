@@ -12,7 +12,7 @@ use airlock_policy::{
 };
 use thiserror::Error;
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, Origin};
 use crate::observe::{ErrorKind, Observers, SandboxAcquired, SandboxObserver};
 use crate::reclaim_failure::ReclaimFailure;
 use crate::sandbox::Sandbox;
@@ -59,6 +59,12 @@ pub enum AcquireError {
     /// The key cannot address a sandbox of the effective scope.
     #[error(transparent)]
     Key(#[from] KeyError),
+    /// A branch was to be made under a key that already has a live sandbox.
+    #[error("sandbox key {key} is in use: a branch needs a key of its own")]
+    KeyInUse {
+        /// The key.
+        key: String,
+    },
     /// The backend failed to hand one out.
     #[error("sandbox backend {backend:?} failed to acquire: {source}")]
     Backend {
@@ -74,6 +80,7 @@ impl ErrorKind for AcquireError {
         match self {
             AcquireError::Refused(r) => r.kind(),
             AcquireError::Key(_) => "SandboxKeyInvalid",
+            AcquireError::KeyInUse { .. } => "SandboxKeyInUse",
             AcquireError::Backend { source, .. } => source.kind(),
         }
     }
@@ -84,8 +91,8 @@ pub type ReclaimHook = Arc<dyn Fn(&ReclaimFailure) + Send + Sync>;
 
 /// Builds a [`Router`].
 #[must_use]
-pub struct RouterBuilder {
-    backends: Vec<Arc<dyn Backend>>,
+pub struct RouterBuilder<B> {
+    backends: Vec<Arc<B>>,
     host: HostPolicy,
     selection: Selection,
     selected: Option<String>,
@@ -96,7 +103,7 @@ pub struct RouterBuilder {
     on_reclaim_failure: Option<ReclaimHook>,
 }
 
-impl std::fmt::Debug for RouterBuilder {
+impl<B> std::fmt::Debug for RouterBuilder<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RouterBuilder")
             .field("backends", &self.backends.len())
@@ -106,7 +113,7 @@ impl std::fmt::Debug for RouterBuilder {
     }
 }
 
-impl RouterBuilder {
+impl<B: Backend> RouterBuilder<B> {
     /// The isolation floor (default microvm). Opting down is explicit.
     pub fn min_isolation(mut self, floor: Isolation) -> Self {
         self.host.min_isolation = floor;
@@ -188,7 +195,7 @@ impl RouterBuilder {
     }
 
     /// Validates the registration and builds the router.
-    pub fn build(self) -> Result<Router, RouterConfigError> {
+    pub fn build(self) -> Result<Router<B>, RouterConfigError> {
         if self.backends.is_empty() {
             return Err(RouterConfigError::NoBackends);
         }
@@ -198,7 +205,7 @@ impl RouterBuilder {
             }
         }
         let floor = self.host.min_isolation;
-        let below = |b: &Arc<dyn Backend>| Refusal::BackendNotPermitted {
+        let below = |b: &Arc<B>| Refusal::BackendNotPermitted {
             backend: b.name().to_owned(),
             isolation: b.isolation(),
             floor,
@@ -274,17 +281,26 @@ pub(crate) enum Resolved {
 }
 
 /// One key's live sandboxes, by backend index. Its async mutex single-flights the key.
-#[derive(Debug, Default)]
-pub(crate) struct Slot {
-    pub(crate) live: Vec<(usize, Arc<dyn Sandbox>)>,
+#[derive(Debug)]
+pub(crate) struct Slot<S> {
+    pub(crate) live: Vec<(usize, Arc<S>)>,
     /// The spec the live sandboxes were made for (set with the first, cleared with the last).
     pub(crate) spec: Option<SandboxSpec>,
 }
 
-pub(crate) type SlotHandle = Arc<tokio::sync::Mutex<Slot>>;
+impl<S> Default for Slot<S> {
+    fn default() -> Self {
+        Slot {
+            live: Vec::new(),
+            spec: None,
+        }
+    }
+}
 
-pub(crate) struct Inner {
-    pub(crate) backends: Vec<Arc<dyn Backend>>,
+pub(crate) type SlotHandle<S> = Arc<tokio::sync::Mutex<Slot<S>>>;
+
+pub(crate) struct Inner<B: Backend> {
+    pub(crate) backends: Vec<Arc<B>>,
     pub(crate) host: HostPolicy,
     pub(crate) resolved: Resolved,
     pub(crate) failed_reclaim: FailedReclaimPolicy,
@@ -293,7 +309,7 @@ pub(crate) struct Inner {
     pub(crate) observers: Observers,
     pub(crate) on_reclaim_failure: Option<ReclaimHook>,
     pub(crate) warnings: Vec<String>,
-    pub(crate) slots: Mutex<HashMap<SandboxKey, SlotHandle>>,
+    pub(crate) slots: Mutex<HashMap<SandboxKey, SlotHandle<B::Sandbox>>>,
     pub(crate) unclean: Mutex<HashMap<SandboxKey, DisposalFailure>>,
     pub(crate) unclean_conversations: Mutex<HashMap<(String, String), DisposalFailure>>,
 }
@@ -304,12 +320,22 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Routes workloads to backends under the host's policy. Cheap to clone.
-#[derive(Clone)]
-pub struct Router {
-    pub(crate) inner: Arc<Inner>,
+///
+/// Generic over its backends' type: an acquire hands out the backend's own sandbox type
+/// (`B::Sandbox`), so a caller never looks the sandbox up again in the backend.
+pub struct Router<B: Backend> {
+    pub(crate) inner: Arc<Inner<B>>,
 }
 
-impl std::fmt::Debug for Router {
+impl<B: Backend> Clone for Router<B> {
+    fn clone(&self) -> Self {
+        Router {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Router<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Router")
             .field("backends", &self.backend_names())
@@ -319,6 +345,14 @@ impl std::fmt::Debug for Router {
     }
 }
 
+/// What an acquire learned, for its observers.
+#[derive(Debug, Default)]
+struct Seen {
+    scope: Option<IsolationScope>,
+    backend: Option<String>,
+    reused: bool,
+}
+
 /// What a successful route settled.
 #[derive(Debug, Clone)]
 pub(crate) struct Route {
@@ -326,9 +360,9 @@ pub(crate) struct Route {
     pub(crate) decision: Decision,
 }
 
-impl Router {
+impl<B: Backend> Router<B> {
     /// A builder over `backends`, in preference order, with the production posture.
-    pub fn builder(backends: Vec<Arc<dyn Backend>>) -> RouterBuilder {
+    pub fn builder(backends: Vec<Arc<B>>) -> RouterBuilder<B> {
         RouterBuilder {
             backends,
             host: HostPolicy::default(),
@@ -346,6 +380,12 @@ impl Router {
     #[must_use]
     pub fn host_policy(&self) -> &HostPolicy {
         &self.inner.host
+    }
+
+    /// The registered backends, in registration order.
+    #[must_use]
+    pub fn backends(&self) -> &[Arc<B>] {
+        &self.inner.backends
     }
 
     /// The registered backends' names, in registration order.
@@ -415,7 +455,7 @@ impl Router {
             })
     }
 
-    pub(crate) fn slot(&self, key: &SandboxKey) -> SlotHandle {
+    pub(crate) fn slot(&self, key: &SandboxKey) -> SlotHandle<B::Sandbox> {
         Arc::clone(lock(&self.inner.slots).entry(key.clone()).or_default())
     }
 
@@ -428,13 +468,26 @@ impl Router {
         &self,
         key: &SandboxKey,
         spec: &SandboxSpec,
-    ) -> Result<Arc<dyn Sandbox>, AcquireError> {
-        let mut scope_seen = None;
-        let mut backend_seen = None;
-        let mut reused = false;
-        let result = self
-            .acquire_inner(key, spec, &mut scope_seen, &mut backend_seen, &mut reused)
-            .await;
+    ) -> Result<Arc<B::Sandbox>, AcquireError> {
+        self.acquire_from(key, spec, Origin::Fresh).await
+    }
+
+    /// [`acquire`](Self::acquire), a new sandbox being made from `origin`. A branch is
+    /// refused ([`AcquireError::KeyInUse`]) under a key with a live sandbox: it is never
+    /// dropped for the one already there.
+    pub async fn acquire_from(
+        &self,
+        key: &SandboxKey,
+        spec: &SandboxSpec,
+        origin: Origin<B::Branch>,
+    ) -> Result<Arc<B::Sandbox>, AcquireError> {
+        let mut seen = Seen::default();
+        let result = self.acquire_inner(key, spec, origin, &mut seen).await;
+        let Seen {
+            scope: scope_seen,
+            backend: backend_seen,
+            reused,
+        } = seen;
         self.inner.observers.emit(
             || SandboxAcquired {
                 key: result
@@ -456,15 +509,14 @@ impl Router {
         &self,
         key: &SandboxKey,
         spec: &SandboxSpec,
-        scope_seen: &mut Option<IsolationScope>,
-        backend_seen: &mut Option<String>,
-        reused: &mut bool,
-    ) -> Result<Arc<dyn Sandbox>, AcquireError> {
+        origin: Origin<B::Branch>,
+        seen: &mut Seen,
+    ) -> Result<Arc<B::Sandbox>, AcquireError> {
         let route = self.route(spec)?;
-        *scope_seen = Some(route.decision.scope);
+        seen.scope = Some(route.decision.scope);
         let address = key.for_scope(route.decision.scope)?;
         let backend = &self.inner.backends[route.index];
-        *backend_seen = Some(backend.name().to_owned());
+        seen.backend = Some(backend.name().to_owned());
         if let Some(r) = self.unclean_refusal(&address) {
             return Err(r.into());
         }
@@ -484,10 +536,15 @@ impl Router {
             .into());
         }
         if let Some((_, sb)) = slot.live.iter().find(|(i, _)| *i == route.index) {
-            *reused = true;
+            if matches!(origin, Origin::Branch(_)) {
+                return Err(AcquireError::KeyInUse {
+                    key: address.to_string(),
+                });
+            }
+            seen.reused = true;
             return Ok(Arc::clone(sb));
         }
-        let sandbox = match backend.acquire(&address, spec).await {
+        let sandbox = match backend.acquire(&address, spec, origin).await {
             Ok(sb) => sb,
             Err(source) => {
                 drop(slot);

@@ -5,23 +5,24 @@ use std::panic::{resume_unwind, AssertUnwindSafe};
 
 use futures_util::FutureExt;
 
+use crate::backend::Backend;
 use crate::disposal::ScopeRecord;
 use crate::router::Router;
 
 /// Disposes its conversation if dropped unfinished (the block was cancelled): the disposal is
 /// spawned on the current tokio runtime, since a destructor cannot await.
 #[derive(Debug)]
-pub struct ScopeGuard {
-    router: Router,
+pub struct ScopeGuard<B: Backend> {
+    router: Router<B>,
     scope: String,
     thread_id: String,
     armed: bool,
 }
 
-impl ScopeGuard {
+impl<B: Backend> ScopeGuard<B> {
     /// A guard over `(scope, thread_id)`.
     #[must_use]
-    pub fn new(router: &Router, scope: &str, thread_id: &str) -> ScopeGuard {
+    pub fn new(router: &Router<B>, scope: &str, thread_id: &str) -> ScopeGuard<B> {
         ScopeGuard {
             router: router.clone(),
             scope: scope.to_owned(),
@@ -39,7 +40,7 @@ impl ScopeGuard {
     }
 }
 
-impl Drop for ScopeGuard {
+impl<B: Backend> Drop for ScopeGuard<B> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -64,7 +65,7 @@ impl Drop for ScopeGuard {
     }
 }
 
-impl Router {
+impl<B: Backend> Router<B> {
     /// Runs `body`, then disposes every sandbox of `(scope, thread_id)` however it ended: a
     /// value (an `Err` included, returned untouched), a panic (disposed, then resumed), or a
     /// cancellation (disposal spawned). The record arrives after the block.

@@ -12,10 +12,10 @@ use airlock_policy::{
     DisposalCode, DisposalFailure, Isolation, IsolationScope, Refusal, SandboxKey, SandboxSpec,
 };
 use airlock_router::fake::FakeBackend;
-use airlock_router::{AcquireError, Backend, Router};
+use airlock_router::{AcquireError, Origin, Router, Sandbox};
 
-fn router(b: &Arc<FakeBackend>) -> Router {
-    Router::builder(vec![Arc::clone(b) as Arc<dyn Backend>])
+fn router(b: &Arc<FakeBackend>) -> Router<FakeBackend> {
+    Router::builder(vec![Arc::clone(b)])
         .min_isolation(Isolation::None)
         .dispose_timeout(Duration::from_millis(200))
         .build()
@@ -76,16 +76,34 @@ async fn conversation_scope_shares_and_call_scope_separates() {
 }
 
 #[tokio::test]
+async fn a_branch_is_never_dropped_for_a_live_sandbox_under_its_key() {
+    let b = Arc::new(FakeBackend::new());
+    let r = router(&b);
+    let live = r.acquire(&key(), &spec()).await.unwrap();
+    let err = r
+        .acquire_from(&key(), &spec(), Origin::Branch(()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AcquireError::KeyInUse { .. }), "{err:?}");
+    assert_eq!(b.acquires().len(), 1, "the backend was not asked again");
+    // Under a key of its own, the branch is made.
+    let other = SandboxKey::new("s", "t2", "a").unwrap();
+    let branch = r
+        .acquire_from(&other, &spec(), Origin::Branch(()))
+        .await
+        .unwrap();
+    assert!(!Arc::ptr_eq(&live, &branch));
+    assert_eq!(b.created(), 2);
+}
+
+#[tokio::test]
 async fn dispose_asks_every_backend_and_folds_failures() {
     let a = Arc::new(FakeBackend::new().with_name("a"));
     let b = Arc::new(FakeBackend::new().with_name("b"));
-    let r = Router::builder(vec![
-        Arc::clone(&a) as Arc<dyn Backend>,
-        Arc::clone(&b) as Arc<dyn Backend>,
-    ])
-    .min_isolation(Isolation::None)
-    .build()
-    .unwrap();
+    let r = Router::builder(vec![Arc::clone(&a), Arc::clone(&b)])
+        .min_isolation(Isolation::None)
+        .build()
+        .unwrap();
     r.acquire(&key(), &spec()).await.unwrap();
     a.fail_next_dispose(DisposalFailure::new(
         DisposalCode::Unreachable,

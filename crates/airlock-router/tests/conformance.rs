@@ -14,7 +14,7 @@ use airlock_router::conformance::{
     files_out_suite, run_code_suite, ConformanceReport, EgressProbe, Fetch, Outcome,
 };
 use airlock_router::fake::{FakeBackend, Fault};
-use airlock_router::{Backend, Sandbox};
+use airlock_router::{Backend, Origin, Sandbox};
 
 const WD: &str = "/work";
 
@@ -35,7 +35,9 @@ async fn sandbox(faults: &[Fault]) -> Arc<dyn Sandbox> {
     for f in faults {
         b = b.with_fault(*f);
     }
-    b.acquire(&key(), &allowlist_spec()).await.unwrap()
+    b.acquire(&key(), &allowlist_spec(), Origin::Fresh)
+        .await
+        .unwrap()
 }
 
 fn probe() -> EgressProbe {
@@ -81,7 +83,10 @@ async fn the_honest_fake_passes_every_suite() {
         .assert_passed();
     // The suites clean up after themselves.
     let fake = FakeBackend::new();
-    let sb = fake.acquire(&key(), &allowlist_spec()).await.unwrap();
+    let sb = fake
+        .acquire(&key(), &allowlist_spec(), Origin::Fresh)
+        .await
+        .unwrap();
     let _ = all(sb.as_ref()).await;
     assert!(fake.sandbox(&key()).unwrap().files().is_empty());
 }
@@ -180,7 +185,11 @@ async fn a_shared_call_scope_fails_the_call_scope_suite() {
 async fn closed_egress_blocks_even_allowlisted_hosts() {
     let b = FakeBackend::new();
     let sb = b
-        .acquire(&key(), &SandboxSpec::builder("k").build().unwrap())
+        .acquire(
+            &key(),
+            &SandboxSpec::builder("k").build().unwrap(),
+            Origin::Fresh,
+        )
         .await
         .unwrap();
     let r = egress_suite(sb.as_ref(), &probe()).await;
@@ -194,7 +203,10 @@ async fn closed_egress_blocks_even_allowlisted_hosts() {
 #[tokio::test]
 async fn the_fake_records_commands_and_programs_separately() {
     let b = FakeBackend::new();
-    let sb = b.acquire(&key(), &allowlist_spec()).await.unwrap();
+    let sb = b
+        .acquire(&key(), &allowlist_spec(), Origin::Fresh)
+        .await
+        .unwrap();
     sb.exec(&["echo".into(), "print(\"x\")".into()], &Default::default())
         .await
         .unwrap();

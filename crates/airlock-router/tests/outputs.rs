@@ -17,8 +17,8 @@ use airlock_router::outputs::{
 };
 use airlock_router::sinks::{Artifact, LandedArtifact, MemorySink, OutputSink, SinkError};
 use airlock_router::{
-    Backend, DirEntry, ExecOptions, ExecResult, FileStat, Observers, OutputsCollected, RunOptions,
-    RunResult, Sandbox, SandboxError, SandboxObserver,
+    Backend, DirEntry, ExecOptions, ExecResult, FileStat, Observers, Origin, OutputsCollected,
+    RunOptions, RunResult, Sandbox, SandboxError, SandboxObserver,
 };
 use async_trait::async_trait;
 
@@ -86,7 +86,10 @@ fn spec(limits: TransferLimits) -> SandboxSpec {
 async fn seeded(files: &[(&str, &[u8])]) -> Counting {
     let b = FakeBackend::new();
     let k = SandboxKey::new("t", "th", "a").unwrap();
-    let sb = b.acquire(&k, &spec(TransferLimits::DEFAULT)).await.unwrap();
+    let sb = b
+        .acquire(&k, &spec(TransferLimits::DEFAULT), Origin::Fresh)
+        .await
+        .unwrap();
     for (path, data) in files {
         sb.write_file("/work", &p(path), data).await.unwrap();
     }

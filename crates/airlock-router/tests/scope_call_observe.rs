@@ -14,15 +14,17 @@ use airlock_policy::{
 };
 use airlock_router::fake::{FakeBackend, Fault};
 use airlock_router::{
-    AcquireError, Backend, CallError, ReclaimDisposal, ReclaimFailure, Router, SandboxAcquired,
+    AcquireError, CallError, ReclaimDisposal, ReclaimFailure, Router, SandboxAcquired,
     SandboxDisposed, SandboxObserver, ToolCallEnded, CALLS_DIR,
 };
 
 fn router_with(
     b: &Arc<FakeBackend>,
-    f: impl FnOnce(airlock_router::RouterBuilder) -> airlock_router::RouterBuilder,
-) -> Router {
-    f(Router::builder(vec![Arc::clone(b) as Arc<dyn Backend>]).min_isolation(Isolation::None))
+    f: impl FnOnce(
+        airlock_router::RouterBuilder<FakeBackend>,
+    ) -> airlock_router::RouterBuilder<FakeBackend>,
+) -> Router<FakeBackend> {
+    f(Router::builder(vec![Arc::clone(b)]).min_isolation(Isolation::None))
         .build()
         .unwrap()
 }

@@ -11,16 +11,14 @@ use airlock_policy::{
     BackendDeclarations, Capability, Isolation, OsFamily, Policy, Refusal, SandboxKey, SandboxSpec,
 };
 use airlock_router::fake::{fake_declarations, FakeBackend};
-use airlock_router::{Backend, Router, RouterConfigError, Selection};
+use airlock_router::{Router, RouterConfigError, Selection};
 
 fn fake(name: &str, iso: Isolation) -> Arc<FakeBackend> {
     Arc::new(FakeBackend::new().with_name(name).with_isolation(iso))
 }
 
-fn dyns(bs: &[&Arc<FakeBackend>]) -> Vec<Arc<dyn Backend>> {
-    bs.iter()
-        .map(|b| Arc::clone(b) as Arc<dyn Backend>)
-        .collect()
+fn dyns(bs: &[&Arc<FakeBackend>]) -> Vec<Arc<FakeBackend>> {
+    bs.iter().map(|b| Arc::clone(b)).collect()
 }
 
 #[test]
@@ -53,7 +51,7 @@ fn opting_down_explicitly_admits_it() {
 #[test]
 fn construction_errors() {
     assert_eq!(
-        Router::builder(vec![]).build().unwrap_err(),
+        Router::<FakeBackend>::builder(vec![]).build().unwrap_err(),
         RouterConfigError::NoBackends
     );
     let a = fake("a", Isolation::Vm);

@@ -3,14 +3,14 @@
 use airlock_policy::{GuestRelPath, IsolationScope, SandboxKey, SandboxSpec};
 
 use super::report::{check, ConformanceReport};
-use crate::backend::Backend;
+use crate::backend::{Backend, Origin};
 use crate::sandbox::{ExecOptions, Sandbox};
 
 /// Acquires two call keys of one conversation from `backend` under `spec` (which must be
 /// call-scoped), writes a marker in the first and looks for it from the second, then disposes
 /// both and checks a re-acquired first call starts clean.
-pub async fn call_scope_suite(
-    backend: &dyn Backend,
+pub async fn call_scope_suite<B: Backend>(
+    backend: &B,
     spec: &SandboxSpec,
     conversation: &SandboxKey,
 ) -> ConformanceReport {
@@ -47,8 +47,8 @@ pub async fn call_scope_suite(
 
 type Probes = (Result<(), String>, Result<(), String>);
 
-async fn probe(
-    backend: &dyn Backend,
+async fn probe<B: Backend>(
+    backend: &B,
     spec: &SandboxSpec,
     conversation: &SandboxKey,
 ) -> Result<Probes, String> {
@@ -64,7 +64,7 @@ async fn probe(
     let marker =
         GuestRelPath::parse(&format!("call-scope-marker-{id}")).map_err(|e| e.to_string())?;
     let wd = spec.work_dir();
-    let seen = |sb: std::sync::Arc<dyn Sandbox>| {
+    let seen = |sb: std::sync::Arc<B::Sandbox>| {
         // Relative to the guest's working directory (the work dir): a backend whose guest sees
         // its work dir at another absolute path is still probed for real.
         let argv = vec!["cat".to_owned(), marker.to_string()];
@@ -78,14 +78,14 @@ async fn probe(
     };
 
     let s1 = backend
-        .acquire(&k1, spec)
+        .acquire(&k1, spec, Origin::Fresh)
         .await
         .map_err(|e| e.to_string())?;
     s1.write_file(wd, &marker, b"call one")
         .await
         .map_err(|e| e.to_string())?;
     let s2 = backend
-        .acquire(&k2, spec)
+        .acquire(&k2, spec, Origin::Fresh)
         .await
         .map_err(|e| e.to_string())?;
     let leaked = seen(s2).await?;
@@ -97,7 +97,7 @@ async fn probe(
     let d1 = backend.dispose(&k1).await;
     let d2 = backend.dispose(&k2).await;
     let again = backend
-        .acquire(&k1, spec)
+        .acquire(&k1, spec, Origin::Fresh)
         .await
         .map_err(|e| e.to_string())?;
     let fresh_seen = seen(again).await?;

@@ -12,9 +12,8 @@ use async_trait::async_trait;
 
 use super::fault::Fault;
 use super::sandbox::FakeSandbox;
-use crate::backend::{Backend, BackendError, ScopePurge};
+use crate::backend::{Backend, BackendError, Origin, ScopePurge};
 use crate::router::lock;
-use crate::sandbox::Sandbox;
 
 /// The fake's default declarations: every capability it emulates (not snapshot or attached
 /// identity), allowlist and closed egress, posix guests, both scopes, default limits.
@@ -168,6 +167,10 @@ impl FakeBackend {
 
 #[async_trait]
 impl Backend for FakeBackend {
+    type Sandbox = FakeSandbox;
+    // A branch of a fake sandbox is made as any fake sandbox is.
+    type Branch = ();
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -184,7 +187,8 @@ impl Backend for FakeBackend {
         &self,
         key: &SandboxKey,
         spec: &SandboxSpec,
-    ) -> Result<Arc<dyn Sandbox>, BackendError> {
+        _origin: Origin<Self::Branch>,
+    ) -> Result<Arc<FakeSandbox>, BackendError> {
         lock(&self.state).acquires.push(key.clone());
         if !self.acquire_delay.is_zero() {
             tokio::time::sleep(self.acquire_delay).await;
@@ -197,7 +201,7 @@ impl Backend for FakeBackend {
         let mut st = lock(&self.state);
         let rk = self.registry_key(key);
         if let Some(sb) = st.sandboxes.get(&rk) {
-            return Ok(Arc::clone(sb) as Arc<dyn Sandbox>);
+            return Ok(Arc::clone(sb));
         }
         let sb = Arc::new(FakeSandbox::new(key.clone(), spec, self.faults.clone()));
         st.created += 1;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use airlock_broker::kernel::{Branch, ForkError};
 use airlock_broker::Limits;
-use airlock_policy::{Capability, HostPolicy, SandboxKey};
+use airlock_policy::{Capability, HostPolicy};
+use airlock_router::Origin;
 use airlock_snapshot::{Snapshot, SnapshotId};
 
 use crate::json_doc::JsonDoc;
@@ -282,7 +283,7 @@ impl Sandboxes {
         match held.sandbox.fork_kernel(count).await {
             Ok(branches) => {
                 drop(claim);
-                let branches = self.adopt_branches(held, branches, remake).await?;
+                let branches = self.make_branches(held, branches, remake).await?;
                 return Ok(Forked {
                     sandbox_id: held.id.clone(),
                     branches,
@@ -306,10 +307,10 @@ impl Sandboxes {
         })
     }
 
-    /// Keyless sandboxes made for the branches of `parent`'s copy-on-write fork, each taking
-    /// one (made through the router under the policy and the admission budget, like any); if
-    /// one cannot be made, those made are disposed of again, and the branches not adopted end.
-    async fn adopt_branches(
+    /// Keyless sandboxes made from the branches of `parent`'s copy-on-write fork, one each
+    /// (made through the router under the policy and the admission budget, like any); if one
+    /// cannot be made, those made are disposed of again, and the branches not made end.
+    async fn make_branches(
         &self,
         parent: &Held,
         branches: Vec<Branch>,
@@ -318,24 +319,18 @@ impl Sandboxes {
         let (p, limits) = self.branch_params(parent, remake)?;
         let mut ids = Vec::with_capacity(branches.len());
         for branch in branches {
-            let id = self.fresh_id();
-            let key = SandboxKey::new(crate::registry::request::KEYLESS_SCOPE, id.as_str(), "wire")
-                .map_err(ServerError::internal)?;
-            self.backend.offer_root(key.clone(), Arc::clone(&branch.fs));
-            let made = self.create_as(id, p.clone(), limits.clone()).await;
-            self.backend.withdraw_root(&key);
-            let adopted = match made {
-                Ok(b) if b.sandbox.adopt_branch(branch).await => Ok(b.id.clone()),
-                Ok(b) => Err((
-                    Some(b.id.clone()),
-                    ServerError::internal("a branch was disposed as it was made"),
-                )),
-                Err(e) => Err((None, e)),
-            };
-            match adopted {
-                Ok(id) => ids.push(id),
-                Err((made, e)) => {
-                    for id in ids.iter().chain(made.as_ref()) {
+            let made = self
+                .create_as(
+                    self.fresh_id(),
+                    p.clone(),
+                    limits.clone(),
+                    Origin::Branch(branch),
+                )
+                .await;
+            match made {
+                Ok(b) => ids.push(b.id.clone()),
+                Err(e) => {
+                    for id in &ids {
                         let _ = self.dispose(id).await;
                     }
                     return Err(e);
@@ -396,7 +391,7 @@ impl Sandboxes {
         limits: Limits,
         snapshot: Arc<Snapshot>,
     ) -> Result<Arc<Held>, ServerError> {
-        let held = self.create_as(id.clone(), p, limits).await?;
+        let held = self.create_as(id.clone(), p, limits, Origin::Fresh).await?;
         if held.id != id {
             return Err(ServerError::refused(format!(
                 "its key is live as sandbox {}; dispose of it first",

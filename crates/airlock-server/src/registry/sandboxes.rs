@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use airlock_broker::kernel::Branch;
 use airlock_broker::Limits;
-use airlock_local::{LocalBackend, LocalSandbox};
+use airlock_local::{LocalRouter, LocalSandbox};
 use airlock_policy::{Capability, DisposalFailure, SandboxKey, SandboxSpec};
-use airlock_router::{AcquireError, Router, ScopeRecord};
+use airlock_router::{AcquireError, Origin, ScopeRecord};
 use serde::Serialize;
 
 use crate::cancel::CancelToken;
@@ -133,8 +134,7 @@ impl Held {
 /// Every live sandbox of one server.
 #[derive(Debug)]
 pub struct Sandboxes {
-    router: Router,
-    pub(crate) backend: Arc<LocalBackend>,
+    router: LocalRouter,
     pub(crate) live: Mutex<HashMap<String, Arc<Held>>>,
     runs: Mutex<HashMap<String, (Tenant, CancelToken)>>,
     next: AtomicU64,
@@ -219,18 +219,16 @@ struct RefusalLine<'a> {
 }
 
 impl Sandboxes {
-    /// A registry over `router` (whose one backend is `backend`), holding at most `max_live`.
+    /// A registry over `router`, holding at most `max_live`.
     #[must_use]
     pub fn new(
-        router: Router,
-        backend: Arc<LocalBackend>,
+        router: LocalRouter,
         epoch: String,
         max_live: usize,
         observers: airlock_router::Observers,
     ) -> Self {
         Sandboxes {
             router,
-            backend,
             live: Mutex::new(HashMap::new()),
             runs: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
@@ -319,13 +317,8 @@ impl Sandboxes {
     }
 
     /// The router every sandbox is made through.
-    pub(crate) fn router(&self) -> &Router {
+    pub(crate) fn router(&self) -> &LocalRouter {
         &self.router
-    }
-
-    /// The local backend behind the router.
-    pub(crate) fn backend(&self) -> &LocalBackend {
-        &self.backend
     }
 
     /// Where policy events go.
@@ -346,25 +339,32 @@ impl Sandboxes {
         self.router.host_policy()
     }
 
-    /// The isolation rung the backend holds.
+    /// The isolation rung the backend holds (the weakest, were there several).
     #[must_use]
     pub fn isolation(&self) -> &'static str {
-        airlock_router::Backend::isolation(self.backend.as_ref()).as_str()
+        let rungs = self.router.backends().iter();
+        rungs
+            .map(|b| airlock_router::Backend::isolation(b.as_ref()))
+            .min()
+            .map_or("none", airlock_policy::Isolation::as_str)
     }
 
     /// Make (or, for an equal spec under the same key, get) a sandbox.
     pub async fn create(&self, p: NewSandbox, limits: Limits) -> Result<Arc<Held>, ServerError> {
         // Ids are not guessable (a keyless sandbox is addressed by nothing else), and a keyless
         // sandbox's key lives in a scope no orchestrator key may name (the wire's `spec.rs` refuses it).
-        self.create_as(self.fresh_id(), p, limits).await
+        self.create_as(self.fresh_id(), p, limits, Origin::Fresh)
+            .await
     }
 
-    /// Make a sandbox under the id `id` (a new one's, or a paused one's it resumes as).
+    /// Make a sandbox under the id `id` (a new one's, or a paused one's it resumes as), from
+    /// `origin` (a fork's branch, or nothing).
     pub(crate) async fn create_as(
         &self,
         id: String,
         mut p: NewSandbox,
         limits: Limits,
+        origin: Origin<Branch>,
     ) -> Result<Arc<Held>, ServerError> {
         let key = match p.key.take() {
             Some(k) => k,
@@ -390,17 +390,12 @@ impl Sandboxes {
             Some(_) => None,
             None => Some(self.admit(&p, &limits)?),
         };
-        let sb = self
+        let local = self
             .router
-            .acquire(&key, &p.spec)
+            .acquire_from(&key, &p.spec, origin)
             .await
             .map_err(|e| acquire_error(&e))?;
-        let address = sb.key().clone();
-        let Some(local) = self.backend.sandbox(&address) else {
-            return Err(ServerError::internal(
-                "the backend lost the sandbox it just made",
-            ));
-        };
+        let address = airlock_router::Sandbox::key(local.as_ref()).clone();
         let held = Arc::new(Held {
             id: id.clone(),
             key: address.clone(),

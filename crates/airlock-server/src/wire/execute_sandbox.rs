@@ -64,11 +64,8 @@ impl OneRun {
             ErrorObject::new(ErrorCode::SandboxRefused, e.to_string())
                 .with_data(json!({ "kind": kind }))
         })?;
-        let key = sb.key().clone();
-        let Some(sandbox) = sandboxes.backend().sandbox(&key) else {
-            return Err(internal("the backend lost the sandbox it just made"));
-        };
-        Ok(OneRun { sandbox, key })
+        let key = airlock_router::Sandbox::key(sb.as_ref()).clone();
+        Ok(OneRun { sandbox: sb, key })
     }
 
     /// Dispose of the sandbox (its run is over: nothing of it is left to wait for).
