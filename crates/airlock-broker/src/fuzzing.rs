@@ -14,12 +14,11 @@ use crate::kernel::display::Displays;
 use crate::limits::Limits;
 use crate::output::Captured;
 use crate::result::{CellValue, DisplayItem, RunResult};
-use crate::run::tool_relay::ToolRelay;
-use crate::run::verdict::{self, End, Observed};
+use crate::run::{verdict, End, Observed, ToolRelay};
 use crate::tools::ToolHandler;
 
 /// The id of the broker's `execute` request, which the guest's report answers.
-pub const EXECUTE_ID: i64 = crate::run::guest_messages::EXECUTE_ID;
+pub const EXECUTE_ID: i64 = crate::run::EXECUTE_ID;
 
 /// A run's tool relay (`run::tool_relay`), one step at a time: what a one-shot run and a
 /// kernel's cell do with each `call_tool` the guest sends and each answer its handler gives.
@@ -68,7 +67,7 @@ impl<'a> Relay<'a> {
 
 /// How a message outside the protocol is named in the run's protocol error.
 pub fn describe(m: &Message) -> String {
-    crate::run::guest_messages::describe(m)
+    crate::run::describe(m)
 }
 
 /// The result of a Python run whose guest reported `report` (the result of `execute`, as the
@@ -79,7 +78,7 @@ pub fn reported(
     stdout: Captured,
     stderr: Captured,
 ) -> RunResult {
-    verdict::result(Observed {
+    verdict(Observed {
         end: End::Exited,
         exit: Some(std::process::ExitStatus::from_raw((exit_code & 0xff) << 8)),
         hint: report.and_then(|v| serde_json::from_value(v).ok()),
@@ -98,12 +97,12 @@ pub fn reported(
 
 /// The `ready` notification's params checked against `broker_ns`, as a run and a warm pool do.
 pub fn ready(params: Option<Value>, broker_ns: &BTreeMap<String, String>) -> Result<(), String> {
-    crate::run::guest_messages::check_ready(params, broker_ns)
+    crate::run::check_ready(params, broker_ns)
 }
 
 /// The message a `refused` notification's params become.
 pub fn refused(params: Option<Value>) -> String {
-    crate::run::guest_messages::refusal_of(params)
+    crate::run::refusal_of(params)
 }
 
 /// A cell's `display` notifications, in order: the items kept and the number dropped, or the

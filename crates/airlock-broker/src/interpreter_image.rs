@@ -22,8 +22,7 @@ use crate::interpreter::InterpreterError;
 use crate::interpreter_facts::Interpreter;
 use crate::limits::Limits;
 use crate::result::{RunResult, RunStatus};
-use crate::run::image_env::merged;
-use crate::run::spec::{RunSpec, Workload};
+use crate::run::{merged_image_env, RunSpec, Workload};
 use crate::sandbox_fs::{RootSpec, SandboxFs};
 
 /// How the probe runs: a whole run of a command, without tools, to its one result (the run
@@ -148,7 +147,7 @@ async fn probe(
         sandbox: Some(Arc::new(fs)),
         image: None,
         cwd: None,
-        env: merged(&image.config.env, &[]),
+        env: merged_image_env(&image.config.env, &[]),
         executor: executor.to_path_buf(),
         output: None,
         restricted: None,

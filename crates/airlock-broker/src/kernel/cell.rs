@@ -15,14 +15,10 @@ use super::live::{Cell, Live};
 use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
 use crate::result::{CellValue, RunResult, RunStatus};
-use crate::run::disk_watch;
-use crate::run::guest_messages::describe;
-use crate::run::launched::Launched;
-use crate::run::spec::Cancel;
-use crate::run::supervise::WATCHDOG_PERIOD;
-use crate::run::teardown;
-use crate::run::tool_relay::{self, ToolRelay};
-use crate::run::verdict::{self, End, Hint, Observed};
+use crate::run::{
+    describe, kill_stage, tool_error_response, verdict, watch_disk, Cancel, End, Hint, Launched,
+    Observed, ToolRelay, WATCHDOG_PERIOD,
+};
 use crate::tools::ToolHandler;
 
 const SIGINT: i32 = 2;
@@ -137,7 +133,7 @@ pub(super) async fn run(
         }
         Stop::Fatal(end) => {
             if exit.is_none() {
-                exit = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
+                exit = kill_stage(&mut l.s.child, l.cgroup.as_ref()).await;
             }
             (end, None, None, true)
         }
@@ -147,7 +143,7 @@ pub(super) async fn run(
         .cgroup
         .as_ref()
         .is_some_and(airlock_jail::cgroup::RunCgroup::oom_killed);
-    let mut result = verdict::result(Observed {
+    let mut result = verdict(Observed {
         end,
         exit,
         hint,
@@ -191,7 +187,7 @@ async fn supervise(
     let memory = live.limits.memory_bytes;
     let procs = live.procs();
     let l = &mut live.launched;
-    let mut disk = disk_watch::watch(Arc::clone(&l.sandbox));
+    let mut disk = watch_disk(Arc::clone(&l.sandbox));
     let mut disk_watching = true;
     let deadline = tokio::time::Instant::from_std(started + limits.timeout);
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
@@ -261,7 +257,7 @@ async fn supervise(
                     }
                     Message::Request(req) if req.method == "call_tool" => {
                         // Interrupted: no new tool work; answer at once so the guest unwinds.
-                        let r = tool_relay::error_response(
+                        let r = tool_error_response(
                             req.id, airlock_protocol::ErrorCode::Shutdown, "the cell was interrupted");
                         let _ = l.send(r);
                     }

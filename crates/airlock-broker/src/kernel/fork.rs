@@ -26,10 +26,7 @@ use super::door::BranchFds;
 use super::live::{Live, Template};
 use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
-use crate::run::cgroup_attach;
-use crate::run::guest_messages::check_ready;
-use crate::run::launched::Launched;
-use crate::run::spawn::adopt_branch;
+use crate::run::{adopt_branch, attach_cgroup, cgroup_for_stage, check_ready, Launched};
 use crate::sandbox_fs::SandboxFs;
 
 /// How long the kernel gets to clone its branches, and a branch to get ready.
@@ -266,12 +263,12 @@ async fn finish(
             .map_err(|e| e.to_string())?,
     );
     super::branch_check::check(host, kernel_pid, &given)?;
-    let (name, limits) = cgroup_attach::cgroup_for(host, &inner.limits);
+    let (name, limits) = cgroup_for_stage(host, &inner.limits);
     let mut launched = Launched {
         s,
         stage_pid: host,
         cgroup: None,
-        attach: Some(cgroup_attach::start(name, limits, host)),
+        attach: Some(attach_cgroup(name, limits, host)),
         enforcement: inner.launched.enforcement.clone(),
         python: true,
         sandbox: Arc::clone(&fs),

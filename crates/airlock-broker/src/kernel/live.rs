@@ -5,8 +5,7 @@ use super::door::Door;
 use super::guard::Guard;
 use super::procs::Procs;
 use crate::limits::Limits;
-use crate::run::launched::Launched;
-use crate::run::spec::RunSpec;
+use crate::run::{Launched, RunSpec};
 
 /// One cell: its code and the spec it came with.
 pub(super) struct Cell<'a> {
@@ -56,7 +55,7 @@ impl Live {
             g.stop().await;
         }
         let mut l = launched;
-        let _ = crate::run::teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
+        let _ = crate::run::kill_stage(&mut l.s.child, l.cgroup.as_ref()).await;
         l.discard().await;
     }
 }

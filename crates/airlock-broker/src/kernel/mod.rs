@@ -37,8 +37,7 @@ pub use image::{peek_image, ImageSource};
 pub use state::{SavedState, StateError};
 
 use crate::result::RunResult;
-use crate::run::plan::program_fits;
-use crate::run::spec::{Cancel, RunSpec, Workload};
+use crate::run::{program_fits, Cancel, RunSpec, Workload};
 use crate::sandbox_fs::SandboxFs;
 use crate::tools::ToolHandler;
 

@@ -12,13 +12,10 @@ use super::door::Door;
 use super::image::Fill;
 use super::live::Live;
 use crate::result::RunResult;
-use crate::run::cold::run_probe;
-use crate::run::guest_messages::{check_ready, describe, refusal_of};
-use crate::run::launch::launch_with;
-use crate::run::launched::Launched;
-use crate::run::spec::{Cancel, RunSpec, Workload};
-use crate::run::verdict::{self, End, Observed};
-use crate::run::{prepare, teardown};
+use crate::run::{
+    check_ready, describe, kill_stage, launch_with, prepare, refusal_of, refused_before_spawn,
+    run_probe, verdict, Cancel, End, Launched, Observed, RunSpec, Workload,
+};
 use airlock_executor::kernel_image::{FILLED, MAPPED, RESTORED};
 
 /// Start a kernel for `cell`; Err is the cell's result (refused, timed out, cancelled).
@@ -41,9 +38,9 @@ pub(super) async fn start(
         output: None,
         ..cell.clone()
     };
-    let mut prepared = prepare::prepare(&spec, run_probe)
+    let mut prepared = prepare(&spec, run_probe)
         .await
-        .map_err(|r| verdict::before_spawn(r, started))?;
+        .map_err(|r| refused_before_spawn(r, started))?;
     let restoring = image.is_some();
     let (pipe, mut fill) = image.unzip();
     prepared.config.restore_image = restoring;
@@ -56,8 +53,8 @@ pub(super) async fn start(
         prepared.config.forkable = true;
         prepared.config.fs.data = vec![PathBuf::from("/")];
     }
-    let mut launched = launch_with(&prepared, &cell.limits, true)
-        .map_err(|r| verdict::before_spawn(r, started))?;
+    let mut launched =
+        launch_with(&prepared, &cell.limits, true).map_err(|r| refused_before_spawn(r, started))?;
     let deadline = tokio::time::Instant::from_std(started + cell.limits.timeout);
     let end = tokio::select! {
         r = attest(&mut launched, cell.limits.cpu_millicores.is_some(), forkable, fill.take()) => r,
@@ -182,11 +179,11 @@ fn take_door(l: &Launched, fd: i64) -> Result<Door, String> {
 
 /// The result of a kernel that never came up; every process of it is gone.
 async fn failed(mut l: Launched, end: End, cell: &RunSpec, started: Instant) -> RunResult {
-    let exit = teardown::kill(&mut l.s.child, l.cgroup.as_ref()).await;
+    let exit = kill_stage(&mut l.s.child, l.cgroup.as_ref()).await;
     let (stdout, stderr) = l.readers_end().await;
     let enforcement = std::mem::take(&mut l.enforcement);
     l.discard().await;
-    verdict::result(Observed {
+    verdict(Observed {
         end,
         exit,
         hint: None,

@@ -19,9 +19,7 @@ use super::guard::Guard;
 use super::live::Live;
 use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
-use crate::run::channel::Outbox;
-use crate::run::launched::Launched;
-use crate::run::supervise::WATCHDOG_PERIOD;
+use crate::run::{Launched, Outbox, WATCHDOG_PERIOD};
 
 /// Largest state chunk the broker sends in one `load` notification (before base64).
 const LOAD_CHUNK: usize = ((1 << 20) - 4096) / 4 * 3;

@@ -18,11 +18,7 @@ use super::init::Machine;
 use super::output_log::{Exit, OutputLog};
 use super::stdio::{self, Stdin};
 use crate::limits::Limits;
-use crate::run::channel::{self, Inbox};
-use crate::run::cold::run_probe;
-use crate::run::guest_messages::refusal_of;
-use crate::run::prepare::prepare;
-use crate::run::{RunSpec, Workload};
+use crate::run::{open_channel, prepare, refusal_of, run_probe, Inbox, RunSpec, Workload};
 use crate::sandbox_fs::SandboxFs;
 use crate::stage::{StageLaunch, StageOutput};
 
@@ -139,7 +135,7 @@ pub async fn start(
     machine
         .adopt(pid)
         .map_err(|e| ProcessError::Refused(e.to_string()))?;
-    let (mut inbox, outbox, flusher) = channel::open(tokio::net::UnixStream::from_std(ours)?);
+    let (mut inbox, outbox, flusher) = open_channel(tokio::net::UnixStream::from_std(ours)?);
     let setup = serde_json::to_value(&prepared.config).unwrap_or_default();
     let _ = outbox.try_send(Message::notification(SETUP_METHOD, Some(setup)));
     let ready = tokio::time::timeout(READY_TIMEOUT, attested(&mut inbox, machine)).await;

@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::result::RunResult;
-use crate::run::{self, Cancel, RunSpec};
+use crate::run::{run_cancellable, Cancel, RunSpec};
 use crate::tools::ToolHandler;
 pub use config::PoolConfig;
 use warm::Warm;
@@ -163,7 +163,7 @@ impl Pool {
             }
         }
         self.shared.stats().cold_runs += 1;
-        run::run_cancellable(spec, tools, cancel).await
+        run_cancellable(spec, tools, cancel).await
     }
 
     /// Take a live executor, discarding any that died while idle.

@@ -6,8 +6,7 @@
 //! broker enforces during the run (timeout, grace, tool-call limits, the RSS ceiling's clock)
 //! comes from the run's own spec.
 use crate::limits::Limits;
-use crate::run::plan::program_fits;
-use crate::run::spec::{RunSpec, Workload};
+use crate::run::{program_fits, RunSpec, Workload};
 
 use super::config::PoolConfig;
 

@@ -7,14 +7,10 @@ use serde_json::{json, Map, Value};
 
 use super::config::PoolConfig;
 use crate::result::RunResult;
-use crate::run::cold::run_probe;
-use crate::run::guest_messages::{check_ready, EXECUTE_ID};
-use crate::run::launch::launch;
-use crate::run::launched::Launched;
-use crate::run::prepare;
-use crate::run::prepared::Prepared;
-use crate::run::spec::{Cancel, RunSpec, Workload};
-use crate::run::supervise::{drive, Start};
+use crate::run::{
+    check_ready, drive, launch, prepare, run_probe, Cancel, Launched, Prepared, RunSpec, Start,
+    Workload, EXECUTE_ID,
+};
 use crate::tools::ToolHandler;
 
 /// An attested executor waiting for `execute`, with the fresh work dir it was started in.
@@ -42,9 +38,7 @@ impl Warm {
             output: None,
             restricted: None,
         };
-        let mut prepared = prepare::prepare(&spec, run_probe)
-            .await
-            .map_err(|n| n.message)?;
+        let mut prepared = prepare(&spec, run_probe).await.map_err(|n| n.message)?;
         let forked = match &config.zygote {
             Some(z) => z.launch(&mut prepared, &config.limits).await,
             None => None,

@@ -6,34 +6,66 @@
 //! `launched` stage. Supervising it to the end: `supervise` (the loop), `supervisor` (the
 //! run's state and one handler per event), `inbound` (one handler per message from the
 //! guest), `conclude` (teardown and the verdict). `cold` puts the three together.
-pub(crate) mod cgroup_attach;
-pub(crate) mod channel;
+//!
+//! Its modules are private. What the rest of the broker builds its own runs from (the kernel's
+//! cells, the warm pool, the zygote, the machine's processes) is the named API below: a run's
+//! request and plan, preparing and launching a stage, the guest's first messages, supervising
+//! a stage and reading its verdict, tearing it down.
+mod cgroup_attach;
+mod channel;
 mod clock;
-pub(crate) mod cold;
+mod cold;
 mod conclude;
-pub(crate) mod disk_watch;
+mod disk_watch;
 mod egress;
-pub(crate) mod exception;
-pub(crate) mod guest_messages;
-pub(crate) mod image_env;
+mod exception;
+mod guest_messages;
+mod image_env;
 mod inbound;
-pub(crate) mod launch;
-pub(crate) mod launched;
-pub(crate) mod plan;
-pub(crate) mod prepare;
-pub(crate) mod prepare_image;
-pub(crate) mod prepared;
-pub(crate) mod spawn;
-pub(crate) mod spec;
-pub(crate) mod stage_proc;
-pub(crate) mod supervise;
+mod launch;
+mod launched;
+mod plan;
+mod prepare;
+mod prepare_image;
+mod prepared;
+mod spawn;
+mod spec;
+mod stage_proc;
+mod supervise;
 mod supervisor;
-pub(crate) mod teardown;
-pub(crate) mod tool_relay;
-pub(crate) mod verdict;
+mod teardown;
+mod tool_relay;
+mod verdict;
 
+// A run, start to end, for the broker's callers.
 pub use cold::{run, run_cancellable};
 pub use plan::program_fits;
 pub use prepare::root_for;
 pub use prepared::{NotStarted, Prepared, RunRoot};
 pub use spec::{Cancel, Restricted, RunSpec, Workload};
+
+// Preparing and launching a stage.
+pub(crate) use cgroup_attach::{
+    cgroup_for as cgroup_for_stage, create as create_run_cgroup, start as attach_cgroup,
+};
+pub(crate) use image_env::merged as merged_image_env;
+pub(crate) use launch::{launch, launch_via, launch_with};
+pub(crate) use launched::Launched;
+pub(crate) use prepare::prepare;
+pub(crate) use prepared::not_started;
+pub(crate) use spawn::{adopt_branch, StageForker, Via};
+pub(crate) use stage_proc::{Adopted, StageProcess};
+
+// The guest's messages and the channel they come over.
+pub(crate) use channel::{open as open_channel, Inbox, Outbox};
+pub(crate) use guest_messages::{check_ready, describe, refusal_of, EXECUTE_ID};
+pub(crate) use tool_relay::{error_response as tool_error_response, ToolRelay};
+
+// Supervising a stage, its verdict, its end.
+pub(crate) use cold::run_probe;
+pub(crate) use disk_watch::watch as watch_disk;
+pub(crate) use supervise::{drive, supervise, supervise_via, Start, WATCHDOG_PERIOD};
+pub(crate) use teardown::kill as kill_stage;
+pub(crate) use verdict::{
+    before_spawn as refused_before_spawn, result as verdict, End, Hint, Observed,
+};

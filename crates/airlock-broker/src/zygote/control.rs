@@ -16,8 +16,7 @@ use airlock_jail::fdpass;
 use tokio::io::AsyncReadExt;
 
 use super::error::ZygoteError;
-use crate::run::spawn::StageForker;
-use crate::run::stage_proc::{Adopted, StageProcess};
+use crate::run::{Adopted, StageForker, StageProcess};
 
 /// How long the zygote may take to answer one request (it forks and answers in well under a
 /// millisecond; this bounds a wedged one).

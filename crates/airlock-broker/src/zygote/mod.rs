@@ -36,14 +36,10 @@ pub use error::ZygoteError;
 use crate::interpreter;
 use crate::limits::Limits;
 use crate::result::RunResult;
-use crate::run::cold::run_probe;
-use crate::run::launch::launch_via;
-use crate::run::launched::Launched;
-use crate::run::prepared::{not_started, NotStarted, Prepared};
-use crate::run::spawn::Via;
-use crate::run::spec::{Cancel, RunSpec};
-use crate::run::supervise::{supervise, supervise_via};
-use crate::run::{prepare, verdict};
+use crate::run::{
+    launch_via, not_started, prepare, refused_before_spawn, run_probe, supervise, supervise_via,
+    Cancel, Launched, NotStarted, Prepared, RunSpec, Via,
+};
 use crate::tools::ToolHandler;
 
 /// What the zygote is started with.
@@ -166,9 +162,9 @@ impl Zygote {
         cancel: Cancel,
     ) -> RunResult {
         let started = Instant::now();
-        let mut prepared = match prepare::prepare(&spec, run_probe).await {
+        let mut prepared = match prepare(&spec, run_probe).await {
             Ok(p) => p,
-            Err(refusal) => return verdict::before_spawn(refusal, started),
+            Err(refusal) => return refused_before_spawn(refusal, started),
         };
         if !self.fits(&prepared.config) {
             self.stats_mut().exec_runs += 1;
@@ -176,7 +172,7 @@ impl Zygote {
         }
         let control = match self.forking(&mut prepared).await {
             Ok(c) => c,
-            Err(refusal) => return verdict::before_spawn(refusal, started),
+            Err(refusal) => return refused_before_spawn(refusal, started),
         };
         let env: Map<String, Value> = std::mem::take(&mut prepared.config.env)
             .into_iter()
