@@ -25,6 +25,20 @@
 //! connection ends when the guest closes, when either side fails, after [`PROXY_IDLE`] with no
 //! byte either way, and at once when the exposure ends (unexpose, sandbox disposal or reclaim)
 //! or the server shuts down.
+//!
+//! Not on hyper (issue 39, measured with hyper 1.13.0): its HTTP/1.1 server reads a
+//! connection's next request only once the one before it is answered (two pipelined requests,
+//! the first never answered: its service saw the first alone), and its client, by its source,
+//! writes a request only once the answer to the one before was read. Three tests here need the pipelined request read
+//! while the guest is silent:
+//! `keep_alive_requests_are_each_rewritten_and_bodies_and_responses_pass_through` (the guest
+//! answers once it has both), and
+//! `a_request_naming_another_exposure_on_the_connection_closes_it_unforwarded` and
+//! `an_upgrade_past_a_connections_first_request_closes_it_unforwarded` (refused and closed at
+//! once; on hyper the connection would hold that request unread until [`PROXY_IDLE`]). Its
+//! parser also takes a head the strict grammar refuses (a bare LF after the request line: what
+//! `requests_whose_end_or_lines_are_ambiguous_are_refused` pins, invisible once parsed), and it
+//! would parse and re-write the guest's answers, which pass here as the guest sent them.
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
