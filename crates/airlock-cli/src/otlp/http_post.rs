@@ -6,7 +6,9 @@
 //! boundary). It runs on the batch processor's own thread, never on the server's runtime, so
 //! blocking I/O here cannot slow a run.
 //!
-//! Not on hyper's client (issue 39, measured with hyper 1.13.0): hyper writes header names in
+//! Not on hyper's client (issue 39, measured with hyper 1.13.0): this runs on a blocking
+//! thread, where hyper's client needs a runtime of its own per export; and hyper writes header
+//! names in
 //! lower case, or all in title case, and
 //! `tests::a_post_reaches_a_loopback_server_and_its_status_and_body_come_back` pins the
 //! exporter's `content-type` in lower case beside this client's `Content-Length`: on hyper one

@@ -11,7 +11,9 @@
 //! a tenants file 403 even then, since it names every tenant's sandboxes) and none on the
 //! metrics listener ([`Door::Open`], which operators restrict by network).
 //!
-//! Not on hyper's server (issue 39, measured with hyper 1.13.0): it answers an HTTP/1.0 request
+//! Not on hyper's server (issue 39, measured with hyper 1.13.0): a request here is read by the
+//! same strict grammar as an exposed port's (`airlock_egress::head`, one listener, one grammar;
+//! hyper's takes a bare LF the grammar refuses). Hyper also answers an HTTP/1.0 request
 //! with an `HTTP/1.0` status line, which
 //! `serve::ops_redteam::operator_routes_answer_one_request_per_connection_and_leak_nothing`
 //! does not count as an answer, and writes `WWW-Authenticate` as `www-authenticate` or
