@@ -285,18 +285,26 @@ class _ChunkReader:
         self.buf += binascii.a2b_base64(params["data"])
         self.done = bool(params.get("last"))
 
+    # Bytes are copied once out of the buffer (a slice of a bytearray would be a second copy:
+    # a state of hundreds of MB read in one `read` would hold it three times over).
     def read(self, n=-1):
         while not self.done and (n < 0 or len(self.buf) < n):
             self._more()
         n = len(self.buf) if n < 0 else min(n, len(self.buf))
-        out = bytes(self.buf[:n])
+        with memoryview(self.buf) as view:
+            out = view[:n].tobytes()
         del self.buf[:n]
         return out
 
     def readinto(self, b):
-        data = self.read(len(b))
-        b[:len(data)] = data
-        return len(data)
+        want = len(b)
+        while not self.done and len(self.buf) < want:
+            self._more()
+        n = min(want, len(self.buf))
+        with memoryview(self.buf) as view:
+            b[:n] = view[:n]
+        del self.buf[:n]
+        return n
 
     def readline(self):
         while not self.done and b"\n" not in self.buf:
@@ -305,6 +313,8 @@ class _ChunkReader:
         return self.read(len(self.buf) if at < 0 else at + 1)
 
     def drain(self):
+        """Read what the unpickler left and drop it a chunk at a time, never holding it."""
+        self.buf.clear()
         while not self.done:
             self._more()
-        self.buf.clear()
+            self.buf.clear()
