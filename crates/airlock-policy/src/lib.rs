@@ -7,10 +7,12 @@
 //! No async and no I/O: the router (`airlock-router`) does the acting.
 
 pub mod capability;
+mod checked;
 pub mod decide;
 pub mod declarations;
 pub mod disposal;
 pub mod egress;
+mod file_error;
 pub mod guest_path;
 pub mod identity;
 pub mod isolation;
@@ -18,6 +20,7 @@ pub mod key;
 pub mod limits;
 pub mod os_family;
 pub mod policy_file;
+mod policy_sections;
 pub mod reclaim;
 pub mod refusal;
 pub mod restricted;
@@ -25,7 +28,6 @@ pub mod run_limits;
 pub mod scope;
 pub mod spec;
 pub mod tenant_quota;
-mod toml_fields;
 mod vocab;
 
 pub use capability::{default_capabilities, Capability};

@@ -1,14 +1,18 @@
 //! `[tenants.NAME]` in `policy.toml`: one tenant's quotas on a multi-tenant `airlock serve`.
 //!
 //! Each key is optional; an absent key (or a tenant with no section) is the server-wide limit.
-//! Parsed as strictly as the rest of the file: an unknown key, a wrong type or an out-of-range
-//! value is an error that names `tenants.NAME.key` and the value.
+//! Read as strictly as the rest of the file (serde structs of checked fields, see `checked`):
+//! an unknown key, a wrong type or an out-of-range value is an error that names
+//! `tenants.NAME.key` and the value.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use toml::{Table, Value};
+use serde::Deserialize;
+use toml::Value;
 
-use crate::toml_fields::{as_table, known, set_int, PolicyFileError};
+use crate::checked::{
+    from_table, section, take, take_int, Bounded, Checked, Fault, Field, FromValue,
+};
 
 /// Most `[tenants.*]` sections a policy may have.
 pub const MAX_TENANTS: usize = 1024;
@@ -56,98 +60,98 @@ pub fn valid_tenant_name(name: &str) -> bool {
         && name.bytes().all(|b| plain(b) || matches!(b, b'-' | b'_'))
 }
 
-/// Parses the `[tenants]` table.
-pub(crate) fn parse_tenants(v: &Value) -> Result<BTreeMap<String, TenantQuota>, PolicyFileError> {
-    let table = as_table("tenants", v)?;
-    if table.len() > MAX_TENANTS {
-        return Err(PolicyFileError::InvalidValue {
-            key: "tenants".into(),
-            value: format!("[{} tenants]", table.len()),
-            reason: format!("at most {MAX_TENANTS} tenants"),
-        });
-    }
-    let mut out = BTreeMap::new();
-    for (name, section) in table {
-        if !valid_tenant_name(name) {
-            return Err(PolicyFileError::InvalidValue {
-                key: format!("tenants.{name}"),
-                value: format!("{name:?}"),
-                reason:
-                    "a tenant name is 1 to 64 of a-z, 0-9, '-', '_', starting with a letter or \
-                         digit"
-                        .into(),
-            });
+/// `[tenants]`: every tenant's quotas, by name.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tenants(pub(crate) BTreeMap<String, TenantQuota>);
+
+impl FromValue for Tenants {
+    fn from_value(v: &Value) -> Result<Self, Fault> {
+        let table = v
+            .as_table()
+            .ok_or_else(|| Fault::wrong_type(v, "a table"))?;
+        if table.len() > MAX_TENANTS {
+            let value = format!("[{} tenants]", table.len());
+            return Err(Fault::invalid(
+                value,
+                format!("at most {MAX_TENANTS} tenants"),
+            ));
         }
-        out.insert(name.clone(), parse_one(name, section)?);
+        let sections: BTreeMap<String, Checked<TenantQuota>> =
+            from_table(table).map_err(|message| Fault::invalid(v.to_string(), message))?;
+        let mut out = BTreeMap::new();
+        for (name, section) in sections {
+            if !valid_tenant_name(&name) {
+                return Err(
+                    Fault::invalid(format!("{name:?}"), BAD_NAME).below(&format!(".{name}"))
+                );
+            }
+            let quota = section.0.map_err(|f| f.below(&format!(".{name}")))?;
+            out.insert(name, quota);
+        }
+        Ok(Tenants(out))
     }
-    Ok(out)
 }
 
-fn parse_one(name: &str, v: &Value) -> Result<TenantQuota, PolicyFileError> {
-    let prefix = format!("tenants.{name}");
-    let t = as_table(&prefix, v)?;
-    known(t, &format!("{prefix}."), TENANT_KEYS)?;
-    Ok(TenantQuota {
-        max_sandboxes: optional_int(t, &prefix, "max_sandboxes", 10_000)?,
-        max_concurrent_runs: optional_int(t, &prefix, "max_concurrent_runs", 4096)?,
-        disk_mb: optional_int(t, &prefix, "disk_mb", 1 << 30)?,
-        memory_budget_mb: optional_int(t, &prefix, "memory_budget_mb", 1 << 30)?,
-        max_snapshots: optional_int(t, &prefix, "max_snapshots", 1_000_000)?,
-        egress_allow: t
-            .get("egress_allow")
-            .map(|v| hosts(&format!("{prefix}.egress_allow"), v))
-            .transpose()?,
-        max_requests_per_s: optional_int(t, &prefix, "max_requests_per_s", 1_000_000)?,
-    })
+const BAD_NAME: &str =
+    "a tenant name is 1 to 64 of a-z, 0-9, '-', '_', starting with a letter or digit";
+
+/// `[tenants.NAME]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantDoc {
+    max_sandboxes: Field<Bounded<1, 10_000>>,
+    max_concurrent_runs: Field<Bounded<1, 4096>>,
+    disk_mb: Field<Bounded<1, { 1 << 30 }>>,
+    memory_budget_mb: Field<Bounded<1, { 1 << 30 }>>,
+    max_snapshots: Field<Bounded<1, 1_000_000>>,
+    egress_allow: Field<Hosts>,
+    max_requests_per_s: Field<Bounded<1, 1_000_000>>,
 }
 
-fn optional_int(
-    t: &Table,
-    prefix: &str,
-    name: &str,
-    max: u64,
-) -> Result<Option<u64>, PolicyFileError> {
-    if !t.contains_key(name) {
-        return Ok(None);
+impl FromValue for TenantQuota {
+    fn from_value(v: &Value) -> Result<Self, Fault> {
+        let doc: TenantDoc = section(v, TENANT_KEYS)?;
+        Ok(TenantQuota {
+            max_sandboxes: take_int(doc.max_sandboxes, "max_sandboxes")?,
+            max_concurrent_runs: take_int(doc.max_concurrent_runs, "max_concurrent_runs")?,
+            disk_mb: take_int(doc.disk_mb, "disk_mb")?,
+            memory_budget_mb: take_int(doc.memory_budget_mb, "memory_budget_mb")?,
+            max_snapshots: take_int(doc.max_snapshots, "max_snapshots")?,
+            egress_allow: take(doc.egress_allow, "egress_allow")?.map(|h| h.0),
+            max_requests_per_s: take_int(doc.max_requests_per_s, "max_requests_per_s")?,
+        })
     }
-    let mut n = 0;
-    set_int(t, prefix, name, 1, max, &mut n)?;
-    Ok(Some(n))
 }
 
 /// A list of `host[:port]` entries: lower-cased, no spaces or scheme, each at most 261 bytes.
-fn hosts(key: &str, v: &Value) -> Result<BTreeSet<String>, PolicyFileError> {
-    let wrong = || PolicyFileError::WrongType {
-        key: key.to_owned(),
-        value: v.to_string(),
-        expected: "an array of \"host[:port]\" strings",
-    };
-    let items = v.as_array().ok_or_else(wrong)?;
-    if items.len() > MAX_EGRESS_CEILING {
-        return Err(PolicyFileError::InvalidValue {
-            key: key.to_owned(),
-            value: format!("[{} hosts]", items.len()),
-            reason: format!("at most {MAX_EGRESS_CEILING} hosts"),
-        });
-    }
-    let mut out = BTreeSet::new();
-    for (i, item) in items.iter().enumerate() {
-        let host = item.as_str().ok_or_else(wrong)?;
-        let plausible = !host.is_empty()
-            && host.len() <= 261
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'*'));
-        if !plausible {
-            return Err(PolicyFileError::InvalidValue {
-                key: format!("{key}[{i}]"),
-                value: item.to_string(),
-                reason: "not a host[:port]".into(),
-            });
+struct Hosts(BTreeSet<String>);
+
+impl FromValue for Hosts {
+    fn from_value(v: &Value) -> Result<Self, Fault> {
+        let wrong = || Fault::wrong_type(v, "an array of \"host[:port]\" strings");
+        let items = v.as_array().ok_or_else(wrong)?;
+        if items.len() > MAX_EGRESS_CEILING {
+            return Err(Fault::invalid(
+                format!("[{} hosts]", items.len()),
+                format!("at most {MAX_EGRESS_CEILING} hosts"),
+            ));
         }
-        out.insert(host.to_ascii_lowercase());
+        let mut out = BTreeSet::new();
+        for (i, item) in items.iter().enumerate() {
+            let host = item.as_str().ok_or_else(wrong)?;
+            let plausible = !host.is_empty()
+                && host.len() <= 261
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'*'));
+            if !plausible {
+                let f = Fault::invalid(item.to_string(), "not a host[:port]");
+                return Err(f.below(&format!("[{i}]")));
+            }
+            out.insert(host.to_ascii_lowercase());
+        }
+        Ok(Hosts(out))
     }
-    Ok(out)
 }
 
 /// Whether `asked` (a spec's `host[:port]` or `*.suffix[:port]`) is within `ceiling`: an
@@ -216,6 +220,11 @@ mod tests {
         assert!(!within_ceiling("pythonhosted.org:443", &c));
         assert!(!within_ceiling("evilpythonhosted.org:443", &c));
         assert!(!within_ceiling("*.org:443", &c));
+    }
+
+    #[test]
+    fn a_tenant_section_lists_the_keys_serde_takes() {
+        crate::checked::assert_keys::<TenantDoc>(TENANT_KEYS);
     }
 
     #[test]

@@ -1,9 +1,7 @@
-//! Reading `policy.toml`'s tables: the error every bad key, type or value is, and the checked
-//! readers (known keys, a table, an integer in range) that `policy_file` and `tenant_quota`
-//! share.
+//! The error a `policy.toml` that cannot be used is: too large, not TOML, or a key, type or
+//! value the format refuses (each naming the dotted key and the value), and the size cap.
 
 use thiserror::Error;
-use toml::{Table, Value};
 
 /// Largest accepted policy file. A policy is a few hundred bytes; 64 KiB is generous and keeps
 /// the parser's work bounded when the path points somewhere unexpected.
@@ -53,56 +51,4 @@ pub enum PolicyFileError {
         /// Why.
         reason: String,
     },
-}
-
-pub(crate) fn known(
-    table: &Table,
-    prefix: &str,
-    expected: &'static [&'static str],
-) -> Result<(), PolicyFileError> {
-    match table.keys().find(|k| !expected.contains(&k.as_str())) {
-        Some(k) => Err(PolicyFileError::UnknownKey {
-            key: format!("{prefix}{k}"),
-            expected,
-        }),
-        None => Ok(()),
-    }
-}
-
-pub(crate) fn as_table<'a>(key: &str, v: &'a Value) -> Result<&'a Table, PolicyFileError> {
-    v.as_table().ok_or_else(|| PolicyFileError::WrongType {
-        key: key.to_owned(),
-        value: v.to_string(),
-        expected: "a table",
-    })
-}
-
-pub(crate) fn set_int(
-    table: &Table,
-    prefix: &str,
-    name: &str,
-    min: u64,
-    max: u64,
-    slot: &mut u64,
-) -> Result<(), PolicyFileError> {
-    let Some(v) = table.get(name) else {
-        return Ok(());
-    };
-    let key = format!("{prefix}.{name}");
-    let n = v.as_integer().ok_or_else(|| PolicyFileError::WrongType {
-        key: key.clone(),
-        value: v.to_string(),
-        expected: "an integer",
-    })?;
-    match u64::try_from(n) {
-        Ok(n) if (min..=max).contains(&n) => {
-            *slot = n;
-            Ok(())
-        }
-        _ => Err(PolicyFileError::InvalidValue {
-            key,
-            value: v.to_string(),
-            reason: format!("must be between {min} and {max}"),
-        }),
-    }
 }
