@@ -10,13 +10,22 @@
 //! every capability the policy allows, so one spec serves every admitted call (`processes` too
 //! with `--processes`: the sandbox is then a machine whose background processes and runs share
 //! one loopback).
+//!
+//! The sandboxes are held by the server's registry (`airlock_server::registry`), the core
+//! every face serves: this face asks it for the session's sandbox under the session's key, and
+//! turns its typed errors into words for the model in one place ([`said`]).
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use airlock_local::LocalRouter;
-use airlock_local::{assemble, Assembly, AssemblyError, LocalBackend, LocalConfig, LocalSandbox};
+use airlock_local::{assemble, Assembly, AssemblyError, LocalConfig, LocalSandbox};
 use airlock_policy::{Capability, Identity, IsolationScope, SandboxKey, SandboxSpec};
-use airlock_router::{Backend, RouterConfigError, Sandbox};
+use airlock_router::{Backend, Observers, RouterConfigError};
+use airlock_server::json_doc::JsonDoc;
+use airlock_server::registry::error::ServerError;
+use airlock_server::registry::request::{IdleAction, NewSandbox};
+use airlock_server::registry::sandboxes::{Held, Sandboxes as Registry};
 
 use crate::config::McpConfig;
 use crate::error::McpError;
@@ -34,14 +43,27 @@ const CANDIDATES: [Capability; 6] = [
     Capability::FilesList,
 ];
 
+/// How many sandboxes one session's registry holds at once (one in conversation scope; one per
+/// call in flight in call scope).
+const MAX_LIVE: usize = 256;
+
+/// Never reclaimed for idleness: a session's sandbox lives as long as the session.
+const SESSION_LIFE: Duration = airlock_server::registry::life::MAX_IDLE;
+
 /// One session's sandboxes.
 pub struct Sandboxes {
-    /// The router, or why none can be built (the floor is above this machine's rung): then
-    /// every call is refused with that reason.
+    /// The router (for admission decisions), or why none can be built (the floor is above
+    /// this machine's rung): then every call is refused with that reason.
     router: Result<LocalRouter, String>,
-    backend: Arc<LocalBackend>,
+    /// The registry holding the sandboxes, over the same router.
+    registry: Option<Arc<Registry>>,
+    /// This machine's sandbox, in words (a refusal names it).
+    detail: String,
+    isolation: &'static str,
     config: McpConfig,
     session: SandboxKey,
+    /// The session sandbox's id in the registry, once made.
+    session_id: Mutex<Option<String>>,
     spec: SandboxSpec,
     scope: IsolationScope,
     calls: AtomicU64,
@@ -61,19 +83,30 @@ impl std::fmt::Debug for Sandboxes {
 pub struct Lease {
     /// The sandbox.
     pub sandbox: Arc<LocalSandbox>,
-    dispose: Option<(LocalRouter, SandboxKey)>,
+    dispose: Option<(Arc<Registry>, String)>,
 }
 
 impl Lease {
     /// Ends the call's use: a call-scoped sandbox is disposed (a running executor is cancelled
     /// and waited for, everything it wrote is freed).
     pub async fn release(self) {
-        if let Some((router, key)) = self.dispose {
-            if let Err(f) = router.dispose(&key).await {
-                tracing::warn!(key = %key, failure = %f, "disposing a call sandbox");
+        let Some((registry, id)) = self.dispose else {
+            return;
+        };
+        match registry.dispose(&id).await {
+            Ok(d) => {
+                if let Some(f) = d.failure {
+                    tracing::warn!(sandbox = %id, failure = %f, "disposing a call sandbox");
+                }
             }
+            Err(e) => tracing::warn!(sandbox = %id, error = %said(&e), "disposing a call sandbox"),
         }
     }
+}
+
+/// A registry error in words for the model (the one mapping of this face).
+fn said(e: &ServerError) -> String {
+    format!("no sandbox: {}", e.message)
 }
 
 static SESSIONS: AtomicU64 = AtomicU64::new(1);
@@ -121,11 +154,23 @@ impl Sandboxes {
         let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
         let session = SandboxKey::new("mcp", format!("{}-{n}", std::process::id()), "mcp")
             .map_err(|e| McpError::Session(e.to_string()))?;
+        let registry = router.as_ref().ok().map(|r| {
+            let epoch = format!("mcp{}", std::process::id());
+            Arc::new(Registry::new(
+                r.clone(),
+                epoch,
+                MAX_LIVE,
+                Observers::new(None),
+            ))
+        });
         let mut me = Sandboxes {
             router,
-            backend,
+            registry,
+            detail: backend.probe().detail.clone(),
+            isolation: backend.isolation().as_str(),
             config: config.clone(),
             session,
+            session_id: Mutex::new(None),
             spec: SandboxSpec::builder(KIND)
                 .build()
                 .map_err(|e| McpError::Session(e.to_string()))?,
@@ -163,7 +208,7 @@ impl Sandboxes {
 
     /// The rung this machine's sandbox holds.
     pub fn isolation(&self) -> &'static str {
-        self.backend.isolation().as_str()
+        self.isolation
     }
 
     fn spec_for(&self, needs: &[Capability]) -> Result<SandboxSpec, airlock_policy::SpecError> {
@@ -195,43 +240,79 @@ impl Sandboxes {
         router
             .ensure_can_serve(&spec)
             .map(|_| ())
-            .map_err(|r| refused(&r, &self.backend.probe().detail))
+            .map_err(|r| refused(&r, &self.detail))
     }
 
     /// The sandbox for the next call: the session's one (made on first use), or a fresh one
     /// in call scope.
     pub async fn lease(&self) -> Result<Lease, String> {
-        let router = self.router.as_ref().map_err(Clone::clone)?;
-        let (key, dispose) = match self.scope {
-            IsolationScope::Conversation => (self.session.clone(), false),
-            IsolationScope::Call => {
-                let n = self.calls.fetch_add(1, Ordering::Relaxed);
-                let key = self
-                    .session
-                    .clone()
-                    .with_call_id(format!("call-{n}"))
-                    .map_err(|e| e.to_string())?;
-                (key, true)
+        let registry = match (&self.router, &self.registry) {
+            (Err(why), _) => return Err(why.clone()),
+            (Ok(_), Some(r)) => r,
+            (Ok(_), None) => return Err("no sandbox registry".to_owned()),
+        };
+        if self.scope == IsolationScope::Conversation {
+            return self.session_lease(registry).await;
+        }
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        let key = self
+            .session
+            .clone()
+            .with_call_id(format!("call-{n}"))
+            .map_err(|e| e.to_string())?;
+        let held = self.make(registry, key).await?;
+        Ok(Lease {
+            sandbox: Arc::clone(&held.sandbox),
+            dispose: Some((Arc::clone(registry), held.id.clone())),
+        })
+    }
+
+    /// The session's sandbox: the one made for an earlier call while it lives, else a new one.
+    async fn session_lease(&self, registry: &Arc<Registry>) -> Result<Lease, String> {
+        let known = lock(&self.session_id).clone();
+        let held = match known.map(|id| registry.get(&id)) {
+            Some(Ok(h)) => h,
+            _ => {
+                let h = self.make(registry, self.session.clone()).await?;
+                *lock(&self.session_id) = Some(h.id.clone());
+                h
             }
         };
-        let sandbox = router
-            .acquire(&key, &self.spec)
-            .await
-            .map_err(|e| format!("no sandbox: {e}"))?;
-        let address = sandbox.key().clone();
+        held.touch();
         Ok(Lease {
-            sandbox,
-            dispose: dispose.then(|| (router.clone(), address)),
+            sandbox: Arc::clone(&held.sandbox),
+            dispose: None,
         })
+    }
+
+    /// A sandbox of this session's spec under `key`, made through the registry.
+    async fn make(&self, registry: &Registry, key: SandboxKey) -> Result<Arc<Held>, String> {
+        let request = NewSandbox {
+            spec: self.spec.clone(),
+            limits: airlock_server::RequestedLimits::default(),
+            idle: SESSION_LIFE,
+            outputs: airlock_server::registry::request::Outputs::default(),
+            tools: Vec::new(),
+            key: Some(key),
+            metadata: airlock_server::registry::life::Metadata::new(),
+            idle_action: IdleAction::Dispose,
+            raw: JsonDoc(serde_json::Value::Null),
+            tenant: airlock_server::tenancy::tenant::Tenant::single(),
+        };
+        registry
+            .create(request, self.config.limits.clone())
+            .await
+            .map_err(|e| said(&e))
     }
 
     /// Disposes every sandbox of the session (it ended).
     pub async fn dispose_all(&self) {
-        let Ok(router) = &self.router else {
+        let Some(registry) = &self.registry else {
             return;
         };
-        let record = router
-            .dispose_scope(self.session.scope(), self.session.thread_id())
+        let tenant = airlock_server::tenancy::tenant::Tenant::single();
+        let record = registry
+            .dispose_scope(&tenant, self.session.scope(), self.session.thread_id())
             .await;
         if let Some(f) = record.undisposed {
             tracing::warn!(failure = %f, "disposing the session's sandboxes");
@@ -240,6 +321,10 @@ impl Sandboxes {
 
     /// Live sandboxes of this session.
     pub fn live(&self) -> usize {
-        self.backend.live()
+        self.registry.as_ref().map_or(0, |r| r.len())
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
