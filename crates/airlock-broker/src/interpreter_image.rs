@@ -18,11 +18,12 @@ use serde::{Deserialize, Serialize};
 use airlock_executor::DataBounds;
 use futures_util::future::BoxFuture;
 
+use crate::image_env::merged;
 use crate::interpreter::InterpreterError;
 use crate::interpreter_facts::Interpreter;
 use crate::limits::Limits;
 use crate::result::{RunResult, RunStatus};
-use crate::run::{merged_image_env, RunSpec, Workload};
+use crate::run::spec::{RunSpec, Workload};
 use crate::sandbox_fs::{RootSpec, SandboxFs};
 
 /// How the probe runs: a whole run of a command, without tools, to its one result (the run
@@ -147,7 +148,7 @@ async fn probe(
         sandbox: Some(Arc::new(fs)),
         image: None,
         cwd: None,
-        env: merged_image_env(&image.config.env, &[]),
+        env: merged(&image.config.env, &[]),
         executor: executor.to_path_buf(),
         output: None,
         restricted: None,

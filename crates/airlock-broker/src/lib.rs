@@ -10,6 +10,7 @@ pub mod fs_policy;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub(crate) mod image_env;
 pub mod interpreter;
 pub mod interpreter_cache;
 pub(crate) mod interpreter_facts;
@@ -27,6 +28,7 @@ pub mod run;
 pub mod runner;
 pub mod sandbox_fs;
 pub(crate) mod stage;
+pub(crate) mod stage_cgroup;
 pub mod tools;
 pub mod zygote;
 

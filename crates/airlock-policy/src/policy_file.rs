@@ -18,31 +18,12 @@ pub use crate::file_error::{PolicyFileError, MAX_POLICY_BYTES};
 use crate::identity::Identity;
 use crate::isolation::Isolation;
 use crate::policy_sections::Limits;
+pub use crate::policy_sections::ServerLimits;
 use crate::reclaim::FailedReclaimPolicy;
 use crate::restricted::RestrictedProfile;
 pub use crate::run_limits::RunLimits;
 use crate::scope::IsolationScope;
 use crate::tenant_quota::Tenants;
-
-/// Server-wide ceilings for `airlock serve` (the server serves one token, so per token and per
-/// server are the same).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerLimits {
-    /// Live sandboxes held at once (1..=10000); one more is refused `over_capacity`.
-    pub max_sandboxes: u64,
-    /// Runs executing at once (1..=4096); `None` is two per core. A session run over it is
-    /// refused `over_capacity`, never queued.
-    pub max_concurrent_runs: Option<u64>,
-}
-
-impl Default for ServerLimits {
-    fn default() -> Self {
-        ServerLimits {
-            max_sandboxes: 64,
-            max_concurrent_runs: None,
-        }
-    }
-}
 
 /// Everything `policy.toml` configures.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -9,7 +9,6 @@ use toml::Value;
 
 use crate::checked::{section, take, take_int, Bounded, Fault, Field, FromValue};
 use crate::limits::TransferLimits;
-use crate::policy_file::ServerLimits;
 use crate::restricted::{valid_name, RestrictedProfile};
 use crate::run_limits::RunLimits;
 
@@ -127,6 +126,26 @@ struct ServerDoc {
 }
 
 const SERVER_KEYS: &[&str] = &["max_sandboxes", "max_concurrent_runs"];
+
+/// Server-wide ceilings for `airlock serve` (the server serves one token, so per token and per
+/// server are the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Live sandboxes held at once (1..=10000); one more is refused `over_capacity`.
+    pub max_sandboxes: u64,
+    /// Runs executing at once (1..=4096); `None` is two per core. A session run over it is
+    /// refused `over_capacity`, never queued.
+    pub max_concurrent_runs: Option<u64>,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_sandboxes: 64,
+            max_concurrent_runs: None,
+        }
+    }
+}
 
 /// `[server]`.
 impl FromValue for ServerLimits {

@@ -26,8 +26,9 @@ use super::door::BranchFds;
 use super::live::{Live, Template};
 use super::procs::Procs;
 use super::signals::{signal_kernel, stop_kernel, SIGCONT};
-use crate::run::{adopt_branch, attach_cgroup, cgroup_for_stage, check_ready, Launched};
+use crate::run::{adopt_branch, check_ready, Launched};
 use crate::sandbox_fs::SandboxFs;
+use crate::stage_cgroup;
 
 /// How long the kernel gets to clone its branches, and a branch to get ready.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -263,12 +264,12 @@ async fn finish(
             .map_err(|e| e.to_string())?,
     );
     super::branch_check::check(host, kernel_pid, &given)?;
-    let (name, limits) = cgroup_for_stage(host, &inner.limits);
+    let (name, limits) = stage_cgroup::cgroup_for(host, &inner.limits);
     let mut launched = Launched {
         s,
         stage_pid: host,
         cgroup: None,
-        attach: Some(attach_cgroup(name, limits, host)),
+        attach: Some(stage_cgroup::start(name, limits, host)),
         enforcement: inner.launched.enforcement.clone(),
         python: true,
         sandbox: Arc::clone(&fs),

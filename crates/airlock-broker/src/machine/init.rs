@@ -19,8 +19,8 @@ use airlock_protocol::Message;
 use serde_json::json;
 
 use crate::limits::Limits;
-use crate::run::create_run_cgroup;
 use crate::stage::{StageLaunch, StageOutput};
+use crate::stage_cgroup;
 use airlock_jail::cgroup::RunCgroup;
 
 /// How long the init may take to hand its namespaces over.
@@ -132,7 +132,7 @@ impl Machine {
         drop(cmd);
         let init_stage = stage.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         // Made and entered before the init reads its frame (so before it forks pid 1).
-        let cgroup = create_run_cgroup(limits).ok();
+        let cgroup = stage_cgroup::create(limits).ok();
         if let Some(cg) = &cgroup {
             cg.add_process(init_stage)
                 .map_err(|e| MachineError::Refused(format!("the machine's cgroup: {e}")))?;

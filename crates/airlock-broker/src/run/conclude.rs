@@ -5,13 +5,13 @@ use std::os::unix::process::ExitStatusExt;
 
 use airlock_jail::cgroup::RunCgroup;
 
-use super::cgroup_attach;
 use super::egress::Egress;
 use super::guest_messages::{drain_hint, drain_refusal};
 use super::supervisor::{Phase, Supervisor};
 use super::teardown;
 use super::verdict::{self, End, Observed};
 use crate::result::RunResult;
+use crate::stage_cgroup;
 
 const SIGKILL: i32 = 9;
 
@@ -99,7 +99,7 @@ impl Supervisor<'_> {
         }
         // The stage is reaped; make sure no descendant lingers (cgroup members included).
         let _ = teardown::kill(&mut self.s.child, self.cgroup.as_ref()).await;
-        cgroup_attach::abandon(self.attach.take()).await;
+        stage_cgroup::abandon(self.attach.take()).await;
     }
 
     /// Everything observed about the finished run, as its result.

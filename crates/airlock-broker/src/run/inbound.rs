@@ -13,12 +13,12 @@ use airlock_jail::procfs;
 use airlock_protocol::{ErrorObject, Id, Message, Request};
 use serde_json::{json, Value};
 
-use super::cgroup_attach;
 use super::channel::Received;
 use super::guest_messages::{check_ready, describe, refusal_of, EXECUTE_ID};
 use super::stage_proc::StageProcess;
 use super::supervisor::{Flow, Phase, Program, Supervisor};
 use super::verdict::End;
+use crate::stage_cgroup;
 
 impl Supervisor<'_> {
     /// The socket yielded a message, was closed, or broke.
@@ -80,7 +80,7 @@ impl Supervisor<'_> {
         }
         // No code before the tree is in its cgroup.
         let cpu = self.limits.cpu_millicores.is_some();
-        let attached = cgroup_attach::settle(
+        let attached = stage_cgroup::settle(
             &mut self.attach,
             &mut self.cgroup,
             &mut self.enforcement,

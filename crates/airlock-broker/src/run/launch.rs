@@ -9,7 +9,6 @@ use airlock_executor::config::SETUP_METHOD;
 use airlock_protocol::{ErrorCode, Message};
 use serde_json::Value;
 
-use super::cgroup_attach::{self, Attach};
 use super::guest_messages::drain_refusal;
 use super::launched::Launched;
 use super::prepared::{NotStarted, Prepared, RunRoot};
@@ -17,6 +16,7 @@ use super::spawn::{spawn, HandOver, Spawned, Via};
 use super::teardown;
 use crate::limits::Limits;
 use crate::sandbox_fs::{receive_hand_over, SandboxFs};
+use crate::stage_cgroup::{self, Attach};
 
 /// How long a one-shot run's stage may take to build its root.
 const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -52,7 +52,7 @@ pub(crate) async fn launch_via(
             // The stage says why on its socket before it exits.
             let refusal = drain_refusal(&mut s.inbox).await.unwrap_or(why);
             let _ = teardown::kill(&mut s.child, None).await;
-            cgroup_attach::abandon(Some(attach)).await;
+            stage_cgroup::abandon(Some(attach)).await;
             for t in &s.io_tasks {
                 t.abort();
             }
@@ -118,11 +118,11 @@ fn start_stage(
     cells: bool,
     via: Via<'_>,
 ) -> Result<(Spawned, i32, Attach, Option<HandOver>), NotStarted> {
-    // A zygote's child enters its cgroups by itself as it is born (see `cgroup_attach`): they
+    // A zygote's child enters its cgroups by itself as it is born (see `stage_cgroup`): they
     // exist before it. A spawned stage is moved in beside its start.
     let made = match via {
         Via::Spawn => None,
-        Via::Zygote(_) => Some(cgroup_attach::create(limits)),
+        Via::Zygote(_) => Some(stage_cgroup::create(limits)),
     };
     let entry = match &made {
         Some(Ok(cg)) => cg.entry_handles().ok(),
@@ -138,10 +138,10 @@ fn start_stage(
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(0);
     let attach = match made {
-        Some(made) => cgroup_attach::adopt(made, stage_pid),
+        Some(made) => stage_cgroup::adopt(made, stage_pid),
         None => {
-            let (name, cg_limits) = cgroup_attach::cgroup_for(stage_pid, limits);
-            cgroup_attach::start(name, cg_limits, stage_pid)
+            let (name, cg_limits) = stage_cgroup::cgroup_for(stage_pid, limits);
+            stage_cgroup::start(name, cg_limits, stage_pid)
         }
     };
     let setup = serde_json::to_value(&p.config).unwrap_or(Value::Null);

@@ -5,18 +5,18 @@ use std::sync::Arc;
 use airlock_jail::cgroup::RunCgroup;
 use airlock_protocol::Message;
 
-use super::cgroup_attach::{self, Attach};
 use super::spawn::{Readers, Spawned};
 use super::teardown;
 use crate::output::{Captured, OutputTap};
 use crate::sandbox_fs::SandboxFs;
+use crate::stage_cgroup::{self, Attach};
 
 /// A spawned stage (in its cgroup where possible, its `setup` frame sent), not yet supervised.
 pub(crate) struct Launched {
     pub(crate) s: Spawned,
     pub(crate) stage_pid: i32,
     pub(crate) cgroup: Option<RunCgroup>,
-    /// The cgroup being set up (see `cgroup_attach`), settled before any code is sent.
+    /// The cgroup being set up (see `stage_cgroup`), settled before any code is sent.
     pub(crate) attach: Option<Attach>,
     pub(crate) enforcement: Vec<&'static str>,
     pub(crate) python: bool,
@@ -48,9 +48,9 @@ impl Launched {
         !matches!(self.s.child.try_wait(), Ok(None))
     }
 
-    /// Wait until the tree is in its cgroup (see `cgroup_attach`); Err is a refusal.
+    /// Wait until the tree is in its cgroup (see `stage_cgroup`); Err is a refusal.
     pub(crate) async fn attached(&mut self, cpu_requested: bool) -> Result<(), String> {
-        cgroup_attach::settle(
+        stage_cgroup::settle(
             &mut self.attach,
             &mut self.cgroup,
             &mut self.enforcement,
@@ -77,7 +77,7 @@ impl Launched {
     /// Kill the whole tree and reap it, for a stage that will never run anything.
     pub(crate) async fn discard(mut self) {
         let _ = teardown::kill(&mut self.s.child, self.cgroup.as_ref()).await;
-        cgroup_attach::abandon(self.attach.take()).await;
+        stage_cgroup::abandon(self.attach.take()).await;
         for t in &self.s.io_tasks {
             t.abort();
         }

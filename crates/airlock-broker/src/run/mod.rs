@@ -10,8 +10,9 @@
 //! Its modules are private. What the rest of the broker builds its own runs from (the kernel's
 //! cells, the warm pool, the zygote, the machine's processes) is the named API below: a run's
 //! request and plan, preparing and launching a stage, the guest's first messages, supervising
-//! a stage and reading its verdict, tearing it down.
-mod cgroup_attach;
+//! a stage and reading its verdict, tearing it down. Only `spec` (a run's request) is a module
+//! of its own to them too: the interpreter discovery that preparing a run uses runs a probe of
+//! its own, and names the request without the rest of the run.
 mod channel;
 mod clock;
 mod cold;
@@ -20,7 +21,6 @@ mod disk_watch;
 mod egress;
 mod exception;
 mod guest_messages;
-mod image_env;
 mod inbound;
 mod launch;
 mod launched;
@@ -29,7 +29,7 @@ mod prepare;
 mod prepare_image;
 mod prepared;
 mod spawn;
-mod spec;
+pub(crate) mod spec;
 mod stage_proc;
 mod supervise;
 mod supervisor;
@@ -45,10 +45,6 @@ pub use prepared::{NotStarted, Prepared, RunRoot};
 pub use spec::{Cancel, Restricted, RunSpec, Workload};
 
 // Preparing and launching a stage.
-pub(crate) use cgroup_attach::{
-    cgroup_for as cgroup_for_stage, create as create_run_cgroup, start as attach_cgroup,
-};
-pub(crate) use image_env::merged as merged_image_env;
 pub(crate) use launch::{launch, launch_via, launch_with};
 pub(crate) use launched::Launched;
 pub(crate) use prepare::prepare;

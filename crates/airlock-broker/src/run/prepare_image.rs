@@ -9,11 +9,11 @@ use airlock_image::Image;
 use airlock_jail::dirfd::FileKind;
 use airlock_protocol::ErrorCode;
 
-use super::image_env::{merged, search_path};
 use super::plan::{absolute, check_size, command_path, guest_cwd, Plan};
 use super::prepared::{interpreter_missing, not_started, NotStarted};
 use super::spec::{RunSpec, Workload};
 use crate::fs_policy;
+use crate::image_env::{merged, search_path};
 use crate::interpreter_image::{self, RunProbe};
 use crate::sandbox_fs::SandboxFs;
 

@@ -17,7 +17,6 @@ use airlock_protocol::Message;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot::error::RecvError;
 
-use super::cgroup_attach::Attach;
 use super::launched::Launched;
 use super::spawn::Spawned;
 use super::spec::Restricted;
@@ -25,6 +24,7 @@ use super::tool_relay::ToolRelay;
 use super::verdict::{End, Hint};
 use crate::limits::Limits;
 use crate::sandbox_fs::SandboxFs;
+use crate::stage_cgroup::Attach;
 use crate::tools::ToolHandler;
 
 /// Where supervision starts.
