@@ -1,6 +1,6 @@
 //! One run: prepare, spawn the executor stage, supervise it, tear it down, report.
 //!
-//! Preparing: `spec` (the request), `prepare` (`plan`, `prepare_image`, `image_env`)
+//! Preparing: `spec` (the request), `prepare` (`plan`, `prepare_image`, the crate's `image_env`)
 //! into `prepared`. Launching — how a stage comes to exist: `spawn` (the process, its
 //! socket and pipes), `launch` (cgroup, `setup` frame, a one-shot run's root) into a
 //! `launched` stage. Supervising it to the end: `supervise` (the loop), `supervisor` (the
