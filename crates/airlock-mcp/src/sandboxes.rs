@@ -89,18 +89,37 @@ pub struct Lease {
 impl Lease {
     /// Ends the call's use: a call-scoped sandbox is disposed (a running executor is cancelled
     /// and waited for, everything it wrote is freed).
-    pub async fn release(self) {
-        let Some((registry, id)) = self.dispose else {
+    pub async fn release(mut self) {
+        if let Some((registry, id)) = self.dispose.take() {
+            dispose_call(&registry, &id).await;
+        }
+    }
+}
+
+/// A lease dropped unreleased (its call panicked or was dropped half-way) still disposes its
+/// call-scoped sandbox: spawned, since a destructor cannot await.
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let Some((registry, id)) = self.dispose.take() else {
             return;
         };
-        match registry.dispose(&id).await {
-            Ok(d) => {
-                if let Some(f) = d.failure {
-                    tracing::warn!(sandbox = %id, failure = %f, "disposing a call sandbox");
-                }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { dispose_call(&registry, &id).await });
             }
-            Err(e) => tracing::warn!(sandbox = %id, error = %said(&e), "disposing a call sandbox"),
+            Err(_) => tracing::error!(sandbox = %id, "a call sandbox dropped outside a runtime"),
         }
+    }
+}
+
+async fn dispose_call(registry: &Registry, id: &str) {
+    match registry.dispose(id).await {
+        Ok(d) => {
+            if let Some(f) = d.failure {
+                tracing::warn!(sandbox = %id, failure = %f, "disposing a call sandbox");
+            }
+        }
+        Err(e) => tracing::warn!(sandbox = %id, error = %said(&e), "disposing a call sandbox"),
     }
 }
 

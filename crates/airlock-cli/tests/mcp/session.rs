@@ -511,3 +511,25 @@ async fn help_works_and_a_wrapped_scalar_result_is_unwrapped() {
         assert!(out.contains(want), "{want:?} missing from:\n{out}");
     }
 }
+
+/// A call-scoped sandbox whose lease is dropped unreleased (its call panicked, or its task was
+/// dropped half-way) is still disposed, not held until the session ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_sandbox_whose_lease_is_dropped_unreleased_is_disposed() {
+    let policy: airlock_policy::Policy = POLICY.parse().unwrap();
+    let mut config = airlock_mcp::McpConfig::new(AIRLOCK.into(), Some(&policy));
+    config.scope = airlock_policy::IsolationScope::Call;
+    let sandboxes = airlock_mcp::sandboxes::Sandboxes::new(&config).unwrap();
+    let lease = sandboxes.lease().await.unwrap();
+    assert_eq!(sandboxes.live(), 1);
+    drop(lease);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sandboxes.live() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        sandboxes.live(),
+        0,
+        "the dropped lease's sandbox is still held"
+    );
+}

@@ -169,3 +169,59 @@ async fn a_kernel_holding_a_file_or_a_thread_is_forked_by_a_copy() {
         cloning_would_share(user).await;
     }
 }
+
+/// A copy-on-write fork whose branches would pass the server's `--max-sandboxes` is refused
+/// before the kernel forks (a fork makes the parent's kernel a branch of a frozen one for good,
+/// forkable again only by a copy): nothing of a branch is made or left, and the parent, its
+/// state as it was, still forks copy-on-write once the branches fit.
+async fn over_the_cap(user: Option<&str>) {
+    let state = StateDir::new(user);
+    let dir = state.dir.to_str().unwrap().to_owned();
+    let args = [
+        "--state-dir",
+        &dir,
+        "--fork-copy-on-write",
+        "--max-sandboxes",
+        "3",
+    ];
+    let server = WsServer::start_as(user, &args);
+    let mut c = server.connect().await;
+    let parent = stateful(&mut c).await;
+    cell(&mut c, &parent, "x = 41").await;
+    let listed = ids(&mut c).await;
+    let before: BTreeSet<i32> = all_descendants(server.pid()).into_iter().collect();
+    // The parent and 3 branches are 4 sandboxes, over the cap of 3.
+    let r = c
+        .call("sandbox.fork", json!({ "sandbox_id": parent, "count": 3 }))
+        .await;
+    assert_eq!(error_code(&r), -32018, "{user:?}: {r}");
+    assert_eq!(ids(&mut c).await, listed, "{user:?}: no branch was made");
+    let now: BTreeSet<i32> = all_descendants(server.pid()).into_iter().collect();
+    assert_eq!(now, before, "{user:?}: the refused fork started processes");
+    let r = ok(
+        &mut c,
+        "sandbox.fork",
+        json!({ "sandbox_id": parent, "count": 2 }),
+    )
+    .await;
+    assert_eq!(r["copy_on_write"], true, "{user:?}: {r}");
+    for b in r["sandbox_ids"].as_array().unwrap() {
+        let b = b.as_str().unwrap();
+        assert_eq!(cell(&mut c, b, "print(x)").await, "41\n", "{user:?}: {b}");
+    }
+    let r = ok(
+        &mut c,
+        "sandbox.run_code",
+        json!({ "sandbox_id": parent, "code": "print(x)" }),
+    )
+    .await;
+    assert_eq!(r["stdout"], "41\n", "{user:?}: {r}");
+    assert_ne!(r["kernel_restarted"], true, "{user:?}: {r}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_over_the_servers_cap_is_refused_before_the_kernel_forks() {
+    for user in IDENTITIES {
+        over_the_cap(user).await;
+    }
+}

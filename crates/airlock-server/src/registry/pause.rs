@@ -279,11 +279,15 @@ impl Sandboxes {
             )));
         }
         let state = self.state()?;
+        let (p, limits) = self.branch_params(held, remake)?;
+        // Forking the kernel changes the parent for good (its kernel becomes a branch of a
+        // frozen one): the branches must fit before it does.
+        self.room_for(&p, &limits, count)?;
         let claim = Claim::take(held, "fork")?;
         match held.sandbox.fork_kernel(count).await {
             Ok(branches) => {
                 drop(claim);
-                let branches = self.make_branches(held, branches, remake).await?;
+                let branches = self.make_branches(branches, p, limits).await?;
                 return Ok(Forked {
                     sandbox_id: held.id.clone(),
                     branches,
@@ -298,7 +302,7 @@ impl Sandboxes {
         let made = self.capture(held, state).await;
         drop(claim);
         let snapshot_id = made?.snapshot_id;
-        let branches = self.branches(held, &snapshot_id, count, remake).await;
+        let branches = self.branches(&snapshot_id, count, p, limits).await;
         self.drop_unless_held(snapshot_id.as_str());
         Ok(Forked {
             sandbox_id: held.id.clone(),
@@ -307,16 +311,15 @@ impl Sandboxes {
         })
     }
 
-    /// Keyless sandboxes made from the branches of `parent`'s copy-on-write fork, one each
-    /// (made through the router under the policy and the admission budget, like any); if one
-    /// cannot be made, those made are disposed of again, and the branches not made end.
+    /// Keyless sandboxes of `p` made from the branches of a copy-on-write fork, one each (made
+    /// through the router under the policy and the admission budget, like any); if one cannot
+    /// be made, those made are disposed of again, and the branches not made end.
     async fn make_branches(
         &self,
-        parent: &Held,
         branches: Vec<Branch>,
-        remake: &dyn Remake,
+        p: NewSandbox,
+        limits: Limits,
     ) -> Result<Vec<String>, ServerError> {
-        let (p, limits) = self.branch_params(parent, remake)?;
         let mut ids = Vec::with_capacity(branches.len());
         for branch in branches {
             let made = self
@@ -354,17 +357,16 @@ impl Sandboxes {
         Ok((p, limits))
     }
 
-    /// `count` keyless sandboxes made from the snapshot `snapshot_id` of `parent` (read and
-    /// verified once); if one cannot be made, those made are disposed of again.
+    /// `count` keyless sandboxes of `p` made from the snapshot `snapshot_id` (read and verified
+    /// once); if one cannot be made, those made are disposed of again.
     async fn branches(
         &self,
-        parent: &Held,
         snapshot_id: &SnapshotId,
         count: usize,
-        remake: &dyn Remake,
+        p: NewSandbox,
+        limits: Limits,
     ) -> Result<Vec<String>, ServerError> {
         let snapshot = Arc::new(self.read_snapshot(snapshot_id.as_str()).await?);
-        let (p, limits) = self.branch_params(parent, remake)?;
         let mut ids = Vec::with_capacity(count);
         for _ in 0..count {
             match self

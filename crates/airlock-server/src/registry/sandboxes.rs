@@ -424,6 +424,27 @@ impl Sandboxes {
         }
     }
 
+    /// Whether `count` more sandboxes of `p` fit now: the live cap, the egress ceiling, and the
+    /// budget and tenant quota (each reserved, then all given back at once). For a check that
+    /// must come before something that cannot be undone (a fork changes its parent for good); a
+    /// create racing in between can still take the room, and is then refused as any.
+    pub(crate) fn room_for(
+        &self,
+        p: &NewSandbox,
+        limits: &Limits,
+        count: usize,
+    ) -> Result<(), ServerError> {
+        if lock(&self.live).len() + count > self.max_live {
+            return Err(full(self.max_live));
+        }
+        self.check_egress_ceiling(p)?;
+        let held = (0..count)
+            .map(|_| self.admit(p, limits))
+            .collect::<Result<Vec<_>, _>>()?;
+        drop(held);
+        Ok(())
+    }
+
     /// The live sandbox the router would hand back for `key` under `spec`: one held at the
     /// key's conversation or call address, made for an equal spec.
     fn live_for(&self, key: &SandboxKey, spec: &SandboxSpec) -> Option<Arc<Held>> {
