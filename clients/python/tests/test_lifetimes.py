@@ -132,3 +132,15 @@ async def test_stdio_client_lists_and_sets_timeouts(bin_path, tmp_path):
         assert await c.list_sandboxes() == []
     finally:
         await c.close()
+
+
+async def test_a_sandboxs_env_reaches_every_run_and_a_calls_own_wins(client):
+    """`env=` on create (issue 40): every run of the sandbox sees it, a run's own `env` wins, a
+    name the server sets itself is refused."""
+    async with await client.sandbox(env={"GREETING": "hello", "SHARED": "spec"}) as sb:
+        code = "import os\nprint(os.environ['GREETING'], os.environ['SHARED'])"
+        assert (await sb.run_code(code)).stdout == "hello spec\n"
+        assert (await sb.run_code(code, env={"SHARED": "call"})).stdout == "hello call\n"
+        assert (await sb.exec(["sh", "-c", "echo $GREETING"])).stdout == "hello\n"
+    with pytest.raises(InvalidParamsError, match="reserved"):
+        await client.sandbox(env={"HTTPS_PROXY": "http://elsewhere:1"})

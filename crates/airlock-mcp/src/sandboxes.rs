@@ -315,6 +315,7 @@ impl Sandboxes {
             key: Some(key),
             metadata: airlock_server::registry::life::Metadata::new(),
             idle_action: IdleAction::Dispose,
+            env: Vec::new(),
             raw: JsonDoc(serde_json::Value::Null),
             tenant: airlock_server::tenancy::tenant::Tenant::single(),
         };

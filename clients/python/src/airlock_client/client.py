@@ -61,7 +61,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
                   restricted: bool = False, image: Optional[str] = None,
                   metadata: Optional[Mapping[str, str]] = None,
                   idle_action: Union[IdleAction, str, None] = None,
-                  from_snapshot: Optional[SnapshotLike] = None) -> Dict[str, Any]:
+                  from_snapshot: Optional[SnapshotLike] = None,
+                  env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire.
 
     With `from_snapshot` and no spec argument at all, the params carry no `spec`: the broker
@@ -70,13 +71,15 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
         raise TypeError("egress_allow is a list of 'host[:port]' strings")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise TypeError("metadata is a mapping of str to str")
+    if env is not None and not isinstance(env, Mapping):
+        raise TypeError("env is a mapping of str to str")
     action = IdleAction(idle_action) if idle_action is not None else None
     snapshot = snapshot_id_of(from_snapshot) if from_snapshot is not None else None
     spec_given = (requires is not None or egress is not None or bool(egress_allow) or isolation_scope is not None
                   or min_isolation is not None or limits is not None or files_in is not None
                   or files_out is not None or idle_timeout is not None or bool(tools) or bool(declared_outputs)
                   or outputs_named_at_call_time or stateful or restricted or image is not None
-                  or metadata is not None or action is not None)
+                  or metadata is not None or action is not None or env is not None)
     if snapshot is not None and not spec_given:
         bare: Dict[str, Any] = {"from_snapshot": snapshot}
         if key is not None:
@@ -121,6 +124,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
         spec["image"] = str(image)
     if metadata:
         spec["metadata"] = dict(metadata)
+    if env:
+        spec["env"] = dict(env)
     params: Dict[str, Any] = {"spec": spec}
     if key is not None:
         params["key"] = key.to_wire()
@@ -160,7 +165,8 @@ class BaseClient:
                       restricted: bool = False, image: Optional[str] = None,
                       metadata: Optional[Mapping[str, str]] = None,
                       idle_action: Union[IdleAction, str, None] = None,
-                      from_snapshot: Optional[SnapshotLike] = None) -> Sandbox:
+                      from_snapshot: Optional[SnapshotLike] = None,
+                      env: Optional[Mapping[str, str]] = None) -> Sandbox:
         """Create a sandbox that persists across runs (`sandbox.create`).
 
         `requires`: the capabilities it may use (default: all but host tools; `host_tools` is
@@ -182,6 +188,9 @@ class BaseClient:
         (or the `SnapshotInfo`/`SnapshotRecord` naming one): the new sandbox starts with the
         snapshot's files and interpreter state; given no spec argument it is made with the
         snapshot's spec (any spec argument sends a whole spec of its own, as for a new sandbox).
+        `env`: environment variables of every run, process and terminal of the sandbox (a
+        call's own `env` wins; the proxy variables the server sets are refused); part of the
+        spec a key compares.
         Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError, OverCapacityError;
         an unknown snapshot is NotFoundError.
         """
@@ -192,7 +201,7 @@ class BaseClient:
                                declared_outputs=declared_outputs,
                                outputs_named_at_call_time=outputs_named_at_call_time, key=key,
                                stateful=stateful, restricted=restricted, image=image, metadata=metadata,
-                               idle_action=idle_action, from_snapshot=from_snapshot)
+                               idle_action=idle_action, from_snapshot=from_snapshot, env=env)
         info = SandboxInfo.from_wire(await self._session.request("sandbox.create", params))
         return Sandbox(self._session, info, {t.declaration.name: t.handler for t in tools})
 

@@ -251,7 +251,8 @@ class SyncClient:
                 restricted: bool = False, image: Optional[str] = None,
                 metadata: Optional[Mapping[str, str]] = None,
                 idle_action: Union[IdleAction, str, None] = None,
-                from_snapshot: Optional[SnapshotLike] = None) -> SyncSandbox:
+                from_snapshot: Optional[SnapshotLike] = None,
+                env: Optional[Mapping[str, str]] = None) -> SyncSandbox:
         """See `AsyncClient.sandbox`."""
         sb = self._loop.call(self._a.sandbox(
             requires=requires, egress=egress, egress_allow=egress_allow, isolation_scope=isolation_scope,
@@ -259,7 +260,7 @@ class SyncClient:
             idle_timeout=idle_timeout, tools=tools, declared_outputs=declared_outputs,
             outputs_named_at_call_time=outputs_named_at_call_time, key=key, stateful=stateful,
             restricted=restricted, image=image, metadata=metadata, idle_action=idle_action,
-            from_snapshot=from_snapshot))
+            from_snapshot=from_snapshot, env=env))
         return SyncSandbox(self._loop, sb)
 
     def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:

@@ -19,6 +19,7 @@ mod ports;
 mod processes;
 mod restricted;
 mod rich;
+mod sandbox_env;
 mod session_faults;
 mod session_limits;
 mod sessions;

@@ -182,12 +182,12 @@ async fn start(c: &mut WsClient, sid: &str, extra: Value) -> String {
 }
 
 /// `sh -c script` as a background process.
-async fn start_sh(c: &mut WsClient, sid: &str, script: &str) -> String {
+pub(super) async fn start_sh(c: &mut WsClient, sid: &str, script: &str) -> String {
     start(c, sid, json!({ "argv": ["sh", "-c", script] })).await
 }
 
 /// Wait for the process to end (bounded); its `process.wait` answer and its kept stdout.
-async fn finished(c: &mut WsClient, pid: &str, within_s: f64) -> (Value, String) {
+pub(super) async fn finished(c: &mut WsClient, pid: &str, within_s: f64) -> (Value, String) {
     let r = c
         .call(
             "process.wait",

@@ -58,7 +58,7 @@ impl StateDir {
     }
 
     /// A server on this state directory.
-    fn serve(&self, user: Option<&str>) -> WsServer {
+    pub(super) fn serve(&self, user: Option<&str>) -> WsServer {
         WsServer::start_as(user, &["--state-dir", self.dir.to_str().unwrap()])
     }
 

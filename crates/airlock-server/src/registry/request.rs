@@ -54,6 +54,8 @@ pub struct NewSandbox {
     pub metadata: Metadata,
     /// What idle reclaim does.
     pub idle_action: IdleAction,
+    /// Environment variables of every run, process and terminal (a call's own win).
+    pub env: Vec<(String, String)>,
     /// The request as its face received it: what a paused sandbox or a branch is made again
     /// from (by that face: the registry never reads it).
     pub raw: JsonDoc,

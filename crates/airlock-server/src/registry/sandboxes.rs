@@ -45,6 +45,8 @@ pub struct Held {
     /// The idle timeout its spec asked for: what the key-reuse rule compares (the timeout in
     /// force is `life`'s).
     idle: Duration,
+    /// Environment variables of every run, process and terminal (`spec.env`; a call's own win).
+    pub env: Vec<(String, String)>,
     /// What idle reclaim does to it.
     pub idle_action: crate::registry::request::IdleAction,
     /// The `sandbox.create` params it was made from (a pause keeps them to make it again).
@@ -169,7 +171,8 @@ fn acquire_error(e: &AcquireError) -> ServerError {
 
 /// Why [`Sandboxes::insert`] did not hold a sandbox.
 enum NotHeld {
-    /// Its key is live under other run limits or another idle timeout (nothing was made).
+    /// Its key is live under other run limits, another idle timeout or another env (nothing
+    /// was made).
     Mismatch(ServerError),
     /// The server holds its maximum (the sandbox just made must be disposed).
     Full(ServerError),
@@ -177,8 +180,8 @@ enum NotHeld {
 
 fn key_spec_mismatch(live: &Held) -> ServerError {
     ServerError::refused(format!(
-        "sandbox {} is live under this key with other run limits or another idle timeout; \
-         dispose of it before asking for another",
+        "sandbox {} is live under this key with other run limits, another idle timeout or \
+         another env; dispose of it before asking for another",
         live.id
     ))
     .because("SandboxKeySpecMismatch")
@@ -379,7 +382,7 @@ impl Sandboxes {
         // The router compares the policy spec; the wire's own part (run limits, idle timeout)
         // is compared here, before the router would hand the live sandbox back.
         if let Some(h) = &existing {
-            if h.limits != limits || h.idle != p.idle {
+            if h.limits != limits || h.idle != p.idle || h.env != p.env {
                 self.audit_refusal(&key, &p.spec, "SandboxKeySpecMismatch");
                 return Err(key_spec_mismatch(h));
             }
@@ -406,6 +409,7 @@ impl Sandboxes {
             tools: p.tools,
             life: crate::registry::life::Life::new(p.metadata, p.idle),
             idle: p.idle,
+            env: p.env,
             idle_action: p.idle_action,
             raw: p.raw,
             tenant: p.tenant,
@@ -463,7 +467,7 @@ impl Sandboxes {
     fn insert(&self, held: Arc<Held>) -> Result<Arc<Held>, NotHeld> {
         let mut live = lock(&self.live);
         if let Some(h) = live.values().find(|h| h.key == held.key) {
-            if h.limits != held.limits || h.idle != held.idle {
+            if h.limits != held.limits || h.idle != held.idle || h.env != held.env {
                 return Err(NotHeld::Mismatch(key_spec_mismatch(h)));
             }
             h.touch();

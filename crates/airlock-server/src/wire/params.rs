@@ -141,34 +141,13 @@ pub fn parse(params: Option<Value>) -> Result<ExecuteParams, ParamsError> {
             ))
         }
     };
-    if raw.env.len() > MAX_ENV_VARS {
-        return Err(invalid(format!(
-            "env has more than {MAX_ENV_VARS} variables"
-        )));
-    }
-    for (k, v) in &raw.env {
-        if !valid_env_name(k) {
-            let shown: String = k.chars().take(64).collect();
-            return Err(invalid(format!(
-                "env name {shown:?} is not [A-Za-z_][A-Za-z0-9_]*"
-            )));
-        }
-        if v.contains('\0') {
-            return Err(invalid(format!("env {k} contains NUL")));
-        }
-    }
-    let setup_bytes = serde_json::to_vec(&raw.env)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX)
-        .saturating_add(match &program {
-            Program::Argv(a) => serde_json::to_vec(a).map(|v| v.len()).unwrap_or(usize::MAX),
-            Program::Code(_) => 0,
-        });
-    if setup_bytes > MAX_SETUP_PAYLOAD {
-        return Err(ParamsError::TooLarge(format!(
-            "argv and env take {setup_bytes} bytes, over the {MAX_SETUP_PAYLOAD} byte budget"
-        )));
-    }
+    check_env(&raw.env, "env")?;
+    let env: Vec<(String, String)> = raw.env.into_iter().collect();
+    let argv = match &program {
+        Program::Argv(a) => Some(a.as_slice()),
+        Program::Code(_) => None,
+    };
+    setup_fits(&env, argv)?;
     let tools = match raw.tools {
         None => None,
         Some(names) => {
@@ -187,9 +166,73 @@ pub fn parse(params: Option<Value>) -> Result<ExecuteParams, ParamsError> {
     Ok(ExecuteParams {
         program,
         limits: raw.limits,
-        env: raw.env.into_iter().collect(),
+        env,
         tools,
     })
+}
+
+/// Bounds an environment from the wire (`what` names it in the message): at most
+/// [`MAX_ENV_VARS`] variables, each name `[A-Za-z_][A-Za-z0-9_]*`, no NUL in a value.
+pub(crate) fn check_env(env: &BTreeMap<String, String>, what: &str) -> Result<(), ParamsError> {
+    if env.len() > MAX_ENV_VARS {
+        return Err(invalid(format!(
+            "{what} has more than {MAX_ENV_VARS} variables"
+        )));
+    }
+    for (k, v) in env {
+        if !valid_env_name(k) {
+            let shown: String = k.chars().take(64).collect();
+            return Err(invalid(format!(
+                "{what} name {shown:?} is not [A-Za-z_][A-Za-z0-9_]*"
+            )));
+        }
+        if v.contains('\0') {
+            return Err(invalid(format!("{what} {k} contains NUL")));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a run's env and argv fit the executor's setup frame.
+fn setup_fits(env: &[(String, String)], argv: Option<&[String]>) -> Result<(), ParamsError> {
+    let setup_bytes = serde_json::to_vec(env)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX)
+        .saturating_add(argv.map_or(0, |a| {
+            serde_json::to_vec(a).map(|v| v.len()).unwrap_or(usize::MAX)
+        }));
+    if setup_bytes > MAX_SETUP_PAYLOAD {
+        return Err(ParamsError::TooLarge(format!(
+            "argv and env take {setup_bytes} bytes, over the {MAX_SETUP_PAYLOAD} byte budget"
+        )));
+    }
+    Ok(())
+}
+
+/// A run's environment in a sandbox: the sandbox's `spec.env`, each variable the call names
+/// replaced by the call's (the call wins), bounded as one environment (with `argv`).
+pub(crate) fn with_sandbox_env(
+    sandbox: &[(String, String)],
+    call: Vec<(String, String)>,
+    argv: Option<&[String]>,
+) -> Result<Vec<(String, String)>, ParamsError> {
+    if sandbox.is_empty() {
+        return Ok(call);
+    }
+    let mut env: Vec<(String, String)> = sandbox
+        .iter()
+        .filter(|(k, _)| !call.iter().any(|(c, _)| c == k))
+        .cloned()
+        .collect();
+    env.extend(call);
+    if env.len() > 2 * MAX_ENV_VARS {
+        return Err(invalid(format!(
+            "env and the sandbox's spec.env have more than {} variables",
+            2 * MAX_ENV_VARS
+        )));
+    }
+    setup_fits(&env, argv)?;
+    Ok(env)
 }
 
 #[cfg(test)]

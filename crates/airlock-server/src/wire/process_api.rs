@@ -55,10 +55,12 @@ pub(crate) async fn serve(
 }
 
 async fn start(conn: &Conn, held: &Arc<Held>, p: StartCall) -> Result<Value, ErrorObject> {
+    let env = crate::wire::params::with_sandbox_env(&held.env, p.env, Some(&p.argv))
+        .map_err(crate::wire::run::params_error)?;
     let params = ProcessParams {
         argv: p.argv,
         working_directory: p.cwd,
-        env: p.env,
+        env,
         stdin: p.stdin,
         pty: p.pty,
         timeout: p.timeout,

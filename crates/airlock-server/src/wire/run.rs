@@ -122,6 +122,14 @@ impl RunCall {
     }
 }
 
+/// A params error as the wire answers it.
+pub(crate) fn params_error(e: ParamsError) -> ErrorObject {
+    match e {
+        ParamsError::Invalid(m) => ErrorObject::new(ErrorCode::InvalidParams, m),
+        ParamsError::TooLarge(m) => ErrorObject::new(ErrorCode::ProgramTooLarge, m),
+    }
+}
+
 /// Parse `sandbox.run_code` / `sandbox.exec` params (the program and env by `execute`'s rules).
 pub fn parse(method: &str, v: Value) -> Result<RunCall, ErrorObject> {
     let raw: RawRun = serde_json::from_value(v)
@@ -142,10 +150,7 @@ pub fn parse(method: &str, v: Value) -> Result<RunCall, ErrorObject> {
         }
         other => other,
     };
-    let p = params::parse(Some(execute)).map_err(|e| match e {
-        ParamsError::Invalid(m) => ErrorObject::new(ErrorCode::InvalidParams, m),
-        ParamsError::TooLarge(m) => ErrorObject::new(ErrorCode::ProgramTooLarge, m),
-    })?;
+    let p = params::parse(Some(execute)).map_err(params_error)?;
     Ok(RunCall {
         program: p.program,
         timeout_s: raw.timeout_s,
@@ -269,7 +274,7 @@ async fn run_inner(
     held: &Arc<Held>,
     request_id: &Id,
     run_id: &str,
-    call: RunCall,
+    mut call: RunCall,
     token: CancelToken,
 ) -> Result<Message, ErrorObject> {
     let config = &conn.shared.config;
@@ -278,6 +283,12 @@ async fn run_inner(
         .ceilings
         .resolve(&held.limits, &requested)
         .map_err(|r| ErrorObject::new(ErrorCode::InvalidParams, r.to_string()))?;
+    let argv = match &call.program {
+        Program::Argv(a) => Some(a.as_slice()),
+        Program::Code(_) => None,
+    };
+    let env = params::with_sandbox_env(&held.env, std::mem::take(&mut call.env), argv)
+        .map_err(params_error)?;
     let (workload, kind) = call.program.into_workload(config.interpreter.clone());
     let shutdown = conn.shared.shutdown.clone();
     let conn_gone = conn.conn_gone.clone();
@@ -333,7 +344,7 @@ async fn run_inner(
         (None, None)
     };
     let dropped = tap.as_ref().map(OutputTap::dropped_counter);
-    let mut req = RunRequest::new(workload, limits.timeout, call.env);
+    let mut req = RunRequest::new(workload, limits.timeout, env);
     req.limits = Some(limits.clone());
     req.working_directory = call.cwd.as_deref();
     req.tools = Some(&tools);

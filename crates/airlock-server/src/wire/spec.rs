@@ -78,6 +78,10 @@ struct RawSpec {
     /// The orchestrator's labels (`crate::registry::life`); not part of the policy spec.
     #[serde(default)]
     metadata: Option<Value>,
+    /// Environment variables of every run, process and terminal of the sandbox (a call's own
+    /// `env` wins).
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -122,6 +126,7 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         Some(x) => crate::registry::life::checked_idle("spec.idle_timeout_s", x)?,
     };
     let metadata = crate::wire::metadata::parse_metadata(s.metadata)?;
+    let env = sandbox_env(s.env)?;
     let mut b = SandboxSpec::builder("python")
         .requires(s.requires.unwrap_or_else(default_requires))
         .egress(s.egress.unwrap_or(Egress::Closed))
@@ -166,9 +171,25 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         key,
         metadata,
         idle_action: s.idle_action,
+        env,
         raw: crate::json_doc::JsonDoc(params),
         tenant: crate::tenancy::tenant::Tenant::single(),
     })
+}
+
+/// `spec.env`, bounded as a run's env is; the names the server sets itself (allowlist egress's
+/// proxy variables) are refused, since a run's would be replaced.
+fn sandbox_env(
+    env: std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, String> {
+    crate::wire::params::check_env(&env, "spec.env").map_err(|e| e.to_string())?;
+    let reserved = airlock_egress::proxy_env();
+    if let Some(k) = env.keys().find(|k| reserved.iter().any(|(r, _)| r == *k)) {
+        return Err(format!(
+            "spec.env name {k:?} is reserved: the server sets it (the allowlist egress proxy)"
+        ));
+    }
+    Ok(env.into_iter().collect())
 }
 
 fn parse_key(k: RawKey) -> Result<SandboxKey, String> {
