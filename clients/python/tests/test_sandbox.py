@@ -91,6 +91,14 @@ async def test_every_method_of_a_sandbox(client):
         await sb.files.remove("raw.bin")
         assert not await sb.files.exists("raw.bin")
         await sb.files.remove("raw.bin")  # missing is success
+        assert await sb.files.make_dir("made/deep", parents=True) is True
+        assert await sb.files.make_dir("made/deep") is False  # already there
+        moved = await sb.files.rename("data/in.txt", "made/deep/in.txt")
+        assert (moved.path, moved.kind, moved.size) == ("made/deep/in.txt", "file", 5)
+        assert not await sb.files.exists("data/in.txt")
+        await sb.files.rename("made/deep/in.txt", "data/in.txt")
+        await sb.files.remove("made/deep")
+        await sb.files.remove("made")
 
         got = await sb.collect_outputs()
         assert isinstance(got, CollectedOutputs) and got.absent == ["missing.txt"]

@@ -342,6 +342,36 @@ impl DirFd {
         Ok(())
     }
 
+    /// Renames this directory's entry `from` to the entry `to` of `to_dir` (no path is
+    /// resolved: both are single names under open directory handles, so neither end can be
+    /// redirected by a link). With `no_replace`, fails with `EEXIST` rather than replacing.
+    pub fn rename_into(
+        &self,
+        from: impl AsRef<OsStr>,
+        to_dir: &DirFd,
+        to: impl AsRef<OsStr>,
+        no_replace: bool,
+    ) -> io::Result<()> {
+        let a = name_cstring(from.as_ref())?;
+        let b = name_cstring(to.as_ref())?;
+        let flags = if no_replace {
+            libc::RENAME_NOREPLACE
+        } else {
+            0
+        };
+        // SAFETY: both fds are open and both names are NUL-terminated.
+        cvt(unsafe {
+            libc::renameat2(
+                self.0.as_raw_fd(),
+                a.as_ptr(),
+                to_dir.0.as_raw_fd(),
+                b.as_ptr(),
+                flags,
+            )
+        })?;
+        Ok(())
+    }
+
     /// Renames `from` to `to`, both entries of this directory. With `no_replace`, fails with
     /// `EEXIST` rather than replacing (`RENAME_NOREPLACE`); otherwise atomically replaces.
     pub fn rename_at(

@@ -260,6 +260,46 @@ pub fn list(root: &DirFd, rel: Option<&str>) -> Result<Vec<DirEntry>, SandboxErr
     Ok(out)
 }
 
+/// Makes the directory `rel` (and, with `parents`, each missing parent), walking every
+/// existing parent by handle and refusing a link on the way. `Ok(true)` when it was made,
+/// `Ok(false)` when a directory was already there; anything else there is an error.
+pub fn make_dir(root: &DirFd, rel: &str, parents: bool) -> Result<bool, SandboxError> {
+    let (segs, leaf) = split(rel);
+    let dir = walk_parents(root, rel, &segs, parents)?;
+    match dir.mkdir_at(leaf, 0o755) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(EEXIST) => {
+            let m = dir.stat_at(leaf).map_err(|e| map_err("stat", rel, &e))?;
+            match m.kind {
+                FileKind::Directory => Ok(false),
+                FileKind::Symlink => Err(not_confined(rel)),
+                _ => Err(SandboxError::Backend {
+                    detail: format!("guest path {rel:?} exists and is not a directory"),
+                }),
+            }
+        }
+        Err(e) => Err(map_err("mkdir", rel, &e)),
+    }
+}
+
+/// Renames the entry `from` to `to` (replacing a file there), each end's parents walked by
+/// handle (a link on the way is refused; a link at `from` is moved as the link it is).
+pub fn rename(root: &DirFd, from: &str, to: &str) -> Result<(), SandboxError> {
+    let (from_segs, from_leaf) = split(from);
+    let from_dir = walk_parents(root, from, &from_segs, false)?;
+    let (to_segs, to_leaf) = split(to);
+    let to_dir = walk_parents(root, to, &to_segs, false)?;
+    from_dir
+        .rename_into(from_leaf, &to_dir, to_leaf, false)
+        .map_err(|e| match e.raw_os_error() {
+            Some(ENOENT) => SandboxError::NotFound { path: shown(from) },
+            Some(EISDIR | ENOTEMPTY) => SandboxError::Backend {
+                detail: format!("guest path {to:?} is a directory that cannot be replaced"),
+            },
+            _ => map_err("rename", to, &e),
+        })
+}
+
 /// Removes the entry at `rel`: a file or link is unlinked (never followed), an empty
 /// directory removed. Nothing there is [`SandboxError::NotFound`].
 pub fn remove(root: &DirFd, rel: &str) -> Result<(), SandboxError> {

@@ -17,6 +17,7 @@ pub mod assembly;
 pub mod backend;
 pub mod chunks;
 pub mod config;
+mod dir_ops;
 pub mod egress;
 pub mod files;
 mod fork;

@@ -58,6 +58,10 @@ pub const FILES_LIST: &str = "files.list";
 pub const FILES_STAT: &str = "files.stat";
 /// See [`FILES_WRITE`].
 pub const FILES_REMOVE: &str = "files.remove";
+/// See [`FILES_WRITE`]: a directory made (its parents too with `parents`).
+pub const FILES_MAKE_DIR: &str = "files.make_dir";
+/// See [`FILES_WRITE`]: an entry renamed.
+pub const FILES_RENAME: &str = "files.rename";
 /// Request: collect a sandbox's declared outputs with their bytes.
 pub const OUTPUTS_COLLECT: &str = "outputs.collect";
 /// Start a background process in a sandbox.

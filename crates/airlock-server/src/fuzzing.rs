@@ -104,6 +104,14 @@ pub fn session_params(
             out.paths
                 .extend(files_api::parse_path(method, params).map_err(msg)?);
         }
+        m::FILES_MAKE_DIR => {
+            let (rel, _) = crate::wire::dir_api::parse_make_dir(params).map_err(msg)?;
+            out.paths.push(rel);
+        }
+        m::FILES_RENAME => {
+            let (from, to) = crate::wire::dir_api::parse_rename(params).map_err(msg)?;
+            out.paths.extend([from, to]);
+        }
         m::SANDBOX_EXPOSE | m::SANDBOX_UNEXPOSE => {
             crate::wire::expose_api::parse(method, params).map_err(msg)?;
         }

@@ -66,3 +66,13 @@ class Files:
     async def remove(self, path: str) -> None:
         """Remove a file, link (never followed) or empty directory; a missing path is fine."""
         await self._call("files.remove", path=path)
+
+    async def make_dir(self, path: str, *, parents: bool = False) -> bool:
+        """Make the directory `path` (each missing parent too with `parents`); False when a
+        directory was already there. A link on the way is refused (`FileRefusedError`)."""
+        return bool((await self._call("files.make_dir", path=path, parents=parents)).get("created"))
+
+    async def rename(self, src: str, dst: str) -> FileStat:
+        """Rename `src` to `dst` (a file at `dst` is replaced; a link is moved, never
+        followed); returns `dst` as `stat` describes it."""
+        return FileStat.from_wire(await self._call("files.rename", **{"from": src, "to": dst}))

@@ -84,6 +84,12 @@ class SyncFiles:
     def remove(self, path: str) -> None:
         self._loop.call(self._files.remove(path))
 
+    def make_dir(self, path: str, *, parents: bool = False) -> bool:
+        return self._loop.call(self._files.make_dir(path, parents=parents))
+
+    def rename(self, src: str, dst: str) -> FileStat:
+        return self._loop.call(self._files.rename(src, dst))
+
 
 class SyncResumeById(Protocol):
     """`SyncSandbox.resume(client, sandbox_id, *, tools=None)`: see `SyncClient.resume_sandbox`."""

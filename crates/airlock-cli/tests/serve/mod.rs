@@ -5,6 +5,7 @@ mod admission;
 mod budget;
 mod conformance_stdio;
 mod conformance_ws;
+mod dirs;
 mod drain;
 mod faults;
 mod fork_cow;

@@ -39,7 +39,7 @@ async fn run_code(c: &mut WsClient, sid: &str, code: &str) -> Value {
     result_of(&r).clone()
 }
 
-async fn exec(c: &mut WsClient, sid: &str, script: &str) -> Value {
+pub(super) async fn exec(c: &mut WsClient, sid: &str, script: &str) -> Value {
     let argv = json!(["/bin/sh", "-c", script]);
     let r = c
         .call("sandbox.exec", json!({"sandbox_id": sid, "argv": argv}))
@@ -413,7 +413,7 @@ async fn files_move_3_mib_in_chunks_both_ways_byte_exact() {
 
 // ---- links and special files planted by the guest ----
 
-struct HostFile {
+pub(super) struct HostFile {
     path: std::path::PathBuf,
     content: Vec<u8>,
     mode: u32,
@@ -422,7 +422,7 @@ struct HostFile {
 }
 
 impl HostFile {
-    fn snapshot(path: &std::path::Path) -> HostFile {
+    pub(super) fn snapshot(path: &std::path::Path) -> HostFile {
         let m = std::fs::symlink_metadata(path).unwrap();
         HostFile {
             path: path.to_owned(),
@@ -433,7 +433,7 @@ impl HostFile {
         }
     }
 
-    fn assert_unchanged(&self) {
+    pub(super) fn assert_unchanged(&self) {
         let now = HostFile::snapshot(&self.path);
         assert!(now.content == self.content, "{:?} changed", self.path);
         assert_eq!(
@@ -447,7 +447,7 @@ impl HostFile {
 
 /// A world-writable host file in a world-readable dir: whatever identity touched it through
 /// a followed link could change it.
-fn victim() -> (tempfile::TempDir, std::path::PathBuf) {
+pub(super) fn victim() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::Builder::new()
         .prefix("airlock-victim-")
         .tempdir_in("/tmp")
@@ -462,7 +462,7 @@ fn victim() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
-async fn within_5s(c: &mut WsClient, method: &str, params: Value) -> Value {
+pub(super) async fn within_5s(c: &mut WsClient, method: &str, params: Value) -> Value {
     tokio::time::timeout(Duration::from_secs(5), c.call(method, params))
         .await
         .unwrap_or_else(|_| panic!("{method} blocked"))
@@ -1307,10 +1307,18 @@ const MALFORMED: &[&str] = &[
     r#"files.remove {"sandbox_id": "SID"}"#,
     r#"files.remove {"sandbox_id": "SID", "path": true}"#,
     r#"files.remove {"sandbox_id": "SID", "path": "a", "bogus": 1}"#,
+    r#"files.make_dir {"sandbox_id": "SID"}"#,
+    r#"files.make_dir {"sandbox_id": "SID", "path": "/abs"}"#,
+    r#"files.make_dir {"sandbox_id": "SID", "path": "a", "parents": "yes"}"#,
+    r#"files.make_dir {"sandbox_id": "SID", "path": "a", "bogus": 1}"#,
+    r#"files.rename {"sandbox_id": "SID", "from": "a"}"#,
+    r#"files.rename {"sandbox_id": "SID", "from": "a", "to": "../b"}"#,
+    r#"files.rename {"sandbox_id": "SID", "from": 1, "to": "b"}"#,
+    r#"files.rename {"sandbox_id": "SID", "from": "a", "to": "b", "bogus": 1}"#,
     r#"sandbox.dispose {"sandbox_id": "SID", "bogus": 1}"#,
 ];
 
-const METHODS: [&str; 12] = [
+const METHODS: [&str; 14] = [
     "sandbox.create",
     "sandbox.connect",
     "sandbox.run_code",
@@ -1323,6 +1331,8 @@ const METHODS: [&str; 12] = [
     "files.list",
     "files.stat",
     "files.remove",
+    "files.make_dir",
+    "files.rename",
 ];
 
 #[tokio::test(flavor = "multi_thread")]

@@ -23,7 +23,7 @@ use crate::wire::spec;
 
 /// The session methods (everything but `execute`), besides the process methods
 /// (`crate::wire::process_methods`).
-pub const SESSION_METHODS: [&str; 23] = [
+pub const SESSION_METHODS: [&str; 25] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -36,6 +36,8 @@ pub const SESSION_METHODS: [&str; 23] = [
     m::FILES_LIST,
     m::FILES_STAT,
     m::FILES_REMOVE,
+    m::FILES_MAKE_DIR,
+    m::FILES_RENAME,
     m::OUTPUTS_COLLECT,
     m::SANDBOX_EXPOSE,
     m::SANDBOX_UNEXPOSE,
@@ -372,6 +374,8 @@ fn on_sandbox(
                     m::FILES_LIST => files_api::list(&held, params).await,
                     m::FILES_STAT => files_api::stat(&held, params).await,
                     m::FILES_REMOVE => files_api::remove(&held, params).await,
+                    m::FILES_MAKE_DIR => crate::wire::dir_api::make_dir(&held, params).await,
+                    m::FILES_RENAME => crate::wire::dir_api::rename(&held, params).await,
                     m::OUTPUTS_COLLECT => {
                         crate::wire::outputs_api::collect(&held, params, sbs.observers()).await
                     }

@@ -3,6 +3,7 @@
 //! errors written back, runs with their streamed output and relayed tool calls.
 pub mod answers;
 pub mod attached;
+pub(crate) mod dir_api;
 pub(crate) mod dispatch;
 pub mod errors;
 mod execute_sandbox;
