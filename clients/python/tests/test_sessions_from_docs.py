@@ -94,7 +94,9 @@ async def create_write_run_read_stream_dispose(server):
         # files.write: missing parents are created; the result is what files.stat says of it.
         w = ok(await rpc.call("files.write", {"sandbox_id": sid, "path": "data/in.txt",
                                               "data": b64(b"3\n4\n5\n")}))
-        assert w == {"path": "data/in.txt", "exists": True, "size": 6, "is_dir": False, "kind": "file"}
+        assert isinstance(w.pop("modified_ms"), int)
+        assert w == {"path": "data/in.txt", "exists": True, "size": 6, "is_dir": False, "kind": "file",
+                     "mode": 0o600, "permissions": "rw-------"}
 
         # A streamed run: `output` notifications, in order, before the run's response.
         rid = await rpc.request("sandbox.run_code", {"sandbox_id": sid, "code": STREAMER,

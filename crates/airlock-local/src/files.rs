@@ -180,10 +180,15 @@ fn file_stat(m: &Meta) -> FileStat {
         FileKind::Symlink => EntryKind::Symlink,
         _ => EntryKind::Other,
     };
+    let modified_ms = u64::try_from(m.mtime)
+        .ok()
+        .map(|s| s.saturating_mul(1000) + u64::from(m.mtime_nsec / 1_000_000));
     FileStat {
         size: served_size(m),
         is_dir: kind == EntryKind::Directory,
         kind,
+        mode: Some(m.mode & 0o7777),
+        modified_ms,
     }
 }
 
@@ -282,7 +287,8 @@ pub fn make_dir(root: &DirFd, rel: &str, parents: bool) -> Result<bool, SandboxE
     }
 }
 
-/// Renames the entry `from` to `to` (replacing a file there), each end's parents walked by
+/// Renames the entry `from` to `to` (replacing a file or an empty directory there, as
+/// rename(2) does), each end's parents walked by
 /// handle (a link on the way is refused; a link at `from` is moved as the link it is).
 pub fn rename(root: &DirFd, from: &str, to: &str) -> Result<(), SandboxError> {
     let (from_segs, from_leaf) = split(from);

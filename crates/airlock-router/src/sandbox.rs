@@ -142,6 +142,10 @@ pub struct FileStat {
     pub is_dir: bool,
     /// What it is (a caller tells an escape from a FIFO by this).
     pub kind: EntryKind,
+    /// Its permission, set-id and sticky bits (`st_mode & 0o7777`), when the backend says.
+    pub mode: Option<u32>,
+    /// When it was last modified, milliseconds since the epoch, when the backend says.
+    pub modified_ms: Option<u64>,
 }
 
 impl FileStat {
@@ -152,6 +156,8 @@ impl FileStat {
             size: Some(size),
             is_dir: false,
             kind: EntryKind::File,
+            mode: None,
+            modified_ms: None,
         }
     }
 
@@ -162,6 +168,8 @@ impl FileStat {
             size: None,
             is_dir: true,
             kind: EntryKind::Directory,
+            mode: None,
+            modified_ms: None,
         }
     }
 }

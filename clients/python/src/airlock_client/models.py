@@ -216,14 +216,24 @@ class FileStat:
     #: `file`, `dir`, `symlink` or `other` (lstat-like: a link is named, never followed); None
     #: when the broker does not say (or nothing is there).
     kind: Optional[str] = None
+    #: Permission, set-id and sticky bits (`0o640`); None when the broker does not say.
+    mode: Optional[int] = None
+    #: As `ls -l` writes them (`rw-r-----`).
+    permissions: Optional[str] = None
+    #: Last modified, milliseconds since the epoch.
+    modified_ms: Optional[int] = None
 
     @classmethod
     def from_wire(cls, v: Any) -> "FileStat":
         d = _obj(v)
-        size, kind = d.get("size"), d.get("kind")
+        size, kind, mode = d.get("size"), d.get("kind"), d.get("mode")
+        perms, modified = d.get("permissions"), d.get("modified_ms")
         return cls(path=str(d.get("path", "")), exists=bool(d.get("exists", False)),
                    size=int(size) if isinstance(size, int) else None, is_dir=bool(d.get("is_dir", False)),
-                   kind=kind if isinstance(kind, str) else None)
+                   kind=kind if isinstance(kind, str) else None,
+                   mode=mode if isinstance(mode, int) else None,
+                   permissions=perms if isinstance(perms, str) else None,
+                   modified_ms=modified if isinstance(modified, int) else None)
 
 
 @dataclass(frozen=True)
@@ -235,13 +245,17 @@ class FileEntry:
     is_dir: bool
     #: As `FileStat.kind`.
     kind: Optional[str] = None
+    #: As `FileStat.mode`, `FileStat.permissions` and `FileStat.modified_ms`.
+    mode: Optional[int] = None
+    permissions: Optional[str] = None
+    modified_ms: Optional[int] = None
 
     @classmethod
     def from_wire(cls, v: Any) -> "FileEntry":
         d = _obj(v)
-        size, kind = d.get("size"), d.get("kind")
-        return cls(name=str(d.get("name", "")), size=int(size) if isinstance(size, int) else None,
-                   is_dir=bool(d.get("is_dir", False)), kind=kind if isinstance(kind, str) else None)
+        s = FileStat.from_wire(d)
+        return cls(name=str(d.get("name", "")), size=s.size, is_dir=s.is_dir, kind=s.kind, mode=s.mode,
+                   permissions=s.permissions, modified_ms=s.modified_ms)
 
 
 @dataclass(frozen=True)

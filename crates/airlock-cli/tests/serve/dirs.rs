@@ -3,6 +3,7 @@
 //! own evidence (the victim file's content, mode, mtime and inode; nothing new in its dir).
 use serde_json::{json, Value};
 
+use super::processes::start_sh;
 use super::sessions::{exec, victim, within_5s, HostFile};
 use super::support::*;
 
@@ -13,6 +14,13 @@ const NOT_FOUND: i64 = -32016;
 async fn sandbox(c: &mut WsClient) -> String {
     let spec = json!({ "requires": ["exec", "run_code", "files_in", "files_out", "files_list",
                                     "files_delete"] });
+    let r = c.call("sandbox.create", json!({ "spec": spec })).await;
+    result_of(&r)["sandbox_id"].as_str().unwrap().to_owned()
+}
+
+async fn sandbox_with_processes(c: &mut WsClient) -> String {
+    let spec = json!({ "requires": ["exec", "run_code", "files_in", "files_out", "files_list",
+                                    "files_delete", "processes"] });
     let r = c.call("sandbox.create", json!({ "spec": spec })).await;
     result_of(&r)["sandbox_id"].as_str().unwrap().to_owned()
 }
@@ -163,5 +171,185 @@ async fn make_dir_and_rename_need_their_capabilities() {
             r.to_string().contains("capability"),
             "{requires} {method}: {r}"
         );
+    }
+}
+
+/// `files.stat`, `files.list` and `files.write` say a file's mode, its permissions as `ls -l`
+/// writes them, and when it was last modified (issue 40).
+#[tokio::test(flavor = "multi_thread")]
+async fn stat_and_list_say_the_mode_permissions_and_modified_time() {
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    let sid = sandbox(&mut c).await;
+    let set = "echo x > f.txt && chmod 640 f.txt && touch -d @1700000000.25 f.txt && mkdir d && chmod 751 d";
+    assert_eq!(exec(&mut c, &sid, set).await["exit_code"], 0);
+    let r = c
+        .call("files.stat", json!({ "sandbox_id": sid, "path": "f.txt" }))
+        .await;
+    let r = result_of(&r);
+    assert_eq!(
+        (&r["mode"], &r["permissions"], &r["modified_ms"]),
+        (
+            &json!(0o640),
+            &json!("rw-r-----"),
+            &json!(1_700_000_000_250_u64)
+        ),
+        "{r}"
+    );
+    let l = c.call("files.list", json!({ "sandbox_id": sid })).await;
+    let d = result_of(&l)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "d")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&d["kind"], &d["permissions"]),
+        (&json!("dir"), &json!("rwxr-x--x")),
+        "{d}"
+    );
+    let missing = c
+        .call("files.stat", json!({ "sandbox_id": sid, "path": "nope" }))
+        .await;
+    let m = result_of(&missing);
+    assert_eq!(
+        (&m["exists"], &m["mode"], &m["modified_ms"]),
+        (&json!(false), &Value::Null, &Value::Null),
+        "{m}"
+    );
+}
+
+fn dir_listing(p: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The guest swaps `d` (a real directory holding `victim`) with a symlink to the host
+/// victim's dir, atomically and continuously (renameat2 RENAME_EXCHANGE), while the broker
+/// makes dirs and renames through `d`.
+async fn parent_swapped(user: Option<&str>) {
+    use std::os::unix::fs::MetadataExt;
+    let (vdir, vpath) = victim();
+    let before = HostFile::snapshot(&vpath);
+    let dir_before = std::fs::metadata(vdir.path()).unwrap();
+    let server = WsServer::start_as(user, &[]);
+    let mut c = server.connect().await;
+    let sid = sandbox_with_processes(&mut c).await;
+    let py = r#"
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs('d/sub', exist_ok=True)
+open('d/victim', 'w').write('decoy\n')
+os.symlink(VDIR, 'lnk')
+print('ready', flush=True)
+end = time.time() + 12
+n = 0
+bad = 0
+while time.time() < end:
+    if libc.renameat2(-100, b'd', -100, b'lnk', 2) != 0:
+        bad += 1
+    n += 1
+    if n % 5000 == 0:
+        open('src.txt', 'a').close()
+        os.makedirs('srcdir', exist_ok=True)
+        print('swaps', n, 'failed', bad, flush=True)
+"#
+    .replace("VDIR", &format!("{:?}", vdir.path().display().to_string()));
+    let racer = format!("python3 - <<'EOF'\n{py}\nEOF");
+    exec(&mut c, &sid, "echo mine > src.txt && mkdir srcdir").await;
+    let pid = start_sh(&mut c, &sid, &racer).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let r = c.call("process.output", json!({ "process_id": pid })).await;
+    assert!(
+        r.to_string().contains("cmVhZHk"),
+        "{user:?}: the racer is not swapping: {r}"
+    );
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    let mut i = 0u32;
+    while std::time::Instant::now() < deadline {
+        i += 1;
+        let calls = [
+            (
+                "files.make_dir",
+                json!({ "sandbox_id": sid, "path": format!("d/m{i}"), "parents": false }),
+            ),
+            (
+                "files.make_dir",
+                json!({ "sandbox_id": sid, "path": format!("d/p{i}/q"), "parents": true }),
+            ),
+            (
+                "files.make_dir",
+                json!({ "sandbox_id": sid, "path": format!("d/sub/s{i}"), "parents": true }),
+            ),
+            (
+                "files.rename",
+                json!({ "sandbox_id": sid, "from": "src.txt", "to": format!("d/r{i}") }),
+            ),
+            (
+                "files.rename",
+                json!({ "sandbox_id": sid, "from": "srcdir", "to": "d/victim" }),
+            ),
+            (
+                "files.rename",
+                json!({ "sandbox_id": sid, "from": "src.txt", "to": "d/victim" }),
+            ),
+            (
+                "files.rename",
+                json!({ "sandbox_id": sid, "from": "d/victim", "to": format!("stolen{i}") }),
+            ),
+            (
+                "files.rename",
+                json!({ "sandbox_id": sid, "from": format!("d/r{}", i.saturating_sub(1)), "to": "src.txt" }),
+            ),
+        ];
+        for (m, p) in calls {
+            let r = within_5s(&mut c, m, p).await;
+            let k = match r.get("error") {
+                Some(e) => format!("{m} err {}", e["code"]),
+                None => format!("{m} ok"),
+            };
+            *outcomes.entry(k).or_default() += 1;
+        }
+    }
+    eprintln!("{user:?}: {i} rounds, outcomes {outcomes:?}");
+    // The swap was live: some calls found the link in place of `d` and were refused.
+    assert!(
+        outcomes.keys().any(|k| k.contains("err -32017")),
+        "{user:?}: no call met the swapped link: {outcomes:?}"
+    );
+    before.assert_unchanged();
+    assert_eq!(
+        dir_listing(vdir.path()),
+        vec!["victim".to_string()],
+        "{user:?}: something landed in the victim's dir"
+    );
+    let dir_after = std::fs::metadata(vdir.path()).unwrap();
+    assert_eq!(
+        (
+            dir_before.mtime(),
+            dir_before.mtime_nsec(),
+            dir_before.ino()
+        ),
+        (dir_after.mtime(), dir_after.mtime_nsec(), dir_after.ino()),
+        "{user:?}: the victim dir was modified"
+    );
+    // A stolen file must be the decoy, never the host's.
+    let r = exec(&mut c, &sid, "cat stolen* 2>/dev/null | sort -u; echo end").await;
+    assert!(
+        !r["stdout"].as_str().unwrap().contains("host secret"),
+        "{user:?}: {r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn make_dir_and_rename_hold_while_the_guest_swaps_a_parent_for_a_host_link() {
+    for user in IDENTITIES {
+        parent_swapped(user).await;
     }
 }

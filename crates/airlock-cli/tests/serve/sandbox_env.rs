@@ -63,6 +63,7 @@ async fn a_bad_or_reserved_env_name_is_refused_and_a_keys_reuse_compares_env() {
         (json!({ "no_proxy": "" }), "reserved"),
         (json!({ "1BAD": "x" }), "is not [A-Za-z_][A-Za-z0-9_]*"),
         (json!({ "A": "with\u{0}nul" }), "contains NUL"),
+        (big_env(), "byte budget"),
     ] {
         let r = create(&mut c, spec(env.clone()), None).await;
         assert_eq!(error_code(&r), INVALID_PARAMS, "{env}: {r}");
@@ -107,4 +108,11 @@ async fn a_forks_branches_and_a_resumed_sandbox_keep_its_env() {
         .await;
         assert_eq!(r["stdout"], "kept\n", "{id}: {r}");
     }
+}
+
+/// 128 variables of 4,500 bytes: within the count, over the setup frame's budget, which would
+/// refuse every run of the sandbox.
+fn big_env() -> Value {
+    let v = "x".repeat(4_500);
+    Value::Object((0..128).map(|i| (format!("V{i}"), json!(v))).collect())
 }

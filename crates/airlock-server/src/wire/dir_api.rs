@@ -75,7 +75,8 @@ pub async fn make_dir(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     stat_of(h, &rel, json!({ "created": created })).await
 }
 
-/// `files.rename {sandbox_id, from, to}`: a file at `to` is replaced; answers for `to`.
+/// `files.rename {sandbox_id, from, to}`: a file (or an empty directory) at `to` is replaced;
+/// answers for `to`.
 pub async fn rename(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     h.allows(Capability::FilesIn)?;
     let (from, to) = parse_rename(v)?;

@@ -9,7 +9,7 @@
 use airlock_policy::GuestRelPath;
 use airlock_protocol::{ErrorCode, ErrorObject};
 use airlock_router::ErrorKind;
-use airlock_router::{Sandbox, SandboxError};
+use airlock_router::{FileStat, Sandbox, SandboxError};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde::Deserialize;
@@ -127,13 +127,57 @@ pub async fn write(h: &Held, v: Value, metrics: &Metrics) -> Result<Value, Error
     } else {
         h.sandbox.append_chunk(WORK, &rel, offset, data, max).await
     };
-    let size = written.map_err(|e| file_error(&e))?;
+    written.map_err(|e| file_error(&e))?;
     metrics.transferred(Transfer::FilesWrite, len);
-    // What `files.stat` would say now: both branches leave a regular file (a link or a
-    // directory in the way is refused above).
-    Ok(json!({
-        "path": rel.as_str(), "exists": true, "size": size, "is_dir": false, "kind": "file"
-    }))
+    // What `files.stat` says now: both branches leave a regular file (a link or a directory
+    // in the way is refused above).
+    let st = h
+        .sandbox
+        .stat(WORK, &rel)
+        .await
+        .map_err(|e| file_error(&e))?;
+    Ok(stat_answer(&rel, st.as_ref()))
+}
+
+/// `files.stat`'s answer for `rel`: the documented members, whatever is there.
+fn stat_answer(rel: &GuestRelPath, st: Option<&FileStat>) -> Value {
+    let mut v = json!({ "path": rel.as_str(), "exists": st.is_some() });
+    if let Value::Object(o) = &mut v {
+        o.extend(stat_members(st));
+    }
+    v
+}
+
+/// The members a stat and a listed entry share: size, kind, mode, permissions, modified_ms.
+fn stat_members(st: Option<&FileStat>) -> serde_json::Map<String, Value> {
+    let mode = st.and_then(|s| s.mode);
+    let members = json!({
+        "size": st.and_then(|s| s.size),
+        "is_dir": st.is_some_and(|s| s.is_dir),
+        "kind": st.map(|s| s.kind.as_str()),
+        "mode": mode,
+        "permissions": mode.map(permissions),
+        "modified_ms": st.and_then(|s| s.modified_ms),
+    });
+    match members {
+        Value::Object(o) => o,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// `ls -l`'s nine permission characters for `mode` (`rwxr-xr-x`).
+fn permissions(mode: u32) -> String {
+    (0..9)
+        .map(|i| {
+            let bit = 1 << (8 - i);
+            match (mode & bit != 0, i % 3) {
+                (false, _) => '-',
+                (true, 0) => 'r',
+                (true, 1) => 'w',
+                (true, _) => 'x',
+            }
+        })
+        .collect()
 }
 
 /// A checked `files.read`: the path, the offset and a length of at most [`MAX_CHUNK`].
@@ -203,16 +247,7 @@ pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .stat(WORK, &rel)
         .await
         .map_err(|e| file_error(&e))?;
-    Ok(match st {
-        // The documented shape has all four members, whatever is there.
-        None => json!({
-            "path": rel.as_str(), "exists": false, "size": null, "is_dir": false, "kind": null
-        }),
-        Some(s) => json!({
-            "path": rel.as_str(), "exists": true, "size": s.size, "is_dir": s.is_dir,
-            "kind": s.kind.as_str()
-        }),
-    })
+    Ok(stat_answer(&rel, st.as_ref()))
 }
 
 /// `files.list`: the sorted entries of a directory (the work dir when `path` is absent).
@@ -226,8 +261,9 @@ pub async fn list(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     let entries: Vec<Value> = entries
         .iter()
         .map(|e| {
-            let (size, is_dir, kind) = (e.stat.size, e.stat.is_dir, e.stat.kind.as_str());
-            json!({ "name": e.name, "size": size, "is_dir": is_dir, "kind": kind })
+            let mut o = stat_members(Some(&e.stat));
+            o.insert("name".into(), json!(e.name));
+            Value::Object(o)
         })
         .collect();
     Ok(json!({ "entries": entries }))
@@ -242,4 +278,17 @@ pub async fn remove(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .await
         .map_err(|e| file_error(&e))?;
     Ok(json!({ "path": rel.as_str() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permissions;
+
+    #[test]
+    fn permissions_read_as_ls_writes_them() {
+        assert_eq!(permissions(0o755), "rwxr-xr-x");
+        assert_eq!(permissions(0o640), "rw-r-----");
+        assert_eq!(permissions(0o4711), "rwx--x--x");
+        assert_eq!(permissions(0), "---------");
+    }
 }

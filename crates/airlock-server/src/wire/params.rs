@@ -194,7 +194,10 @@ pub(crate) fn check_env(env: &BTreeMap<String, String>, what: &str) -> Result<()
 }
 
 /// Whether a run's env and argv fit the executor's setup frame.
-fn setup_fits(env: &[(String, String)], argv: Option<&[String]>) -> Result<(), ParamsError> {
+pub(crate) fn setup_fits(
+    env: &[(String, String)],
+    argv: Option<&[String]>,
+) -> Result<(), ParamsError> {
     let setup_bytes = serde_json::to_vec(env)
         .map(|v| v.len())
         .unwrap_or(usize::MAX)
