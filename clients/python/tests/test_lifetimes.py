@@ -144,3 +144,18 @@ async def test_a_sandboxs_env_reaches_every_run_and_a_calls_own_wins(client):
         assert (await sb.exec(["sh", "-c", "echo $GREETING"])).stdout == "hello\n"
     with pytest.raises(InvalidParamsError, match="reserved"):
         await client.sandbox(env={"HTTPS_PROXY": "http://elsewhere:1"})
+
+
+async def test_a_lifetime_is_said_and_set_lifetime_moves_its_end(client):
+    """`lifetime=` on create and `set_lifetime` (issue 40): the description says when the life
+    ends; moving it later says so; a bad value is refused."""
+    t0 = int(time.time() * 1000)
+    async with await client.sandbox(lifetime=30) as sb:
+        first = sb.info.ends_at_ms
+        assert first is not None and t0 + 29_000 <= first <= int(time.time() * 1000) + 30_000
+        moved = await sb.set_lifetime(120)
+        assert moved.ends_at_ms is not None and moved.ends_at_ms >= first + 80_000
+        with pytest.raises(InvalidParamsError):
+            await sb.set_lifetime(0)
+    async with await client.sandbox() as plain:
+        assert plain.info.ends_at_ms is None

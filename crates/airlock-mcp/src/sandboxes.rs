@@ -316,6 +316,7 @@ impl Sandboxes {
             metadata: airlock_server::registry::life::Metadata::new(),
             idle_action: IdleAction::Dispose,
             env: Vec::new(),
+            lifetime: None,
             raw: JsonDoc(serde_json::Value::Null),
             tenant: airlock_server::tenancy::tenant::Tenant::single(),
         };

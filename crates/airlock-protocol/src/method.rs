@@ -29,6 +29,8 @@ pub const SANDBOX_DISPOSE: &str = "sandbox.dispose";
 pub const SANDBOX_LIST: &str = "sandbox.list";
 /// Request: change a sandbox's idle timeout. `params: {"sandbox_id", "idle_timeout_s"}`.
 pub const SANDBOX_SET_TIMEOUT: &str = "sandbox.set_timeout";
+/// Request: a held sandbox's lifetime, from now.
+pub const SANDBOX_SET_LIFETIME: &str = "sandbox.set_lifetime";
 /// Request: write a sandbox's files and kernel state to the snapshot store; it keeps running.
 /// `params: {"sandbox_id"}` -> `{"snapshot_id", ...}`.
 pub const SANDBOX_SNAPSHOT: &str = "sandbox.snapshot";

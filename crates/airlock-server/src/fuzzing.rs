@@ -86,6 +86,9 @@ pub fn session_params(
         m::SANDBOX_SET_TIMEOUT => {
             sandbox_list::parse_set_timeout(params).map_err(msg)?;
         }
+        m::SANDBOX_SET_LIFETIME => {
+            sandbox_list::parse_set_lifetime(params).map_err(msg)?;
+        }
         m::SANDBOX_RUN_CODE | m::SANDBOX_EXEC => {
             let call = run::parse(method, params).map_err(msg)?;
             out.limits = Some(resolve(&call.requested_limits())?);

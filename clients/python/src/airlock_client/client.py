@@ -62,7 +62,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
                   metadata: Optional[Mapping[str, str]] = None,
                   idle_action: Union[IdleAction, str, None] = None,
                   from_snapshot: Optional[SnapshotLike] = None,
-                  env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+                  env: Optional[Mapping[str, str]] = None,
+                  lifetime: Optional[float] = None) -> Dict[str, Any]:
     """The `sandbox.create` params; deterministic, so an equal spec under one key is equal on the wire.
 
     With `from_snapshot` and no spec argument at all, the params carry no `spec`: the broker
@@ -79,7 +80,7 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
                   or min_isolation is not None or limits is not None or files_in is not None
                   or files_out is not None or idle_timeout is not None or bool(tools) or bool(declared_outputs)
                   or outputs_named_at_call_time or stateful or restricted or image is not None
-                  or metadata is not None or action is not None or env is not None)
+                  or metadata is not None or action is not None or env is not None or lifetime is not None)
     if snapshot is not None and not spec_given:
         bare: Dict[str, Any] = {"from_snapshot": snapshot}
         if key is not None:
@@ -126,6 +127,8 @@ def create_params(*, requires: Optional[Iterable[CapabilityLike]], egress: Union
         spec["metadata"] = dict(metadata)
     if env:
         spec["env"] = dict(env)
+    if lifetime is not None:
+        spec["lifetime_s"] = lifetime
     params: Dict[str, Any] = {"spec": spec}
     if key is not None:
         params["key"] = key.to_wire()
@@ -166,7 +169,8 @@ class BaseClient:
                       metadata: Optional[Mapping[str, str]] = None,
                       idle_action: Union[IdleAction, str, None] = None,
                       from_snapshot: Optional[SnapshotLike] = None,
-                      env: Optional[Mapping[str, str]] = None) -> Sandbox:
+                      env: Optional[Mapping[str, str]] = None,
+                      lifetime: Optional[float] = None) -> Sandbox:
         """Create a sandbox that persists across runs (`sandbox.create`).
 
         `requires`: the capabilities it may use (default: all but host tools; `host_tools` is
@@ -190,7 +194,8 @@ class BaseClient:
         snapshot's spec (any spec argument sends a whole spec of its own, as for a new sandbox).
         `env`: environment variables of every run, process and terminal of the sandbox (a
         call's own `env` wins; the proxy variables the server sets are refused); part of the
-        spec a key compares.
+        spec a key compares. `lifetime` (s): an absolute life from now, whatever the activity
+        (then paused with `idle_action="pause"`, else disposed of; `set_lifetime` moves it).
         Refusals raise SandboxRefusedError (`.kind`), InvalidParamsError, OverCapacityError;
         an unknown snapshot is NotFoundError.
         """
@@ -201,7 +206,8 @@ class BaseClient:
                                declared_outputs=declared_outputs,
                                outputs_named_at_call_time=outputs_named_at_call_time, key=key,
                                stateful=stateful, restricted=restricted, image=image, metadata=metadata,
-                               idle_action=idle_action, from_snapshot=from_snapshot, env=env)
+                               idle_action=idle_action, from_snapshot=from_snapshot, env=env,
+                               lifetime=lifetime)
         info = SandboxInfo.from_wire(await self._session.request("sandbox.create", params))
         return Sandbox(self._session, info, {t.declaration.name: t.handler for t in tools})
 

@@ -35,6 +35,8 @@ class SandboxInfo:
     idle_timeout_s: float
     #: The orchestrator's labels from `sandbox.create` (`metadata=`), as the sandbox was made.
     metadata: Dict[str, str] = field(default_factory=dict)
+    #: When its lifetime ends (ms since the epoch); None without one (`lifetime=`).
+    ends_at_ms: Optional[int] = None
 
     @classmethod
     def from_wire(cls, v: Any) -> "SandboxInfo":
@@ -50,7 +52,8 @@ class SandboxInfo:
                    egress=Egress(d.get("egress", "closed")), requires=requires,
                    work_dir=str(d.get("work_dir", "/work")),
                    idle_timeout_s=float(d.get("idle_timeout_s", 0.0)),
-                   metadata=_metadata(d.get("metadata")))
+                   metadata=_metadata(d.get("metadata")),
+                   ends_at_ms=d["ends_at_ms"] if isinstance(d.get("ends_at_ms"), int) else None)
 
 
 def _opt_ms(v: Any) -> Optional[int]:

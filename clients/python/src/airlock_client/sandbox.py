@@ -173,6 +173,17 @@ class Sandbox:
             "sandbox.set_timeout", {"sandbox_id": self.sandbox_id, "idle_timeout_s": seconds}))
         return self._info
 
+    async def set_lifetime(self, seconds: float) -> SandboxInfo:
+        """End the sandbox's life `seconds` from now, whatever its activity
+        (`sandbox.set_lifetime`): then it is paused (`idle_action="pause"`) or disposed of.
+        More than 0, at most 30 days (else InvalidParamsError). Returns the new description
+        (`info.ends_at_ms`)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError("seconds is a number")
+        self._info = SandboxInfo.from_wire(await self._session.request(
+            "sandbox.set_lifetime", {"sandbox_id": self.sandbox_id, "lifetime_s": seconds}))
+        return self._info
+
     async def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                        on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
                        tools: Optional[Sequence[str]] = None, exact_output: bool = False,

@@ -161,6 +161,10 @@ class SyncSandbox:
         """See `Sandbox.set_timeout`."""
         return self._loop.call(self._sb.set_timeout(seconds))
 
+    def set_lifetime(self, seconds: float) -> SandboxInfo:
+        """See `Sandbox.set_lifetime`."""
+        return self._loop.call(self._sb.set_lifetime(seconds))
+
     def run_code(self, code: str, *, timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                  on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
                  tools: Optional[Sequence[str]] = None, exact_output: bool = False,
@@ -258,7 +262,8 @@ class SyncClient:
                 metadata: Optional[Mapping[str, str]] = None,
                 idle_action: Union[IdleAction, str, None] = None,
                 from_snapshot: Optional[SnapshotLike] = None,
-                env: Optional[Mapping[str, str]] = None) -> SyncSandbox:
+                env: Optional[Mapping[str, str]] = None,
+                lifetime: Optional[float] = None) -> SyncSandbox:
         """See `AsyncClient.sandbox`."""
         sb = self._loop.call(self._a.sandbox(
             requires=requires, egress=egress, egress_allow=egress_allow, isolation_scope=isolation_scope,
@@ -266,7 +271,7 @@ class SyncClient:
             idle_timeout=idle_timeout, tools=tools, declared_outputs=declared_outputs,
             outputs_named_at_call_time=outputs_named_at_call_time, key=key, stateful=stateful,
             restricted=restricted, image=image, metadata=metadata, idle_action=idle_action,
-            from_snapshot=from_snapshot, env=env))
+            from_snapshot=from_snapshot, env=env, lifetime=lifetime))
         return SyncSandbox(self._loop, sb)
 
     def connect_sandbox(self, sandbox_id: str, *, tools: Optional[Mapping[str, ToolFn]] = None) -> SyncSandbox:

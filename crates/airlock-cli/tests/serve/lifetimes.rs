@@ -564,3 +564,61 @@ async fn transfers_are_checked_per_call_and_the_sandbox_s_disk_bounds_them() {
         result_of(&r);
     }
 }
+
+/// `spec.lifetime_s` (issue 40): an absolute life from create, whatever the activity. A
+/// sandbox in use every 200 ms is still disposed of when its lifetime ends; one whose
+/// `sandbox.set_lifetime` moved the end is still there past the first end; describe and list
+/// say when it ends; bad values are `invalid_params`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lifetime_ends_a_busy_sandbox_and_set_lifetime_moves_the_end() {
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    for bad in [json!(0), json!(-1), json!(31.0 * 24.0 * 3600.0), json!("10")] {
+        let r = c
+            .call("sandbox.create", json!({ "spec": { "lifetime_s": bad } }))
+            .await;
+        assert_eq!(error_code(&r), INVALID_PARAMS, "{bad}: {r}");
+    }
+    let t0 = now_ms();
+    let short = create(&mut c, json!({ "spec": { "lifetime_s": 1.5 } })).await;
+    let short_id = short["sandbox_id"].as_str().unwrap().to_owned();
+    let ends = short["ends_at_ms"].as_u64().expect("ends_at_ms");
+    assert!(ends >= t0 + 1_400 && ends <= now_ms() + 1_600, "{short}");
+    let kept = create(&mut c, json!({ "spec": { "lifetime_s": 1.5 } })).await;
+    let kept_id = kept["sandbox_id"].as_str().unwrap().to_owned();
+    let r = c
+        .call(
+            "sandbox.set_lifetime",
+            json!({ "sandbox_id": kept_id, "lifetime_s": 60 }),
+        )
+        .await;
+    assert!(result_of(&r)["ends_at_ms"].as_u64().unwrap() >= now_ms() + 59_000, "{r}");
+    let r = c
+        .call(
+            "sandbox.set_lifetime",
+            json!({ "sandbox_id": kept_id, "lifetime_s": "x" }),
+        )
+        .await;
+    assert_eq!(error_code(&r), INVALID_PARAMS, "{r}");
+    // Busy every 200 ms: the idle timeout (600 s) never comes, the lifetime does.
+    let start = Instant::now();
+    let gone_after = loop {
+        let r = c
+            .call(
+                "sandbox.exec",
+                json!({ "sandbox_id": short_id, "argv": ["true"] }),
+            )
+            .await;
+        if r.get("error").is_some() {
+            assert_eq!(error_code(&r), NOT_FOUND, "{r}");
+            break start.elapsed();
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never ended");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(gone_after >= Duration::from_millis(1_000), "ended early: {gone_after:?}");
+    let listed = list(&mut c).await;
+    assert!(entry(&listed, &short_id).is_none());
+    let k = entry(&listed, &kept_id).expect("the extended one is still held");
+    assert!(k["ends_at_ms"].as_u64().is_some(), "{k}");
+}

@@ -32,6 +32,18 @@ pub fn checked_idle(member: &str, x: f64) -> Result<Duration, String> {
     Err(format!("{member} = {x}: must be in (0, {}]", max.as_secs()))
 }
 
+/// Longest lifetime a spec or `sandbox.set_lifetime` may ask for.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Checks a lifetime in seconds: in (0, [`MAX_LIFETIME`]]; the error names `member`.
+pub fn checked_lifetime(member: &str, x: f64) -> Result<Duration, String> {
+    let max = MAX_LIFETIME;
+    if x.is_finite() && x > 0.0 && x <= max.as_secs_f64() {
+        return Ok(Duration::from_secs_f64(x));
+    }
+    Err(format!("{member} = {x}: must be in (0, {}]", max.as_secs()))
+}
+
 /// Milliseconds since the Unix epoch, now.
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -40,7 +52,8 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// One held sandbox's life: metadata, birth, and its idle timeout now.
+/// One held sandbox's life: metadata, birth, its idle timeout now, and the end of its
+/// lifetime when it has one (an absolute end, whatever its activity).
 #[derive(Debug)]
 pub struct Life {
     /// The orchestrator's labels.
@@ -48,6 +61,7 @@ pub struct Life {
     created: Instant,
     created_at_ms: u64,
     idle: Mutex<Duration>,
+    ends: Mutex<Option<Instant>>,
 }
 
 impl Life {
@@ -59,7 +73,37 @@ impl Life {
             created: Instant::now(),
             created_at_ms: now_ms(),
             idle: Mutex::new(idle),
+            ends: Mutex::new(None),
         }
+    }
+
+    /// This life ending `lifetime` after its birth (none: it ends only by idling out).
+    #[must_use]
+    pub fn with_lifetime(self, lifetime: Option<Duration>) -> Self {
+        *self.ends.lock().unwrap_or_else(PoisonError::into_inner) =
+            lifetime.map(|l| self.created + l);
+        self
+    }
+
+    /// Ends `lifetime` from now (`sandbox.set_lifetime`).
+    pub fn set_lifetime(&self, lifetime: Duration) {
+        *self.ends.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now() + lifetime);
+    }
+
+    /// Whether its lifetime has ended by `now`.
+    #[must_use]
+    pub fn lived_out(&self, now: Instant) -> bool {
+        self.ends
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|end| now >= end)
+    }
+
+    /// When its lifetime ends, on [`Life::created_at_ms`]'s clock; `None` without one.
+    #[must_use]
+    pub fn ends_at_ms(&self) -> Option<u64> {
+        let end = *self.ends.lock().unwrap_or_else(PoisonError::into_inner);
+        end.map(|e| self.at_ms(e))
     }
 
     /// When it was made, in milliseconds since the Unix epoch.

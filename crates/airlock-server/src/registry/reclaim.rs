@@ -1,5 +1,6 @@
-//! Idle reclaim: every sandbox idle past its timeout is paused (`idle_action: "pause"`) or
-//! disposed of, each on a task of its own, checked again that it is still idle and held.
+//! Reclaim: every sandbox idle past its timeout, or past the end of its lifetime, is paused
+//! (`idle_action: "pause"`) or disposed of, each on a task of its own, checked again that it is
+//! still due and held.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ impl Sandboxes {
             let now = Instant::now();
             let idle: Vec<Arc<Held>> = lock(&self.live)
                 .values()
-                .filter(|h| h.idle_for(now).is_some())
+                .filter(|h| h.due(now))
                 .cloned()
                 .collect();
             for h in idle {
@@ -42,27 +43,31 @@ impl Sandboxes {
         let Some(held) = held.filter(|l| Arc::ptr_eq(l, h)) else {
             return;
         };
-        if held.idle_for(Instant::now()).is_none() {
+        if !held.due(Instant::now()) {
             return;
         }
         if held.idle_action == crate::registry::request::IdleAction::Pause {
-            tracing::info!(sandbox = %held.id, "idle timeout; pausing");
+            tracing::info!(sandbox = %held.id, "idle timeout or lifetime over; pausing");
             match self.pause(&held.id).await {
                 Ok(_) => return,
                 Err(e) if matches!(e.kind, ErrorKind::OverCapacity | ErrorKind::Busy) => {
                     tracing::warn!(sandbox = %held.id, error = %e.message, "pause refused; kept live");
                     held.touch();
+                    if held.life.lived_out(Instant::now()) {
+                        // Tried again after an idle timeout's length, not on every tick.
+                        held.life.set_lifetime(held.life.idle_timeout());
+                    }
                     return;
                 }
                 Err(e) => {
                     tracing::warn!(sandbox = %held.id, error = %e.message, "pause failed; disposing")
                 }
             }
-            if held.idle_for(Instant::now()).is_none() {
+            if !held.due(Instant::now()) {
                 return;
             }
         } else {
-            tracing::info!(sandbox = %held.id, "idle timeout; disposing");
+            tracing::info!(sandbox = %held.id, "idle timeout or lifetime over; disposing");
         }
         let _ = self.dispose(&held.id).await;
     }

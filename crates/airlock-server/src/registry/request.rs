@@ -56,6 +56,8 @@ pub struct NewSandbox {
     pub idle_action: IdleAction,
     /// Environment variables of every run, process and terminal (a call's own win).
     pub env: Vec<(String, String)>,
+    /// An absolute life from create, whatever the activity (none: only the idle timeout).
+    pub lifetime: Option<Duration>,
     /// The request as its face received it: what a paused sandbox or a branch is made again
     /// from (by that face: the registry never reads it).
     pub raw: JsonDoc,

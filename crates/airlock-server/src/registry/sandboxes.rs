@@ -47,6 +47,9 @@ pub struct Held {
     idle: Duration,
     /// Environment variables of every run, process and terminal (`spec.env`; a call's own win).
     pub env: Vec<(String, String)>,
+    /// The lifetime its spec asked for: what the key-reuse rule compares (the end in force is
+    /// `life`'s).
+    lifetime: Option<Duration>,
     /// What idle reclaim does to it.
     pub idle_action: crate::registry::request::IdleAction,
     /// The `sandbox.create` params it was made from (a pause keeps them to make it again).
@@ -124,6 +127,11 @@ impl Held {
         *lock(&self.last_used)
     }
 
+    /// Whether reclaim is due: idle past its timeout, or its lifetime over.
+    pub(crate) fn due(&self, now: Instant) -> bool {
+        self.idle_for(now).is_some() || self.life.lived_out(now)
+    }
+
     pub(crate) fn idle_for(&self, now: Instant) -> Option<Duration> {
         if lock(&self.busy).is_some() {
             return None;
@@ -180,8 +188,8 @@ enum NotHeld {
 
 fn key_spec_mismatch(live: &Held) -> ServerError {
     ServerError::refused(format!(
-        "sandbox {} is live under this key with other run limits, another idle timeout or \
-         another env; dispose of it before asking for another",
+        "sandbox {} is live under this key with other run limits, another idle timeout, \
+         another lifetime or another env; dispose of it before asking for another",
         live.id
     ))
     .because("SandboxKeySpecMismatch")
@@ -382,7 +390,8 @@ impl Sandboxes {
         // The router compares the policy spec; the wire's own part (run limits, idle timeout)
         // is compared here, before the router would hand the live sandbox back.
         if let Some(h) = &existing {
-            if h.limits != limits || h.idle != p.idle || h.env != p.env {
+            if h.limits != limits || h.idle != p.idle || h.env != p.env || h.lifetime != p.lifetime
+            {
                 self.audit_refusal(&key, &p.spec, "SandboxKeySpecMismatch");
                 return Err(key_spec_mismatch(h));
             }
@@ -407,9 +416,10 @@ impl Sandboxes {
             sandbox: local,
             outputs: p.outputs,
             tools: p.tools,
-            life: crate::registry::life::Life::new(p.metadata, p.idle),
+            life: crate::registry::life::Life::new(p.metadata, p.idle).with_lifetime(p.lifetime),
             idle: p.idle,
             env: p.env,
+            lifetime: p.lifetime,
             idle_action: p.idle_action,
             raw: p.raw,
             tenant: p.tenant,
@@ -467,7 +477,11 @@ impl Sandboxes {
     fn insert(&self, held: Arc<Held>) -> Result<Arc<Held>, NotHeld> {
         let mut live = lock(&self.live);
         if let Some(h) = live.values().find(|h| h.key == held.key) {
-            if h.limits != held.limits || h.idle != held.idle || h.env != held.env {
+            if h.limits != held.limits
+                || h.idle != held.idle
+                || h.env != held.env
+                || h.lifetime != held.lifetime
+            {
                 return Err(NotHeld::Mismatch(key_spec_mismatch(h)));
             }
             h.touch();

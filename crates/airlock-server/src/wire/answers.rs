@@ -11,7 +11,7 @@ use crate::registry::snapshot_owners::SnapshotInfo;
 /// What `sandbox.create`/`sandbox.connect` answer.
 #[must_use]
 pub fn describe(held: &Held, isolation: &str) -> Value {
-    json!({
+    let mut v = json!({
         "sandbox_id": held.id,
         "isolation": isolation,
         "isolation_scope": held.spec.isolation_scope().as_str(),
@@ -20,7 +20,12 @@ pub fn describe(held: &Held, isolation: &str) -> Value {
         "work_dir": airlock_broker::GUEST_WORK_DIR,
         "idle_timeout_s": held.life.idle_timeout().as_secs_f64(),
         "metadata": held.life.metadata,
-    })
+    });
+    // Only a sandbox with a lifetime says when it ends.
+    if let (Value::Object(o), Some(end)) = (&mut v, held.life.ends_at_ms()) {
+        o.insert("ends_at_ms".into(), json!(end));
+    }
+    v
 }
 
 fn disposal_value(f: Option<&DisposalFailure>) -> Value {

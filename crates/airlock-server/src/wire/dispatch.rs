@@ -23,7 +23,7 @@ use crate::wire::spec;
 
 /// The session methods (everything but `execute`), besides the process methods
 /// (`crate::wire::process_methods`).
-pub const SESSION_METHODS: [&str; 25] = [
+pub const SESSION_METHODS: [&str; 26] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -43,6 +43,7 @@ pub const SESSION_METHODS: [&str; 25] = [
     m::SANDBOX_UNEXPOSE,
     m::SANDBOX_LIST,
     m::SANDBOX_SET_TIMEOUT,
+    m::SANDBOX_SET_LIFETIME,
     m::SANDBOX_SNAPSHOT,
     m::SANDBOX_PAUSE,
     m::SANDBOX_RESUME,
@@ -365,6 +366,10 @@ fn on_sandbox(
                     }
                     m::SANDBOX_SET_TIMEOUT => crate::wire::sandbox_list::set_timeout(&held, params)
                         .map(|()| answers::describe(&held, sbs.isolation())),
+                    m::SANDBOX_SET_LIFETIME => {
+                        crate::wire::sandbox_list::set_lifetime(&held, params)
+                            .map(|()| answers::describe(&held, sbs.isolation()))
+                    }
                     m::FILES_WRITE => {
                         files_api::write(&held, params, &conn.shared.config.metrics).await
                     }

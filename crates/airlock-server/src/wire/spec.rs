@@ -59,6 +59,8 @@ struct RawSpec {
     files_in: Option<TransferLimits>,
     files_out: Option<TransferLimits>,
     idle_timeout_s: Option<f64>,
+    /// An absolute life from create, whatever the activity.
+    lifetime_s: Option<f64>,
     /// What idle reclaim does: dispose (the default) or pause (needs `snapshot`).
     #[serde(default)]
     idle_action: IdleAction,
@@ -127,6 +129,10 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
     };
     let metadata = crate::wire::metadata::parse_metadata(s.metadata)?;
     let env = sandbox_env(s.env)?;
+    let lifetime = s
+        .lifetime_s
+        .map(|x| crate::registry::life::checked_lifetime("spec.lifetime_s", x))
+        .transpose()?;
     let mut b = SandboxSpec::builder("python")
         .requires(s.requires.unwrap_or_else(default_requires))
         .egress(s.egress.unwrap_or(Egress::Closed))
@@ -172,6 +178,7 @@ pub fn parse_create(params: Option<Value>, host: &HostPolicy) -> Result<CreatePa
         metadata,
         idle_action: s.idle_action,
         env,
+        lifetime,
         raw: crate::json_doc::JsonDoc(params),
         tenant: crate::tenancy::tenant::Tenant::single(),
     })
