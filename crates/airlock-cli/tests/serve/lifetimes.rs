@@ -573,7 +573,12 @@ async fn transfers_are_checked_per_call_and_the_sandbox_s_disk_bounds_them() {
 async fn a_lifetime_ends_a_busy_sandbox_and_set_lifetime_moves_the_end() {
     let server = WsServer::start(&[]);
     let mut c = server.connect().await;
-    for bad in [json!(0), json!(-1), json!(31.0 * 24.0 * 3600.0), json!("10")] {
+    for bad in [
+        json!(0),
+        json!(-1),
+        json!(31.0 * 24.0 * 3600.0),
+        json!("10"),
+    ] {
         let r = c
             .call("sandbox.create", json!({ "spec": { "lifetime_s": bad } }))
             .await;
@@ -592,7 +597,10 @@ async fn a_lifetime_ends_a_busy_sandbox_and_set_lifetime_moves_the_end() {
             json!({ "sandbox_id": kept_id, "lifetime_s": 60 }),
         )
         .await;
-    assert!(result_of(&r)["ends_at_ms"].as_u64().unwrap() >= now_ms() + 59_000, "{r}");
+    assert!(
+        result_of(&r)["ends_at_ms"].as_u64().unwrap() >= now_ms() + 59_000,
+        "{r}"
+    );
     let r = c
         .call(
             "sandbox.set_lifetime",
@@ -616,7 +624,10 @@ async fn a_lifetime_ends_a_busy_sandbox_and_set_lifetime_moves_the_end() {
         assert!(start.elapsed() < Duration::from_secs(10), "never ended");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(gone_after >= Duration::from_millis(1_000), "ended early: {gone_after:?}");
+    assert!(
+        gone_after >= Duration::from_millis(1_000),
+        "ended early: {gone_after:?}"
+    );
     let listed = list(&mut c).await;
     assert!(entry(&listed, &short_id).is_none());
     let k = entry(&listed, &kept_id).expect("the extended one is still held");
