@@ -633,3 +633,38 @@ async fn a_lifetime_ends_a_busy_sandbox_and_set_lifetime_moves_the_end() {
     let k = entry(&listed, &kept_id).expect("the extended one is still held");
     assert!(k["ends_at_ms"].as_u64().is_some(), "{k}");
 }
+
+/// A lifetime's end pauses a sandbox whose `idle_action` is `pause` (the E2B way: paused, not
+/// killed), and its next call resumes it with its files.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lifetimes_end_pauses_a_sandbox_that_asks_for_it_and_a_call_resumes_it() {
+    let state = super::snapshots::StateDir::new(None);
+    let server = state.serve(None);
+    let mut c = server.connect().await;
+    let spec = json!({ "requires": ["run_code", "files_in", "files_out", "snapshot"],
+                       "lifetime_s": 1, "idle_action": "pause" });
+    let sid = create(&mut c, json!({ "spec": spec })).await["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = c
+        .call("files.write", write_params(&sid, "kept.txt", b"kept"))
+        .await;
+    result_of(&r);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = list(&mut c).await;
+        if entry(&listed, &sid).is_some_and(|e| e["state"] == "paused") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never paused: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = c
+        .call(
+            "sandbox.run_code",
+            json!({ "sandbox_id": sid, "code": "print(open('kept.txt').read())" }),
+        )
+        .await;
+    assert_eq!(result_of(&r)["stdout"], "kept\n", "{r}");
+}
