@@ -380,17 +380,7 @@ impl DirFd {
         to: impl AsRef<OsStr>,
         no_replace: bool,
     ) -> io::Result<()> {
-        let a = name_cstring(from.as_ref())?;
-        let b = name_cstring(to.as_ref())?;
-        let flags = if no_replace {
-            libc::RENAME_NOREPLACE
-        } else {
-            0
-        };
-        let fd = self.0.as_raw_fd();
-        // SAFETY: the fd is open and both names are NUL-terminated.
-        cvt(unsafe { libc::renameat2(fd, a.as_ptr(), fd, b.as_ptr(), flags) })?;
-        Ok(())
+        self.rename_into(from, self, to, no_replace)
     }
 
     /// The names in this directory (without `.` and `..`), at most `limit` of them: a

@@ -131,12 +131,17 @@ pub async fn write(h: &Held, v: Value, metrics: &Metrics) -> Result<Value, Error
     metrics.transferred(Transfer::FilesWrite, len);
     // What `files.stat` says now: both branches leave a regular file (a link or a directory
     // in the way is refused above).
+    stat_now(h, &rel).await
+}
+
+/// What `files.stat` answers for `rel` now.
+async fn stat_now(h: &Held, rel: &GuestRelPath) -> Result<Value, ErrorObject> {
     let st = h
         .sandbox
-        .stat(WORK, &rel)
+        .stat(WORK, rel)
         .await
         .map_err(|e| file_error(&e))?;
-    Ok(stat_answer(&rel, st.as_ref()))
+    Ok(stat_answer(rel, st.as_ref()))
 }
 
 /// `files.stat`'s answer for `rel`: the documented members, whatever is there.
@@ -242,12 +247,7 @@ fn required_path(method: &str, v: Value) -> Result<GuestRelPath, ErrorObject> {
 /// `files.stat`: lstat-like; a size only for what `files.read` would serve.
 pub async fn stat(h: &Held, v: Value) -> Result<Value, ErrorObject> {
     let rel = required_path("files.stat", v)?;
-    let st = h
-        .sandbox
-        .stat(WORK, &rel)
-        .await
-        .map_err(|e| file_error(&e))?;
-    Ok(stat_answer(&rel, st.as_ref()))
+    stat_now(h, &rel).await
 }
 
 /// `files.list`: the sorted entries of a directory (the work dir when `path` is absent).
