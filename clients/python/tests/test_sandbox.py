@@ -91,6 +91,11 @@ async def test_every_method_of_a_sandbox(client):
         await sb.files.remove("raw.bin")
         assert not await sb.files.exists("raw.bin")
         await sb.files.remove("raw.bin")  # missing is success
+        many = await sb.files.write_many({"many/a.txt": "aa", "many/b.bin": b"\x00"})
+        assert [(s.path, s.size) for s in many] == [("many/a.txt", 2), ("many/b.bin", 1)]
+        await sb.files.remove("many/a.txt")
+        await sb.files.remove("many/b.bin")
+        await sb.files.remove("many")
         assert await sb.files.make_dir("made/deep", parents=True) is True
         assert await sb.files.make_dir("made/deep") is False  # already there
         moved = await sb.files.rename("data/in.txt", "made/deep/in.txt")

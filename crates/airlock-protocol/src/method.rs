@@ -64,6 +64,8 @@ pub const FILES_REMOVE: &str = "files.remove";
 pub const FILES_MAKE_DIR: &str = "files.make_dir";
 /// See [`FILES_WRITE`]: an entry renamed.
 pub const FILES_RENAME: &str = "files.rename";
+/// See [`FILES_WRITE`]: several files written in one call.
+pub const FILES_WRITE_MANY: &str = "files.write_many";
 /// Request: collect a sandbox's declared outputs with their bytes.
 pub const OUTPUTS_COLLECT: &str = "outputs.collect";
 /// Start a background process in a sandbox.

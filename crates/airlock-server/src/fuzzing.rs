@@ -111,6 +111,11 @@ pub fn session_params(
             let (rel, _) = crate::wire::dir_api::parse_make_dir(params).map_err(msg)?;
             out.paths.push(rel);
         }
+        m::FILES_WRITE_MANY => {
+            let files = crate::wire::dir_api::parse_write_many(params).map_err(msg)?;
+            out.write_bytes = Some(files.iter().map(|(_, d)| d.len()).sum());
+            out.paths.extend(files.into_iter().map(|(p, _)| p));
+        }
         m::FILES_RENAME => {
             let (from, to) = crate::wire::dir_api::parse_rename(params).map_err(msg)?;
             out.paths.extend([from, to]);

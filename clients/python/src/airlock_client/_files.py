@@ -3,7 +3,7 @@ move in chunks transparently (`offset`/`length`)."""
 from __future__ import annotations
 
 import base64
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ._session import Session
 from .errors import ProtocolError
@@ -66,6 +66,15 @@ class Files:
     async def remove(self, path: str) -> None:
         """Remove a file, link (never followed) or empty directory; a missing path is fine."""
         await self._call("files.remove", path=path)
+
+    async def write_many(self, files: Mapping[str, Union[bytes, str]], *, encoding: str = "utf-8") -> List[FileStat]:
+        """Write several files in one call (`files.write_many`; missing parents are created),
+        at most 512 KiB in all; returns each as `stat` describes it. The first refused ends the
+        call (those before it are written)."""
+        wire = [{"path": p, "data": base64.b64encode(d.encode(encoding) if isinstance(d, str) else bytes(d)).decode()}
+                for p, d in files.items()]
+        r = await self._call("files.write_many", files=wire)
+        return [FileStat.from_wire(f) for f in r.get("files") or []]
 
     async def make_dir(self, path: str, *, parents: bool = False) -> bool:
         """Make the directory `path` (each missing parent too with `parents`); False when a

@@ -84,6 +84,9 @@ class SyncFiles:
     def remove(self, path: str) -> None:
         self._loop.call(self._files.remove(path))
 
+    def write_many(self, files: Mapping[str, Union[bytes, str]], *, encoding: str = "utf-8") -> List[FileStat]:
+        return self._loop.call(self._files.write_many(files, encoding=encoding))
+
     def make_dir(self, path: str, *, parents: bool = False) -> bool:
         return self._loop.call(self._files.make_dir(path, parents=parents))
 

@@ -353,3 +353,68 @@ async fn make_dir_and_rename_hold_while_the_guest_swaps_a_parent_for_a_host_link
         parent_swapped(user).await;
     }
 }
+
+/// `files.write_many` (issue 40): several files in one call, parents made, each answered as
+/// `files.write` answers; bounded in all to one write's chunk; a link the guest planted on
+/// the way ends the call there (the files before it written, nothing of the host touched).
+#[tokio::test(flavor = "multi_thread")]
+async fn write_many_writes_each_file_and_stops_at_a_planted_link() {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let (vdir, vpath) = victim();
+    let before = HostFile::snapshot(&vpath);
+    let server = WsServer::start(&[]);
+    let mut c = server.connect().await;
+    let sid = sandbox(&mut c).await;
+    let files = json!([
+        { "path": "a.txt", "data": b64(b"one") },
+        { "path": "deep/b.txt", "data": b64(b"two!") },
+    ]);
+    let r = c
+        .call(
+            "files.write_many",
+            json!({ "sandbox_id": sid, "files": files }),
+        )
+        .await;
+    let got = result_of(&r)["files"].as_array().unwrap().clone();
+    assert_eq!(
+        (got[0]["path"].as_str(), got[0]["size"].as_u64()),
+        (Some("a.txt"), Some(3))
+    );
+    assert_eq!(
+        (got[1]["kind"].as_str(), got[1]["size"].as_u64()),
+        (Some("file"), Some(4))
+    );
+    let big = b64(&vec![7u8; 300 * 1024]);
+    let over = json!([{ "path": "x", "data": big }, { "path": "y", "data": big }]);
+    let r = c
+        .call(
+            "files.write_many",
+            json!({ "sandbox_id": sid, "files": over }),
+        )
+        .await;
+    assert_eq!(error_code(&r), -32602, "over one chunk in all: {r}");
+    let plant = format!("ln -s {} dlink && echo planted", vdir.path().display());
+    assert_eq!(exec(&mut c, &sid, &plant).await["stdout"], "planted\n");
+    let files = json!([
+        { "path": "first.txt", "data": b64(b"ok") },
+        { "path": "dlink/victim", "data": b64(b"PWNED") },
+        { "path": "never.txt", "data": b64(b"no") },
+    ]);
+    let r = c
+        .call(
+            "files.write_many",
+            json!({ "sandbox_id": sid, "files": files }),
+        )
+        .await;
+    assert_eq!(error_code(&r), FILE_REFUSED, "{r}");
+    let r = exec(
+        &mut c,
+        &sid,
+        "cat first.txt; test -e never.txt || echo none",
+    )
+    .await;
+    assert_eq!(r["stdout"], "oknone\n", "{r}");
+    before.assert_unchanged();
+    assert_eq!(std::fs::read_dir(vdir.path()).unwrap().count(), 1);
+}

@@ -1330,10 +1330,15 @@ const MALFORMED: &[&str] = &[
     r#"files.rename {"sandbox_id": "SID", "from": "a", "to": "../b"}"#,
     r#"files.rename {"sandbox_id": "SID", "from": 1, "to": "b"}"#,
     r#"files.rename {"sandbox_id": "SID", "from": "a", "to": "b", "bogus": 1}"#,
+    r#"files.write_many {"sandbox_id": "SID"}"#,
+    r#"files.write_many {"sandbox_id": "SID", "files": []}"#,
+    r#"files.write_many {"sandbox_id": "SID", "files": [{"path": "/abs", "data": ""}]}"#,
+    r#"files.write_many {"sandbox_id": "SID", "files": [{"path": "a", "data": "!!"}]}"#,
+    r#"files.write_many {"sandbox_id": "SID", "files": [{"path": "a"}]}"#,
     r#"sandbox.dispose {"sandbox_id": "SID", "bogus": 1}"#,
 ];
 
-const METHODS: [&str; 14] = [
+const METHODS: [&str; 15] = [
     "sandbox.create",
     "sandbox.connect",
     "sandbox.run_code",
@@ -1348,6 +1353,7 @@ const METHODS: [&str; 14] = [
     "files.remove",
     "files.make_dir",
     "files.rename",
+    "files.write_many",
 ];
 
 #[tokio::test(flavor = "multi_thread")]

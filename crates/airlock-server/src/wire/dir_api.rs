@@ -1,8 +1,9 @@
-//! `files.make_dir` and `files.rename` (issue 40): a sandbox's directories made and its
-//! entries renamed, paths relative to its `/work` and walked by handle with no link followed
+//! `files.make_dir`, `files.rename` and `files.write_many` (issue 40): a sandbox's directories
+//! made, its entries renamed, several files written in one call, paths relative to its `/work` and walked by handle with no link followed
 //! (`airlock_local::files`), answered as `files.stat` would answer the path made.
 use airlock_policy::{Capability, GuestRelPath};
 use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_router::Sandbox;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -85,4 +86,85 @@ pub async fn rename(h: &Held, v: Value) -> Result<Value, ErrorObject> {
         .await
         .map_err(|e| file_error(&e))?;
     stat_of(h, &to, json!({ "from": from.as_str() })).await
+}
+
+/// Most files one `files.write_many` carries.
+const MAX_MANY: usize = 1_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManyParams {
+    #[allow(dead_code, reason = "routed on before the method runs")]
+    sandbox_id: String,
+    files: Vec<OneFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OneFile {
+    path: String,
+    data: String,
+}
+
+/// `files.write_many` params, checked before any file is touched: at most [`MAX_MANY`]
+/// files whose decoded bytes together fit one `files.write`'s chunk.
+pub(crate) fn parse_write_many(v: Value) -> Result<Vec<(GuestRelPath, Vec<u8>)>, ErrorObject> {
+    use base64::Engine as _;
+    let p: ManyParams = params("files.write_many", v)?;
+    if p.files.is_empty() || p.files.len() > MAX_MANY {
+        return Err(invalid(format!(
+            "files.write_many takes 1 to {MAX_MANY} files"
+        )));
+    }
+    let max = crate::wire::files_api::MAX_CHUNK;
+    let mut total = 0u64;
+    let mut out = Vec::with_capacity(p.files.len());
+    for (i, f) in p.files.into_iter().enumerate() {
+        let rel = path(&format!("files[{i}].path"), &f.path)?;
+        total = total.saturating_add(f.data.len() as u64 / 4 * 3);
+        if total > max + 3 {
+            return Err(invalid(format!(
+                "one files.write_many carries at most {max} bytes in all; send more in several"
+            )));
+        }
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(f.data.as_bytes())
+            .map_err(|e| invalid(format!("files[{i}].data is not base64: {e}")))?;
+        out.push((rel, data));
+    }
+    if out.iter().map(|(_, d)| d.len() as u64).sum::<u64>() > max {
+        return Err(invalid(format!(
+            "one files.write_many carries at most {max} bytes in all; send more in several"
+        )));
+    }
+    Ok(out)
+}
+
+/// `files.write_many {sandbox_id, files: [{path, data}]}` → `{files: [...]}`, each as
+/// `files.write` answers; the files are written in order, and the first refused ends the call
+/// (those before it are written).
+pub async fn write_many(
+    h: &Held,
+    v: Value,
+    metrics: &crate::ops::metrics::Metrics,
+) -> Result<Value, ErrorObject> {
+    let files = parse_write_many(v)?;
+    let max = h.spec.files_in().max_bytes_per_file;
+    let mut answers = Vec::with_capacity(files.len());
+    for (rel, data) in files {
+        if data.len() as u64 > max {
+            return Err(file_error(&airlock_router::SandboxError::TooLarge {
+                path: rel.to_string(),
+                size: data.len() as u64,
+                max,
+            }));
+        }
+        h.sandbox
+            .write_file(WORK, &rel, &data)
+            .await
+            .map_err(|e| file_error(&e))?;
+        metrics.transferred(crate::ops::metrics::Transfer::FilesWrite, data.len() as u64);
+        answers.push(stat_of(h, &rel, json!({})).await?);
+    }
+    Ok(json!({ "files": answers }))
 }

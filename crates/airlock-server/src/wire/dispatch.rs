@@ -23,7 +23,7 @@ use crate::wire::spec;
 
 /// The session methods (everything but `execute`), besides the process methods
 /// (`crate::wire::process_methods`).
-pub const SESSION_METHODS: [&str; 26] = [
+pub const SESSION_METHODS: [&str; 27] = [
     m::SANDBOX_CREATE,
     m::SANDBOX_CONNECT,
     m::SANDBOX_RUN_CODE,
@@ -38,6 +38,7 @@ pub const SESSION_METHODS: [&str; 26] = [
     m::FILES_REMOVE,
     m::FILES_MAKE_DIR,
     m::FILES_RENAME,
+    m::FILES_WRITE_MANY,
     m::OUTPUTS_COLLECT,
     m::SANDBOX_EXPOSE,
     m::SANDBOX_UNEXPOSE,
@@ -381,6 +382,10 @@ fn on_sandbox(
                     m::FILES_REMOVE => files_api::remove(&held, params).await,
                     m::FILES_MAKE_DIR => crate::wire::dir_api::make_dir(&held, params).await,
                     m::FILES_RENAME => crate::wire::dir_api::rename(&held, params).await,
+                    m::FILES_WRITE_MANY => {
+                        let metrics = &conn.shared.config.metrics;
+                        crate::wire::dir_api::write_many(&held, params, metrics).await
+                    }
                     m::OUTPUTS_COLLECT => {
                         crate::wire::outputs_api::collect(&held, params, sbs.observers()).await
                     }

@@ -226,7 +226,7 @@ pub fn needs(method: &str) -> Option<Capability> {
     Some(match method {
         m::SANDBOX_RUN_CODE => Capability::RunCode,
         m::SANDBOX_EXEC => Capability::Exec,
-        m::FILES_WRITE | m::FILES_MAKE_DIR => Capability::FilesIn,
+        m::FILES_WRITE | m::FILES_MAKE_DIR | m::FILES_WRITE_MANY => Capability::FilesIn,
         // A rename takes a name away (and `dir_api` checks `files_in` for the one it makes).
         m::FILES_RENAME => Capability::FilesDelete,
         m::FILES_READ | m::OUTPUTS_COLLECT => Capability::FilesOut,
