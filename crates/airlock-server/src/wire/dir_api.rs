@@ -2,13 +2,13 @@
 //! made, its entries renamed, several files written in one call, paths relative to its `/work` and walked by handle with no link followed
 //! (`airlock_local::files`), answered as `files.stat` would answer the path made.
 use airlock_policy::{Capability, GuestRelPath};
-use airlock_protocol::{ErrorCode, ErrorObject};
+use airlock_protocol::ErrorObject;
 use airlock_router::Sandbox;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::registry::sandboxes::Held;
-use crate::wire::files_api::{file_error, stat};
+use crate::wire::files_api::{file_error, invalid, params, stat_now};
 
 const WORK: &str = airlock_broker::GUEST_WORK_DIR;
 
@@ -31,21 +31,13 @@ struct RenameParams {
     to: String,
 }
 
-fn invalid(m: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(ErrorCode::InvalidParams, m)
-}
-
-fn params<T: for<'de> Deserialize<'de>>(method: &str, v: Value) -> Result<T, ErrorObject> {
-    serde_json::from_value(v).map_err(|e| invalid(format!("{method} params: {e}")))
-}
-
 fn path(member: &str, raw: &str) -> Result<GuestRelPath, ErrorObject> {
     GuestRelPath::parse(raw).map_err(|e| invalid(format!("{member} {raw:?}: {e}")))
 }
 
 /// The answer `files.stat` gives for `rel` now, with `extra` members.
 async fn stat_of(h: &Held, rel: &GuestRelPath, extra: Value) -> Result<Value, ErrorObject> {
-    let mut v = stat(h, json!({ "sandbox_id": h.id, "path": rel.as_str() })).await?;
+    let mut v = stat_now(h, rel).await?;
     if let (Value::Object(o), Value::Object(e)) = (&mut v, extra) {
         o.extend(e);
     }
@@ -116,26 +108,22 @@ pub(crate) fn parse_write_many(v: Value) -> Result<Vec<(GuestRelPath, Vec<u8>)>,
             "files.write_many takes 1 to {MAX_MANY} files"
         )));
     }
+    // Decoding is bounded by the message (one frame); the total is checked as it grows.
     let max = crate::wire::files_api::MAX_CHUNK;
     let mut total = 0u64;
     let mut out = Vec::with_capacity(p.files.len());
     for (i, f) in p.files.into_iter().enumerate() {
         let rel = path(&format!("files[{i}].path"), &f.path)?;
-        total = total.saturating_add(f.data.len() as u64 / 4 * 3);
-        if total > max + 3 {
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(f.data.as_bytes())
+            .map_err(|e| invalid(format!("files[{i}].data is not base64: {e}")))?;
+        total = total.saturating_add(data.len() as u64);
+        if total > max {
             return Err(invalid(format!(
                 "one files.write_many carries at most {max} bytes in all; send more in several"
             )));
         }
-        let data = base64::engine::general_purpose::STANDARD
-            .decode(f.data.as_bytes())
-            .map_err(|e| invalid(format!("files[{i}].data is not base64: {e}")))?;
         out.push((rel, data));
-    }
-    if out.iter().map(|(_, d)| d.len() as u64).sum::<u64>() > max {
-        return Err(invalid(format!(
-            "one files.write_many carries at most {max} bytes in all; send more in several"
-        )));
     }
     Ok(out)
 }
@@ -149,16 +137,9 @@ pub async fn write_many(
     metrics: &crate::ops::metrics::Metrics,
 ) -> Result<Value, ErrorObject> {
     let files = parse_write_many(v)?;
-    let max = h.spec.files_in().max_bytes_per_file;
     let mut answers = Vec::with_capacity(files.len());
     for (rel, data) in files {
-        if data.len() as u64 > max {
-            return Err(file_error(&airlock_router::SandboxError::TooLarge {
-                path: rel.to_string(),
-                size: data.len() as u64,
-                max,
-            }));
-        }
+        // The sandbox refuses a file over its `files_in.max_bytes_per_file` before writing it.
         h.sandbox
             .write_file(WORK, &rel, &data)
             .await

@@ -24,7 +24,7 @@ pub const MAX_CHUNK: u64 = 512 * 1024;
 
 const WORK: &str = airlock_broker::GUEST_WORK_DIR;
 
-fn invalid(m: impl Into<String>) -> ErrorObject {
+pub(crate) fn invalid(m: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::InvalidParams, m)
 }
 
@@ -47,7 +47,10 @@ fn path(raw: &str) -> Result<GuestRelPath, ErrorObject> {
     GuestRelPath::parse(raw).map_err(|e| invalid(format!("path {raw:?}: {e}")))
 }
 
-fn params<T: for<'de> Deserialize<'de>>(method: &str, v: Value) -> Result<T, ErrorObject> {
+pub(crate) fn params<T: for<'de> Deserialize<'de>>(
+    method: &str,
+    v: Value,
+) -> Result<T, ErrorObject> {
     serde_json::from_value(v).map_err(|e| invalid(format!("{method} params: {e}")))
 }
 
@@ -135,7 +138,7 @@ pub async fn write(h: &Held, v: Value, metrics: &Metrics) -> Result<Value, Error
 }
 
 /// What `files.stat` answers for `rel` now.
-async fn stat_now(h: &Held, rel: &GuestRelPath) -> Result<Value, ErrorObject> {
+pub(crate) async fn stat_now(h: &Held, rel: &GuestRelPath) -> Result<Value, ErrorObject> {
     let st = h
         .sandbox
         .stat(WORK, rel)

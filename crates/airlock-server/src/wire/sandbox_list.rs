@@ -112,13 +112,25 @@ struct SetTimeoutParams {
 pub(crate) fn parse_set_timeout(params: Value) -> Result<Duration, ErrorObject> {
     let p: SetTimeoutParams = serde_json::from_value(params)
         .map_err(|e| invalid(format!("sandbox.set_timeout params: {e}")))?;
-    let Some(secs) = p.idle_timeout_s.as_f64() else {
+    seconds(
+        "idle_timeout_s",
+        &p.idle_timeout_s,
+        crate::registry::life::checked_idle,
+    )
+}
+
+/// `raw`, the member `member`, as a number of seconds that `check` bounds.
+fn seconds(
+    member: &str,
+    raw: &Value,
+    check: fn(&str, f64) -> Result<Duration, String>,
+) -> Result<Duration, ErrorObject> {
+    let Some(secs) = raw.as_f64() else {
         return Err(invalid(format!(
-            "idle_timeout_s = {}: must be a number of seconds",
-            p.idle_timeout_s
+            "{member} = {raw}: must be a number of seconds"
         )));
     };
-    crate::registry::life::checked_idle("idle_timeout_s", secs).map_err(invalid)
+    check(member, secs).map_err(invalid)
 }
 
 #[derive(Deserialize)]
@@ -133,13 +145,11 @@ struct SetLifetimeParams {
 pub(crate) fn parse_set_lifetime(params: Value) -> Result<Duration, ErrorObject> {
     let p: SetLifetimeParams = serde_json::from_value(params)
         .map_err(|e| invalid(format!("sandbox.set_lifetime params: {e}")))?;
-    let Some(secs) = p.lifetime_s.as_f64() else {
-        return Err(invalid(format!(
-            "lifetime_s = {}: must be a number of seconds",
-            p.lifetime_s
-        )));
-    };
-    crate::registry::life::checked_lifetime("lifetime_s", secs).map_err(invalid)
+    seconds(
+        "lifetime_s",
+        &p.lifetime_s,
+        crate::registry::life::checked_lifetime,
+    )
 }
 
 /// `sandbox.set_lifetime {sandbox_id, lifetime_s}`: the sandbox's lifetime ends `lifetime_s`

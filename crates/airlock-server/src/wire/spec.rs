@@ -190,16 +190,19 @@ fn sandbox_env(
     env: std::collections::BTreeMap<String, String>,
 ) -> Result<Vec<(String, String)>, String> {
     crate::wire::params::check_env(&env, "spec.env").map_err(|e| e.to_string())?;
+    let env: Vec<(String, String)> = env.into_iter().collect();
     // A spec.env over the setup frame's budget would refuse every run of the sandbox.
-    let pairs: Vec<(String, String)> = env.clone().into_iter().collect();
-    crate::wire::params::setup_fits(&pairs, None).map_err(|e| format!("spec.env: {e}"))?;
+    crate::wire::params::setup_fits(&env, None).map_err(|e| format!("spec.env: {e}"))?;
     let reserved = airlock_egress::proxy_env();
-    if let Some(k) = env.keys().find(|k| reserved.iter().any(|(r, _)| r == *k)) {
+    if let Some((k, _)) = env
+        .iter()
+        .find(|(k, _)| reserved.iter().any(|(r, _)| r == k))
+    {
         return Err(format!(
             "spec.env name {k:?} is reserved: the server sets it (the allowlist egress proxy)"
         ));
     }
-    Ok(env.into_iter().collect())
+    Ok(env)
 }
 
 fn parse_key(k: RawKey) -> Result<SandboxKey, String> {
